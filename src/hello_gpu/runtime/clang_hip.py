@@ -1,0 +1,138 @@
+"""AMD compile gate without an AMD GPU: compile a kernel to AMDGPU assembly with a stock clang.
+
+Debian's ``clang-19`` plus ``libamdhip64-dev`` (HIP 5.2 headers) can compile HIP device code for any
+AMD target, but cannot link it (the ROCm device libraries are not packaged). So the gate stops at
+assembly (``--cuda-device-only -nogpulib -S``): enough to catch every front-end error and to see the
+ISA, with no GPU and no ROCm install. ``scripts/install_amd_compile_tools.sh`` installs the tools.
+
+Stdlib only, so it runs in the CPU test tier.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from .prelude import PRELUDE_NAME, prelude_source
+
+INSTALL_HINT = "run scripts/install_amd_compile_tools.sh (Debian 12: clang-19 + libamdhip64-dev)"
+
+
+class ClangNotFoundError(RuntimeError):
+    """No clang to compile HIP with."""
+
+
+@dataclass(frozen=True)
+class AmdCompileResult:
+    ok: bool
+    arch: str
+    log: str  # clang's diagnostics, with paths relative to the user's file name
+    assembly: str  # AMDGPU assembly: the "isa" of the kernel; empty when ok is False
+    seconds: float
+    command: list[str]  # run in a temp dir, so file arguments are relative names
+
+
+def find_clang() -> str | None:
+    """Path of the clang to use: ``$HG_CLANG``, else ``clang-19``, else ``clang`` on PATH.
+
+    Only looked up, not run: whether this clang supports HIP shows in the first compile's log,
+    which keeps imports and test collection fast.
+    """
+    override = os.environ.get("HG_CLANG")
+    if override:
+        return shutil.which(override) or (override if os.path.isfile(override) else None)
+    return shutil.which("clang-19") or shutil.which("clang")
+
+
+def compile_for_amd(
+    source: str,
+    *,
+    name: str = "kernel.hip",
+    dialect: str = "hip",
+    arch: str = "gfx1201",
+    defines: Mapping[str, str] | None = None,
+    std: str = "c++17",
+    include_dirs: Sequence[str] = (),
+    optimization: str = "-O3",
+    fast_math: bool = False,
+    timeout: float = 120,
+) -> AmdCompileResult:
+    """Compile ``source`` (``dialect`` "hip" or "cuda") for the AMD target ``arch``.
+
+    A compile error gives ``ok=False`` with clang's log, never an exception; a missing clang
+    raises :class:`ClangNotFoundError`.
+    """
+    clang = find_clang()
+    if clang is None:
+        raise ClangNotFoundError(f"no HIP-capable clang found (set HG_CLANG or {INSTALL_HINT})")
+    prelude = prelude_source(dialect, "amd")  # validates dialect
+    rel = PurePosixPath(name)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise ValueError(f"name must be a relative file name, got {name!r}")
+
+    with tempfile.TemporaryDirectory(prefix="hg_amd_") as tmp:
+        # The source keeps the user's name and the prelude is pre-included rather than pasted in,
+        # so diagnostics read "name:LINE:COL" with the user's own line numbers.
+        src_path = os.path.join(tmp, name)
+        os.makedirs(os.path.dirname(src_path), exist_ok=True)
+        with open(src_path, "w", encoding="utf-8") as f:
+            f.write(source)
+        with open(os.path.join(tmp, PRELUDE_NAME), "w", encoding="utf-8") as f:
+            f.write(prelude)
+        asm_name = "hg_kernel_out.s"
+
+        command = [
+            clang,
+            "-x", "hip",
+            f"--offload-arch={arch}",
+            "--cuda-device-only",  # device code only: no host compiler pass, no fat binary
+            "-nogpulib",  # the ROCm device libraries are not installed; fine for -S
+            "-S", "-o", asm_name,
+            "-include", PRELUDE_NAME,
+            f"-std={std}",
+        ]
+        if optimization:
+            command.append(optimization)
+        if fast_math:
+            command.append("-ffast-math")
+        command += [f"-D{key}={value}" for key, value in (defines or {}).items()]
+        command += [f"-I{os.path.abspath(d)}" for d in include_dirs]
+        command.append(name)
+
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(
+                command, cwd=tmp, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except FileNotFoundError as exc:  # HG_CLANG pointed at something that vanished
+            raise ClangNotFoundError(f"cannot run {clang!r}: {exc}; {INSTALL_HINT}") from exc
+        except subprocess.TimeoutExpired as exc:
+            log = exc.stderr or ""
+            log = log.decode(errors="replace") if isinstance(log, bytes) else log
+            return AmdCompileResult(
+                False, arch, _strip(log, tmp) + f"\nclang timed out after {timeout} s\n", "",
+                time.perf_counter() - start, command,
+            )
+        seconds = time.perf_counter() - start
+
+        asm_path = os.path.join(tmp, asm_name)
+        ok = proc.returncode == 0 and os.path.isfile(asm_path)
+        assembly = ""
+        if ok:
+            with open(asm_path, encoding="utf-8", errors="replace") as f:
+                assembly = f.read()
+        return AmdCompileResult(ok, arch, _strip(proc.stderr, tmp), assembly, seconds, command)
+
+
+def _strip(log: str, tmp: str) -> str:
+    """Drop the temp dir from paths so the log names files as the user did."""
+    real = os.path.realpath(tmp)
+    for prefix in {real, tmp}:
+        log = log.replace(prefix + os.sep, "")
+    return log.replace("./" + PRELUDE_NAME, PRELUDE_NAME)

@@ -1,0 +1,279 @@
+"""Compile kernel source to a device binary: NVRTC -> cubin on NVIDIA, hipRTC -> code object on AMD.
+
+Why cubin and not PTX: a newer NVRTC (13.5) emits PTX that an older driver (13.0 on the H200
+machine) refuses to load; cubin for the exact arch has no such problem and skips the driver's JIT.
+Why not ``torch.utils.cpp_extension``: a cold build there takes about a minute; NVRTC takes ~50 ms.
+
+Results are cached on disk, keyed by everything that changes the binary (source, entry, options,
+arch, compiler version, prelude version), so a warm compile is a file read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import CompileError
+from .prelude import PRELUDE_NAME, PRELUDE_VERSION, prelude_source
+
+# Headers a HIP-dialect source may include on NVIDIA (and CUDA-dialect ones on AMD): the prelude
+# already provides what they would, so they are served as empty in-memory files.
+_EMPTY_HEADERS = {
+    "nvidia": ("hip/hip_runtime.h", "hip/hip_runtime_api.h", "hip/hip_fp16.h", "hip/hip_bf16.h",
+               "hip/hip_bfloat16.h", "hip/amd_detail/amd_warp_functions.h"),
+    "amd": ("cuda_runtime.h", "cuda.h", "cuda_fp16.h", "cuda_bf16.h", "device_launch_parameters.h"),
+}
+
+CACHE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What a user may change about a compile. Each field is part of the cache key."""
+
+    defines: tuple[tuple[str, str], ...] = ()
+    std: str = "c++17"
+    include_dirs: tuple[str, ...] = ()
+    optimization: str = "-O3"
+    fast_math: bool = False
+
+    @staticmethod
+    def make(defines=None, std: str = "c++17", include_dirs=(), optimization: str = "-O3",
+             fast_math: bool = False) -> "CompileOptions":
+        if isinstance(defines, dict):
+            pairs = tuple((str(k), str(v)) for k, v in defines.items())
+        else:
+            pairs = tuple(_split_define(d) for d in (defines or ()))
+        if not re.fullmatch(r"-O[0-3]", optimization):
+            raise ValueError(f"optimization must be one of -O0, -O1, -O2, -O3, got {optimization!r}")
+        if not re.fullmatch(r"c\+\+(11|14|17|20)", std):
+            raise ValueError(f"std must be c++11, c++14, c++17 or c++20, got {std!r}")
+        return CompileOptions(pairs, std, tuple(str(d) for d in include_dirs), optimization, bool(fast_math))
+
+
+def _split_define(define: str) -> tuple[str, str]:
+    define = define[2:] if define.startswith("-D") else define
+    name, _, value = define.partition("=")
+    if not re.fullmatch(r"[A-Za-z_]\w*", name.strip()):
+        raise ValueError(f"-D {define!r}: {name!r} is not a macro name")
+    return name.strip(), value if value else "1"
+
+
+@dataclass
+class Binary:
+    """A compiled kernel: the device binary plus what the compiler said about it."""
+
+    vendor: str
+    arch: str
+    entry: str
+    lowered_name: str          # the symbol to look up in the binary (mangled C++ name)
+    image: bytes               # cubin (NVIDIA) or code object (AMD)
+    ptx: str                   # NVIDIA only; "" on AMD
+    log: str                   # compiler output, including ptxas -v resource lines
+    compiler_version: str
+    seconds: float             # time of the compile that produced it (0 on cache hits' reads)
+    cache_hit: bool = False
+    key: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def cache_dir() -> Path:
+    """``$HG_CACHE_DIR`` or the user cache dir (``~/.cache/hello-gpu`` on Linux)."""
+    if os.environ.get("HG_CACHE_DIR"):
+        return Path(os.environ["HG_CACHE_DIR"])
+    try:
+        import platformdirs
+        return Path(platformdirs.user_cache_dir("hello-gpu")) / "kernels"
+    except ImportError:  # platformdirs is a small dependency; stay usable without it
+        return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hello-gpu" / "kernels"
+
+
+def cache_key(source: str, entry: str, dialect: str, vendor: str, arch: str,
+              options: CompileOptions, compiler_version: str) -> str:
+    payload = json.dumps({
+        "format": CACHE_FORMAT, "prelude": PRELUDE_VERSION, "source": source, "entry": entry,
+        "dialect": dialect, "vendor": vendor, "arch": arch, "options": asdict(options),
+        "compiler": compiler_version,
+    }, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _cache_read(key: str) -> Binary | None:
+    meta_path = cache_dir() / f"{key}.json"
+    image_path = cache_dir() / f"{key}.bin"
+    try:
+        meta = json.loads(meta_path.read_text())
+        image = image_path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if hashlib.sha256(image).hexdigest() != meta.get("image_sha256"):
+        return None   # a torn or edited entry: compile again rather than load garbage
+    meta.pop("image_sha256")
+    return Binary(image=image, cache_hit=True, **meta)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _cache_write(binary: Binary) -> None:
+    meta = asdict(binary)
+    image = meta.pop("image")
+    meta.pop("cache_hit")
+    meta["image_sha256"] = hashlib.sha256(image).hexdigest()
+    try:
+        # Image first, metadata last: a reader that finds the metadata finds a whole image.
+        _atomic_write(cache_dir() / f"{binary.key}.bin", image)
+        _atomic_write(cache_dir() / f"{binary.key}.json", json.dumps(meta).encode())
+    except OSError:
+        pass  # a read-only or full cache dir costs speed, never correctness
+
+
+# --------------------------------------------------------------------------------------- NVRTC
+
+
+def nvrtc_version() -> str:
+    from cuda.bindings import nvrtc
+    _, major, minor = nvrtc.nvrtcVersion()
+    return f"nvrtc-{major}.{minor}"
+
+
+def _nvrtc_include_dirs() -> list[str]:
+    """CUDA headers (cuda_fp16.h, cuda_bf16.h): the NVRTC wheel has none; cuda.pathfinder finds them."""
+    try:
+        from cuda import pathfinder
+        directory = pathfinder.find_nvidia_header_directory("cudart")
+    except Exception:  # noqa: BLE001 - any failure means "not found"; NVRTC then says what is missing
+        directory = None
+    return [directory] if directory else []
+
+
+def _check(result, what: str):
+    status = result[0]
+    if int(status) != 0:
+        raise RuntimeError(f"{what} failed: {status!r}")
+    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+
+
+def nvrtc_option_list(arch: str, options: CompileOptions) -> list[str]:
+    if not re.fullmatch(r"sm_\d+[af]?", arch):
+        raise ValueError(f"NVIDIA arch must look like 'sm_90' or 'sm_90a', got {arch!r}")
+    flags = [f"-arch={arch}", f"--std={options.std}", f"-Xptxas={options.optimization}", "-Xptxas=-v",
+             "-lineinfo", f"--pre-include={PRELUDE_NAME}"]
+    flags += [f"-D{name}={value}" for name, value in options.defines]
+    flags += [f"-I{directory}" for directory in (*options.include_dirs, *_nvrtc_include_dirs())]
+    if options.fast_math:
+        flags.append("--use_fast_math")
+    return flags
+
+
+def compile_nvrtc(source: str, entry: str, *, file_name: str, dialect: str, arch: str,
+                  options: CompileOptions) -> Binary:
+    from cuda.bindings import nvrtc
+
+    headers = {PRELUDE_NAME: prelude_source(dialect, "nvidia")}
+    headers.update({name: "" for name in _EMPTY_HEADERS["nvidia"]} if dialect == "hip" else {})
+    flags = nvrtc_option_list(arch, options)
+    started = time.perf_counter()
+    program = _check(nvrtc.nvrtcCreateProgram(
+        source.encode(), file_name.encode(), len(headers),
+        [text.encode() for text in headers.values()], [name.encode() for name in headers]),
+        "nvrtcCreateProgram")
+    try:
+        _check(nvrtc.nvrtcAddNameExpression(program, entry.encode()), "nvrtcAddNameExpression")
+        status = nvrtc.nvrtcCompileProgram(program, len(flags), [f.encode() for f in flags])[0]
+        size = _check(nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize")
+        log_buffer = b" " * size
+        nvrtc.nvrtcGetProgramLog(program, log_buffer)
+        log = log_buffer.rstrip(b"\x00").decode(errors="replace")
+        if int(status) != 0:
+            raise CompileError(file_name, source, log, compiler=nvrtc_version(), command=" ".join(flags))
+        lowered = _check(nvrtc.nvrtcGetLoweredName(program, entry.encode()), "nvrtcGetLoweredName")
+        size = _check(nvrtc.nvrtcGetCUBINSize(program), "nvrtcGetCUBINSize")
+        cubin = b" " * size
+        nvrtc.nvrtcGetCUBIN(program, cubin)
+        size = _check(nvrtc.nvrtcGetPTXSize(program), "nvrtcGetPTXSize")
+        ptx = b" " * size
+        nvrtc.nvrtcGetPTX(program, ptx)
+    finally:
+        nvrtc.nvrtcDestroyProgram(program)
+    return Binary("nvidia", arch, entry, lowered.decode(), cubin, ptx.rstrip(b"\x00").decode(), log,
+                  nvrtc_version(), time.perf_counter() - started)
+
+
+# -------------------------------------------------------------------------------------- hipRTC
+
+
+def hiprtc_version() -> str:
+    from hip import hiprtc
+    _, major, minor = hiprtc.hiprtcVersion()
+    return f"hiprtc-{major}.{minor}"
+
+
+def compile_hiprtc(source: str, entry: str, *, file_name: str, dialect: str, arch: str,
+                   options: CompileOptions) -> Binary:
+    """hipRTC for the device's gfx arch (needs hip-python and ROCm; not exercised on NVIDIA CI)."""
+    from hip import hiprtc
+
+    headers = {PRELUDE_NAME: prelude_source(dialect, "amd")}
+    headers.update({name: "" for name in _EMPTY_HEADERS["amd"]} if dialect == "cuda" else {})
+    flags = [f"--offload-arch={arch}", f"-std={options.std}", options.optimization,
+             "-include", PRELUDE_NAME]
+    flags += [f"-D{name}={value}" for name, value in options.defines]
+    flags += [f"-I{directory}" for directory in options.include_dirs]
+    if options.fast_math:
+        flags.append("-ffast-math")
+    started = time.perf_counter()
+    program = _check(hiprtc.hiprtcCreateProgram(
+        source.encode(), file_name.encode(), len(headers),
+        [text.encode() for text in headers.values()], [name.encode() for name in headers]),
+        "hiprtcCreateProgram")
+    try:
+        _check(hiprtc.hiprtcAddNameExpression(program, entry.encode()), "hiprtcAddNameExpression")
+        status = hiprtc.hiprtcCompileProgram(program, len(flags), [f.encode() for f in flags])[0]
+        size = _check(hiprtc.hiprtcGetProgramLogSize(program), "hiprtcGetProgramLogSize")
+        log_buffer = bytearray(size)
+        hiprtc.hiprtcGetProgramLog(program, log_buffer)
+        log = bytes(log_buffer).rstrip(b"\x00").decode(errors="replace")
+        if int(status) != 0:
+            raise CompileError(file_name, source, log, compiler=hiprtc_version(), command=" ".join(flags))
+        lowered = _check(hiprtc.hiprtcGetLoweredName(program, entry.encode()), "hiprtcGetLoweredName")
+        size = _check(hiprtc.hiprtcGetCodeSize(program), "hiprtcGetCodeSize")
+        code = bytearray(size)
+        hiprtc.hiprtcGetCode(program, code)
+    finally:
+        hiprtc.hiprtcDestroyProgram(program.createRef())
+    lowered_name = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
+    return Binary("amd", arch, entry, lowered_name, bytes(code), "", log, hiprtc_version(),
+                  time.perf_counter() - started)
+
+
+def compile_source(source: str, entry: str, *, file_name: str, dialect: str, vendor: str, arch: str,
+                   options: CompileOptions, use_cache: bool = True) -> Binary:
+    """Compile (or fetch from the disk cache) ``entry`` of ``source`` for ``vendor``/``arch``."""
+    compiler = compile_nvrtc if vendor == "nvidia" else compile_hiprtc
+    version = nvrtc_version() if vendor == "nvidia" else hiprtc_version()
+    key = cache_key(source, entry, dialect, vendor, arch, options, version)
+    if use_cache:
+        cached = _cache_read(key)
+        if cached is not None:
+            return cached
+    binary = compiler(source, entry, file_name=file_name, dialect=dialect, arch=arch, options=options)
+    binary.key = key
+    if use_cache:
+        _cache_write(binary)
+    return binary

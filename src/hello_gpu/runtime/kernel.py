@@ -1,0 +1,465 @@
+"""``hg.hip(source, entry=...)`` -> a :class:`Kernel` you call on PyTorch tensors.
+
+The calling convention comes from the kernel's C signature (see :mod:`signature`): ``const T*`` is an
+input tensor, ``T*`` an output (allocated like the first input when not passed, and returned),
+integer scalars named ``n``/``numel``/``N``/``size`` default to the first input's element count, and
+every other scalar is passed by keyword and packed as its declared C type.
+
+Every argument is checked before anything is launched; a refused call raises
+:class:`KernelArgumentError` naming the parameter and what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .compiler import Binary, CompileOptions, compile_source
+from .device import DeviceInfo, arch_limits, device_info, gpu_vendor, torch_module
+from .errors import KernelArgumentError, LaunchConfigError, NoGpuError
+from .resources import Occupancy, Resources, estimate_occupancy, resources_from_ptxas
+from .signature import Parameter, Signature, list_kernels, parse_signature
+
+DEFAULT_BLOCK = 256
+_POINTER_BYTES = 8
+
+
+def _torch_dtype(name: str):
+    torch = torch_module()
+    return getattr(torch, name)
+
+
+def _normalise_dims(value: Any, what: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value) if isinstance(value, (tuple, list)) else None
+    if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+        raise LaunchConfigError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    if any(d < 1 for d in dims):
+        raise LaunchConfigError(f"{what} dimensions must be >= 1, got {tuple(int(d) for d in dims)}")
+    dims = tuple(int(d) for d in dims)
+    return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+@dataclass
+class PreparedLaunch:
+    """A launch with every argument checked and packed: calling it only launches.
+
+    Made by :meth:`Kernel.prepare`; use it in timing loops. ``outputs`` holds the output tensors
+    (allocated once) and ``result`` what a normal call would have returned.
+    """
+
+    kernel: "Kernel"
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int
+    stream: int
+    outputs: tuple
+    keep_alive: tuple           # tensors and packed buffers the params array points into
+    params_address: int
+    device: int
+    _launch_raw: Any = None
+
+    def __post_init__(self):
+        self._launch_raw = self.kernel._handle().launcher()
+        self._arguments = (*self.grid, *self.block, self.shared_mem, self.stream, self.params_address)
+        self._skip = math.prod(self.grid) == 0
+
+    @property
+    def result(self):
+        if not self.outputs:
+            return None
+        return self.outputs[0] if len(self.outputs) == 1 else self.outputs
+
+    def __call__(self):
+        if not self._skip:
+            self._launch_raw(*self._arguments)
+        return self.result
+
+
+class Kernel:
+    """A kernel compiled from inline source, callable on PyTorch tensors."""
+
+    def __init__(self, source: str, entry: str | None = None, *, dialect: str = "hip", arch: str | None = None,
+                 defines=None, std: str = "c++17", include_dirs=(), optimization: str = "-O3",
+                 fast_math: bool = False, name: str | None = None, use_cache: bool = True):
+        if not isinstance(source, str) or "__global__" not in source:
+            raise ValueError("source must be a string holding at least one __global__ kernel")
+        if entry is None:
+            kernels = list_kernels(source)
+            if len(kernels) != 1:
+                raise ValueError(f"the source defines {len(kernels)} kernels ({', '.join(kernels) or 'none'}); "
+                                 f"say which one with entry=")
+            entry = kernels[0]
+        self.source = source
+        self.entry = entry
+        self.dialect = dialect
+        self.signature: Signature = parse_signature(source, entry)
+        self.file_name = name or f"{self.signature.function}.{'hip' if dialect == 'hip' else 'cu'}"
+        self.options = CompileOptions.make(defines, std, include_dirs, optimization, fast_math)
+        self.use_cache = use_cache
+        self._requested_arch = arch
+        self._binary: Binary | None = None
+        self._handle_object = None
+        self._layout_checked = False
+        self._shared_limit_set: dict[int, int] = {}
+        self._attributes: dict[tuple[str, int], int] = {}
+        # Compile now when the target is known, so errors show at definition time.
+        if arch is not None or gpu_vendor() is not None:
+            self.compile()
+
+    # ------------------------------------------------------------------ compile and inspect
+    @property
+    def vendor(self) -> str:
+        if self._requested_arch:
+            return "amd" if self._requested_arch.startswith("gfx") else "nvidia"
+        vendor = gpu_vendor()
+        if vendor is None:
+            raise NoGpuError("no GPU is visible and no arch was given: pass arch='sm_90' (or 'gfx1201')")
+        return vendor
+
+    @property
+    def arch(self) -> str:
+        return self._requested_arch or device_info().arch
+
+    def compile(self) -> Binary:
+        """Compile (or load from the disk cache) for ``arch``; repeated calls return the same binary."""
+        if self._binary is None:
+            self._binary = compile_source(self.source, self.entry, file_name=self.file_name, dialect=self.dialect,
+                                          vendor=self.vendor, arch=self.arch, options=self.options,
+                                          use_cache=self.use_cache)
+        return self._binary
+
+    @property
+    def binary(self) -> Binary:
+        return self.compile()
+
+    def _handle(self):
+        if self._handle_object is None:
+            binary = self.compile()
+            vendor = gpu_vendor()
+            if vendor is None:
+                raise NoGpuError("launching a kernel needs a GPU; none is visible to PyTorch")
+            if vendor != binary.vendor or (self._requested_arch and self._requested_arch.rstrip("af") != device_info().arch):
+                raise LaunchConfigError(f"kernel was compiled for {binary.arch}, the GPU is {device_info().arch}")
+            if vendor == "nvidia":
+                from .driver_nvidia import NvidiaKernelHandle
+                self._handle_object = NvidiaKernelHandle.load(binary.image, binary.lowered_name)
+            else:
+                from .driver_amd import AmdKernelHandle
+                self._handle_object = AmdKernelHandle.load(binary.image, binary.lowered_name)
+        return self._handle_object
+
+    @property
+    def resources(self) -> Resources:
+        """Registers, shared memory, stack/spills, max threads per block (driver when a GPU is here)."""
+        binary = self.compile()
+        from_log = resources_from_ptxas(binary.log, arch_limits(binary.arch))
+        if gpu_vendor() is None:
+            return from_log
+        handle, device = self._handle(), device_info().index
+        return Resources(
+            handle.attribute("CU_FUNC_ATTRIBUTE_NUM_REGS", device),
+            handle.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", device),
+            handle.attribute("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES", device),
+            from_log.spill_store_bytes, from_log.spill_load_bytes,
+            handle.attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", device), "driver")
+
+    def occupancy(self, block: int | tuple = DEFAULT_BLOCK, shared_mem: int = 0) -> Occupancy:
+        """Estimated blocks and warps per multiprocessor for this block size and dynamic shared memory."""
+        threads = math.prod(_normalise_dims(block, "block"))
+        limits = arch_limits(self.compile().arch)
+        if limits is None:
+            raise ValueError(f"no occupancy table for arch {self.arch}")
+        resources = self.resources
+        return estimate_occupancy(limits, threads, resources.registers_per_thread,
+                                  resources.static_shared_bytes + shared_mem)
+
+    def asm(self, kind: str = "sass") -> str:
+        """Assembly: ``"ptx"`` or ``"sass"`` on NVIDIA, ``"isa"`` on AMD."""
+        binary = self.compile()
+        if binary.vendor == "nvidia":
+            if kind == "ptx":
+                return binary.ptx
+            if kind == "sass":
+                return _disassemble_cubin(binary.image)
+            raise ValueError(f"asm kind on NVIDIA is 'ptx' or 'sass', got {kind!r}")
+        if kind != "isa":
+            raise ValueError(f"asm kind on AMD is 'isa', got {kind!r}")
+        return _disassemble_amd(binary.image)
+
+    def __repr__(self) -> str:
+        state = f"compiled for {self._binary.arch}" if self._binary else "not compiled yet"
+        return f"<hello_gpu.Kernel {self.signature.describe()} [{self.dialect}, {state}]>"
+
+    # ------------------------------------------------------------------ binding and checks
+    def _bind(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        parameters = self.signature.parameters
+        names = [p.name for p in parameters]
+        if len(args) > len(parameters):
+            raise KernelArgumentError(
+                f"{self.signature.describe()} takes {len(parameters)} arguments, got {len(args)} positional")
+        bound = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise KernelArgumentError(f"{self.entry} has no parameter {key!r}; its parameters are {names}")
+            if key in bound:
+                raise KernelArgumentError(f"parameter {key!r} given both by position and by keyword")
+            bound[key] = value
+        return bound
+
+    def _check_tensor(self, parameter: Parameter, value: Any, device: int | None):
+        torch = torch_module()
+        where = f"parameter {parameter.name!r} ({parameter.c_type})"
+        if not isinstance(value, torch.Tensor):
+            raise KernelArgumentError(f"{where} expects a torch.Tensor, got {type(value).__name__}")
+        if value.device.type != "cuda":
+            raise KernelArgumentError(f"{where}: tensor is on {value.device}; move it to the GPU with .cuda()")
+        if device is not None and value.device.index != device:
+            raise KernelArgumentError(f"{where}: tensor is on cuda:{value.device.index}, other tensors on cuda:{device}")
+        if parameter.dtype != "any" and value.dtype != _torch_dtype(parameter.dtype):
+            raise KernelArgumentError(
+                f"{where} expects dtype torch.{parameter.dtype}, got {value.dtype}; convert with .to(torch.{parameter.dtype})")
+        if not value.is_contiguous():
+            raise KernelArgumentError(f"{where}: tensor is not contiguous (strides {tuple(value.stride())}); "
+                                      f"pass .contiguous()")
+        if parameter.lanes > 1:
+            width = parameter.lanes * value.element_size()
+            if value.numel() % parameter.lanes:
+                raise KernelArgumentError(f"{where}: {value.numel()} elements is not a multiple of {parameter.lanes}")
+            if value.data_ptr() % width:
+                raise KernelArgumentError(f"{where}: data is not aligned to {width} bytes")
+
+    def _pack_scalar(self, parameter: Parameter, value: Any) -> np.ndarray:
+        where = f"parameter {parameter.name!r} ({parameter.c_type})"
+        torch = torch_module()
+        if isinstance(value, torch.Tensor):
+            raise KernelArgumentError(f"{where} is a scalar; got a tensor (use .item() if you mean its value)")
+        dtype = np.dtype(parameter.dtype)
+        if parameter.kind == "int":
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise KernelArgumentError(f"{where} expects an integer, got {type(value).__name__} {value!r}")
+            info = np.iinfo(dtype)
+            if not info.min <= int(value) <= info.max:
+                raise KernelArgumentError(
+                    f"{where}: {value} does not fit in {parameter.c_type} [{info.min}, {info.max}]; "
+                    f"declare it int64_t in the kernel")
+            return np.array([int(value)], dtype=dtype)
+        if parameter.kind == "float":
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise KernelArgumentError(f"{where} expects a number, got {type(value).__name__} {value!r}")
+            return np.array([value], dtype=dtype)
+        if not isinstance(value, (bool, np.bool_)):
+            raise KernelArgumentError(f"{where} expects True or False, got {type(value).__name__} {value!r}")
+        return np.array([value], dtype=dtype)
+
+    def _check_layout(self, packed: list[np.ndarray]) -> None:
+        """Compare our argument sizes with the compiled kernel's own parameter table, once."""
+        if self._layout_checked:
+            return
+        layout = self._handle().parameter_layout(len(packed))
+        if layout is not None:
+            for parameter, buffer, (_, size) in zip(self.signature.parameters, packed, layout):
+                if buffer.nbytes != size:
+                    raise KernelArgumentError(
+                        f"parameter {parameter.name!r}: hello-gpu packs {buffer.nbytes} bytes for "
+                        f"{parameter.c_type}, the compiled kernel expects {size}")
+        self._layout_checked = True
+
+    def _launch_config(self, info: DeviceInfo, block, grid, shared_mem: int, element_count: int | None):
+        block_dims = _normalise_dims(block, "block")
+        threads = math.prod(block_dims)
+        handle = self._handle()
+        kernel_max = self._attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", info.index)
+        if threads > info.max_threads_per_block:
+            raise LaunchConfigError(f"block {block_dims} has {threads} threads; the device allows at most "
+                                    f"{info.max_threads_per_block} per block")
+        for axis, (size, limit) in enumerate(zip(block_dims, info.max_block_dims)):
+            if size > limit:
+                raise LaunchConfigError(f"block dimension {'xyz'[axis]}={size} exceeds the device limit {limit}")
+        if threads > kernel_max:
+            raise LaunchConfigError(
+                f"block {block_dims} has {threads} threads; this kernel can run at most {kernel_max} per block "
+                f"({self.resources.registers_per_thread} registers per thread); use a smaller block or "
+                f"__launch_bounds__({threads})")
+        if grid is None:
+            if element_count is None:
+                raise LaunchConfigError(f"{self.entry} has no tensor or size argument to size the grid from; pass grid=")
+            grid_dims = (math.ceil(element_count / threads), 1, 1)
+        else:
+            grid_dims = _normalise_dims(grid, "grid")
+        for axis, (size, limit) in enumerate(zip(grid_dims, info.max_grid_dims)):
+            if size > limit:
+                raise LaunchConfigError(f"grid dimension {'xyz'[axis]}={size} exceeds the device limit {limit}")
+        if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
+            raise LaunchConfigError(f"shared_mem must be a non-negative int (bytes), got {shared_mem!r}")
+        static = self._attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", info.index)
+        if static + shared_mem > info.shared_per_block_optin:
+            raise LaunchConfigError(
+                f"shared memory {static} static + {shared_mem} dynamic = {static + shared_mem} bytes exceeds "
+                f"the device limit of {info.shared_per_block_optin} bytes per block")
+        if shared_mem > info.shared_per_block - static and self._shared_limit_set.get(info.index, 0) < shared_mem:
+            handle.set_max_dynamic_shared(int(shared_mem), info.index)
+            self._shared_limit_set[info.index] = int(shared_mem)
+        return grid_dims, block_dims, int(shared_mem)
+
+    def _attribute(self, name: str, device: int) -> int:
+        """A compiled-kernel attribute, cached: it never changes after compilation."""
+        key = (name, device)
+        if key not in self._attributes:
+            self._attributes[key] = self._handle().attribute(name, device)
+        return self._attributes[key]
+
+    def _stream_handle(self, stream, device: int) -> int:
+        torch = torch_module()
+        if stream is None:
+            return torch.cuda.current_stream(device).cuda_stream
+        if isinstance(stream, torch.cuda.Stream):
+            if stream.device.index != device:
+                raise LaunchConfigError(f"stream is on cuda:{stream.device.index}, the tensors on cuda:{device}")
+            return stream.cuda_stream
+        if isinstance(stream, int) and not isinstance(stream, bool):
+            return stream
+        raise LaunchConfigError(f"stream must be a torch.cuda.Stream or a raw stream handle (int), got {type(stream).__name__}")
+
+    def prepare(self, *args, block=DEFAULT_BLOCK, grid=None, shared_mem: int = 0, stream=None,
+                **kwargs) -> PreparedLaunch:
+        """Check and pack a call once; the returned launcher launches with no further Python work."""
+        torch = torch_module()
+        bound = self._bind(args, kwargs)
+        parameters = self.signature.parameters
+        # Tensors first: the first one fixes the device and the inferred sizes.
+        device = None
+        first_input = None
+        for parameter in parameters:
+            if parameter.is_pointer and parameter.name in bound:
+                self._check_tensor(parameter, bound[parameter.name], device)
+                device = bound[parameter.name].device.index
+                if parameter.is_input and first_input is None:
+                    first_input = bound[parameter.name]
+        missing_inputs = [p for p in self.signature.inputs if p.name not in bound]
+        if missing_inputs:
+            raise KernelArgumentError("missing input " + ", ".join(f"{p.name!r} ({p.c_type})" for p in missing_inputs))
+        if device is None:
+            device = torch.cuda.current_device()
+        info = device_info(device)
+        with torch.cuda.device(device):
+            outputs = []
+            for parameter in self.signature.outputs:
+                if parameter.name not in bound:
+                    if first_input is None:
+                        raise KernelArgumentError(
+                            f"output {parameter.name!r} ({parameter.c_type}) was not passed and there is no input "
+                            f"tensor to allocate it like; pass {parameter.name}=torch.empty(...)")
+                    dtype = first_input.dtype if parameter.dtype == "any" else _torch_dtype(parameter.dtype)
+                    bound[parameter.name] = torch.empty(first_input.shape, dtype=dtype, device=first_input.device)
+                outputs.append(bound[parameter.name])
+            self._check_overlap(bound)
+            sized_by = first_input if first_input is not None else next(
+                (bound[p.name] for p in parameters if p.is_pointer), None)
+            element_count = sized_by.numel() if sized_by is not None else None
+            for parameter in parameters:
+                if parameter.is_pointer or parameter.name in bound:
+                    continue
+                if parameter.is_size and element_count is not None:
+                    bound[parameter.name] = element_count
+                else:
+                    raise KernelArgumentError(
+                        f"missing scalar {parameter.name!r} ({parameter.c_type}); pass {parameter.name}=...")
+            packed = [np.array([bound[p.name].data_ptr()], dtype=np.uint64) if p.is_pointer
+                      else self._pack_scalar(p, bound[p.name]) for p in parameters]
+            size_values = [int(bound[p.name]) for p in parameters if p.is_size]
+            grid_count = size_values[0] if size_values else element_count
+            grid_dims, block_dims, shared = self._launch_config(info, block, grid, shared_mem, grid_count)
+            stream_handle = self._stream_handle(stream, device)
+            self._check_layout(packed)
+            params = np.array([buffer.ctypes.data for buffer in packed], dtype=np.uint64)
+            tensors = tuple(bound[p.name] for p in parameters if p.is_pointer)
+        return PreparedLaunch(self, grid_dims, block_dims, shared, stream_handle, tuple(outputs),
+                              (tensors, packed, params), int(params.ctypes.data), device)
+
+    def _check_overlap(self, bound: dict[str, Any]) -> None:
+        def span(tensor):
+            start = tensor.data_ptr()
+            return start, start + tensor.numel() * tensor.element_size()
+
+        pointers = [p for p in self.signature.parameters if p.is_pointer]
+        for output in (p for p in pointers if p.is_output):
+            out_start, out_end = span(bound[output.name])
+            for other in pointers:
+                if other.name == output.name or (other.is_output and pointers.index(other) < pointers.index(output)):
+                    continue
+                start, end = span(bound[other.name])
+                both_nonempty = out_end > out_start and end > start
+                if both_nonempty and out_start < end and start < out_end:
+                    role = "input" if other.is_input else "output"
+                    raise KernelArgumentError(
+                        f"output {output.name!r} overlaps {role} {other.name!r} in memory; an output must not "
+                        f"alias another argument (pass a separate tensor)")
+
+    def __call__(self, *args, block=DEFAULT_BLOCK, grid=None, shared_mem: int = 0, stream=None, **kwargs):
+        """Check, allocate outputs, launch; returns the output (one) or a tuple (several), None if none."""
+        return self.prepare(*args, block=block, grid=grid, shared_mem=shared_mem, stream=stream, **kwargs)()
+
+
+def _tool(name: str) -> str | None:
+    """nvdisasm/cuobjdump: CUDA toolkit (cuda.pathfinder), then Triton's bundled copy, then PATH."""
+    import shutil
+    try:
+        from cuda import pathfinder
+        found = pathfinder.find_nvidia_binary_utility(name)
+        if found:
+            return found
+    except Exception:  # noqa: BLE001 - not found is the common case
+        pass
+    try:
+        import triton
+        candidate = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+        if candidate.exists():
+            return str(candidate)
+    except ImportError:
+        pass
+    return shutil.which(name)
+
+
+def _disassemble_cubin(image: bytes) -> str:
+    tool = _tool("cuobjdump")
+    flags = ["--dump-sass"]
+    if tool is None:
+        tool, flags = _tool("nvdisasm"), ["--print-line-info"]
+    if tool is None:
+        raise FileNotFoundError("SASS needs cuobjdump or nvdisasm (CUDA toolkit or the triton package); "
+                                "neither was found. kernel.asm('ptx') works without them.")
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "kernel.cubin"
+        path.write_bytes(image)
+        done = subprocess.run([tool, *flags, str(path)], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"{Path(tool).name} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _disassemble_amd(image: bytes) -> str:
+    import shutil
+    tool = shutil.which("llvm-objdump") or shutil.which("llvm-objdump-19") or "/opt/rocm/llvm/bin/llvm-objdump"
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "kernel.co"
+        path.write_bytes(image)
+        done = subprocess.run([tool, "-d", str(path)], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"llvm-objdump failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def hip(source: str, entry: str | None = None, **options) -> Kernel:
+    """A HIP-dialect kernel: runs on AMD through hipRTC and on NVIDIA through NVRTC with a prelude."""
+    return Kernel(source, entry, dialect="hip", **options)
+
+
+def cuda(source: str, entry: str | None = None, **options) -> Kernel:
+    """A CUDA-dialect kernel: runs on NVIDIA through NVRTC and on AMD through hipRTC with a prelude."""
+    return Kernel(source, entry, dialect="cuda", **options)
