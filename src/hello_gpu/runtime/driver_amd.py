@@ -14,8 +14,7 @@ def _ok(result, what: str):
     status = result[0] if isinstance(result, tuple) else result
     if int(status) != 0:
         from hip import hip
-        _, text = hip.hipGetErrorString(status), None
-        raise RuntimeError(f"{what} failed: {status!r}")
+        raise RuntimeError(f"{what} failed: {status!r}: {hip.hipGetErrorString(status)}")
     if isinstance(result, tuple):
         return result[1] if len(result) == 2 else result[1:]
     return None

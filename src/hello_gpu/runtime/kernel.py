@@ -22,9 +22,11 @@ import numpy as np
 
 from .compiler import Binary, CompileOptions, compile_source
 from .device import DeviceInfo, arch_limits, device_info, gpu_vendor, torch_module
+from .checks import (bind_arguments, check_no_overlap, check_shared_memory, check_tensor, launch_dimensions,
+                     normalise_dims, pack_scalar)
 from .errors import KernelArgumentError, LaunchConfigError, NoGpuError
 from .resources import Occupancy, Resources, estimate_occupancy, resources_from_ptxas
-from .signature import Parameter, Signature, list_kernels, parse_signature
+from .signature import Signature, list_kernels, parse_signature
 
 DEFAULT_BLOCK = 256
 _POINTER_BYTES = 8
@@ -33,16 +35,6 @@ _POINTER_BYTES = 8
 def _torch_dtype(name: str):
     torch = torch_module()
     return getattr(torch, name)
-
-
-def _normalise_dims(value: Any, what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value) if isinstance(value, (tuple, list)) else None
-    if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
-        raise LaunchConfigError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
-    if any(d < 1 for d in dims):
-        raise LaunchConfigError(f"{what} dimensions must be >= 1, got {tuple(int(d) for d in dims)}")
-    dims = tuple(int(d) for d in dims)
-    return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
 @dataclass
@@ -171,7 +163,7 @@ class Kernel:
 
     def occupancy(self, block: int | tuple = DEFAULT_BLOCK, shared_mem: int = 0) -> Occupancy:
         """Estimated blocks and warps per multiprocessor for this block size and dynamic shared memory."""
-        threads = math.prod(_normalise_dims(block, "block"))
+        threads = math.prod(normalise_dims(block, "block"))
         limits = arch_limits(self.compile().arch)
         if limits is None:
             raise ValueError(f"no occupancy table for arch {self.arch}")
@@ -196,67 +188,6 @@ class Kernel:
         state = f"compiled for {self._binary.arch}" if self._binary else "not compiled yet"
         return f"<hello_gpu.Kernel {self.signature.describe()} [{self.dialect}, {state}]>"
 
-    # ------------------------------------------------------------------ binding and checks
-    def _bind(self, args: tuple, kwargs: dict) -> dict[str, Any]:
-        parameters = self.signature.parameters
-        names = [p.name for p in parameters]
-        if len(args) > len(parameters):
-            raise KernelArgumentError(
-                f"{self.signature.describe()} takes {len(parameters)} arguments, got {len(args)} positional")
-        bound = dict(zip(names, args))
-        for key, value in kwargs.items():
-            if key not in names:
-                raise KernelArgumentError(f"{self.entry} has no parameter {key!r}; its parameters are {names}")
-            if key in bound:
-                raise KernelArgumentError(f"parameter {key!r} given both by position and by keyword")
-            bound[key] = value
-        return bound
-
-    def _check_tensor(self, parameter: Parameter, value: Any, device: int | None):
-        torch = torch_module()
-        where = f"parameter {parameter.name!r} ({parameter.c_type})"
-        if not isinstance(value, torch.Tensor):
-            raise KernelArgumentError(f"{where} expects a torch.Tensor, got {type(value).__name__}")
-        if value.device.type != "cuda":
-            raise KernelArgumentError(f"{where}: tensor is on {value.device}; move it to the GPU with .cuda()")
-        if device is not None and value.device.index != device:
-            raise KernelArgumentError(f"{where}: tensor is on cuda:{value.device.index}, other tensors on cuda:{device}")
-        if parameter.dtype != "any" and value.dtype != _torch_dtype(parameter.dtype):
-            raise KernelArgumentError(
-                f"{where} expects dtype torch.{parameter.dtype}, got {value.dtype}; convert with .to(torch.{parameter.dtype})")
-        if not value.is_contiguous():
-            raise KernelArgumentError(f"{where}: tensor is not contiguous (strides {tuple(value.stride())}); "
-                                      f"pass .contiguous()")
-        if parameter.lanes > 1:
-            width = parameter.lanes * value.element_size()
-            if value.numel() % parameter.lanes:
-                raise KernelArgumentError(f"{where}: {value.numel()} elements is not a multiple of {parameter.lanes}")
-            if value.data_ptr() % width:
-                raise KernelArgumentError(f"{where}: data is not aligned to {width} bytes")
-
-    def _pack_scalar(self, parameter: Parameter, value: Any) -> np.ndarray:
-        where = f"parameter {parameter.name!r} ({parameter.c_type})"
-        torch = torch_module()
-        if isinstance(value, torch.Tensor):
-            raise KernelArgumentError(f"{where} is a scalar; got a tensor (use .item() if you mean its value)")
-        dtype = np.dtype(parameter.dtype)
-        if parameter.kind == "int":
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise KernelArgumentError(f"{where} expects an integer, got {type(value).__name__} {value!r}")
-            info = np.iinfo(dtype)
-            if not info.min <= int(value) <= info.max:
-                raise KernelArgumentError(
-                    f"{where}: {value} does not fit in {parameter.c_type} [{info.min}, {info.max}]; "
-                    f"declare it int64_t in the kernel")
-            return np.array([int(value)], dtype=dtype)
-        if parameter.kind == "float":
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise KernelArgumentError(f"{where} expects a number, got {type(value).__name__} {value!r}")
-            return np.array([value], dtype=dtype)
-        if not isinstance(value, (bool, np.bool_)):
-            raise KernelArgumentError(f"{where} expects True or False, got {type(value).__name__} {value!r}")
-        return np.array([value], dtype=dtype)
-
     def _check_layout(self, packed: list[np.ndarray]) -> None:
         """Compare our argument sizes with the compiled kernel's own parameter table, once."""
         if self._layout_checked:
@@ -270,42 +201,18 @@ class Kernel:
                         f"{parameter.c_type}, the compiled kernel expects {size}")
         self._layout_checked = True
 
-    def _launch_config(self, info: DeviceInfo, block, grid, shared_mem: int, element_count: int | None):
-        block_dims = _normalise_dims(block, "block")
-        threads = math.prod(block_dims)
-        handle = self._handle()
-        kernel_max = self._attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", info.index)
-        if threads > info.max_threads_per_block:
-            raise LaunchConfigError(f"block {block_dims} has {threads} threads; the device allows at most "
-                                    f"{info.max_threads_per_block} per block")
-        for axis, (size, limit) in enumerate(zip(block_dims, info.max_block_dims)):
-            if size > limit:
-                raise LaunchConfigError(f"block dimension {'xyz'[axis]}={size} exceeds the device limit {limit}")
-        if threads > kernel_max:
-            raise LaunchConfigError(
-                f"block {block_dims} has {threads} threads; this kernel can run at most {kernel_max} per block "
-                f"({self.resources.registers_per_thread} registers per thread); use a smaller block or "
-                f"__launch_bounds__({threads})")
-        if grid is None:
-            if element_count is None:
-                raise LaunchConfigError(f"{self.entry} has no tensor or size argument to size the grid from; pass grid=")
-            grid_dims = (math.ceil(element_count / threads), 1, 1)
-        else:
-            grid_dims = _normalise_dims(grid, "grid")
-        for axis, (size, limit) in enumerate(zip(grid_dims, info.max_grid_dims)):
-            if size > limit:
-                raise LaunchConfigError(f"grid dimension {'xyz'[axis]}={size} exceeds the device limit {limit}")
-        if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
-            raise LaunchConfigError(f"shared_mem must be a non-negative int (bytes), got {shared_mem!r}")
+    def _launch_config(self, info: DeviceInfo, block, grid, shared_mem, element_count: int | None):
+        grid_dims, block_dims = launch_dimensions(
+            info, block=block, grid=grid, element_count=element_count,
+            kernel_max_threads=self._attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK", info.index),
+            registers_per_thread=self._attribute("CU_FUNC_ATTRIBUTE_NUM_REGS", info.index))
         static = self._attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", info.index)
-        if static + shared_mem > info.shared_per_block_optin:
-            raise LaunchConfigError(
-                f"shared memory {static} static + {shared_mem} dynamic = {static + shared_mem} bytes exceeds "
-                f"the device limit of {info.shared_per_block_optin} bytes per block")
-        if shared_mem > info.shared_per_block - static and self._shared_limit_set.get(info.index, 0) < shared_mem:
-            handle.set_max_dynamic_shared(int(shared_mem), info.index)
-            self._shared_limit_set[info.index] = int(shared_mem)
-        return grid_dims, block_dims, int(shared_mem)
+        shared = check_shared_memory(info, static, shared_mem)
+        # Above 48 KB a kernel must opt in to more dynamic shared memory (CUDA); raise its limit once.
+        if shared > info.shared_per_block - static and self._shared_limit_set.get(info.index, 0) < shared:
+            self._handle().set_max_dynamic_shared(shared, info.index)
+            self._shared_limit_set[info.index] = shared
+        return grid_dims, block_dims, shared
 
     def _attribute(self, name: str, device: int) -> int:
         """A compiled-kernel attribute, cached: it never changes after compilation."""
@@ -330,14 +237,14 @@ class Kernel:
                 **kwargs) -> PreparedLaunch:
         """Check and pack a call once; the returned launcher launches with no further Python work."""
         torch = torch_module()
-        bound = self._bind(args, kwargs)
+        bound = bind_arguments(self.signature, args, kwargs)
         parameters = self.signature.parameters
         # Tensors first: the first one fixes the device and the inferred sizes.
         device = None
         first_input = None
         for parameter in parameters:
             if parameter.is_pointer and parameter.name in bound:
-                self._check_tensor(parameter, bound[parameter.name], device)
+                check_tensor(parameter, bound[parameter.name], device)
                 device = bound[parameter.name].device.index
                 if parameter.is_input and first_input is None:
                     first_input = bound[parameter.name]
@@ -358,7 +265,7 @@ class Kernel:
                     dtype = first_input.dtype if parameter.dtype == "any" else _torch_dtype(parameter.dtype)
                     bound[parameter.name] = torch.empty(first_input.shape, dtype=dtype, device=first_input.device)
                 outputs.append(bound[parameter.name])
-            self._check_overlap(bound)
+            check_no_overlap(self.signature, bound)
             sized_by = first_input if first_input is not None else next(
                 (bound[p.name] for p in parameters if p.is_pointer), None)
             element_count = sized_by.numel() if sized_by is not None else None
@@ -371,7 +278,7 @@ class Kernel:
                     raise KernelArgumentError(
                         f"missing scalar {parameter.name!r} ({parameter.c_type}); pass {parameter.name}=...")
             packed = [np.array([bound[p.name].data_ptr()], dtype=np.uint64) if p.is_pointer
-                      else self._pack_scalar(p, bound[p.name]) for p in parameters]
+                      else pack_scalar(p, bound[p.name]) for p in parameters]
             size_values = [int(bound[p.name]) for p in parameters if p.is_size]
             grid_count = size_values[0] if size_values else element_count
             grid_dims, block_dims, shared = self._launch_config(info, block, grid, shared_mem, grid_count)
@@ -381,25 +288,6 @@ class Kernel:
             tensors = tuple(bound[p.name] for p in parameters if p.is_pointer)
         return PreparedLaunch(self, grid_dims, block_dims, shared, stream_handle, tuple(outputs),
                               (tensors, packed, params), int(params.ctypes.data), device)
-
-    def _check_overlap(self, bound: dict[str, Any]) -> None:
-        def span(tensor):
-            start = tensor.data_ptr()
-            return start, start + tensor.numel() * tensor.element_size()
-
-        pointers = [p for p in self.signature.parameters if p.is_pointer]
-        for output in (p for p in pointers if p.is_output):
-            out_start, out_end = span(bound[output.name])
-            for other in pointers:
-                if other.name == output.name or (other.is_output and pointers.index(other) < pointers.index(output)):
-                    continue
-                start, end = span(bound[other.name])
-                both_nonempty = out_end > out_start and end > start
-                if both_nonempty and out_start < end and start < out_end:
-                    role = "input" if other.is_input else "output"
-                    raise KernelArgumentError(
-                        f"output {output.name!r} overlaps {role} {other.name!r} in memory; an output must not "
-                        f"alias another argument (pass a separate tensor)")
 
     def __call__(self, *args, block=DEFAULT_BLOCK, grid=None, shared_mem: int = 0, stream=None, **kwargs):
         """Check, allocate outputs, launch; returns the output (one) or a tuple (several), None if none."""

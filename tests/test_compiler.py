@@ -1,0 +1,168 @@
+"""Compiling without a GPU: NVRTC to sm_90 cubin, the HIP prelude, options, cache, errors, resources."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+import hello_gpu as hg
+from hello_gpu.runtime import compiler
+from hello_gpu.runtime.device import gpu_vendor
+
+VECTOR_ADD = r"""
+__global__ void vector_add(const float* a, const float* b, float* out, int n) {
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+"""
+
+WARP_SUM = r"""
+__global__ void warp_sum(const float* x, float* out, int n) {
+  static_assert(HG_WARP_SIZE == 32, "NVIDIA warps are 32 wide");
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = i < n ? x[i] : 0.0f;
+  for (int offset = HG_WARP_SIZE / 2; offset > 0; offset /= 2) v += __shfl_down(v, offset);
+  if ((threadIdx.x & (HG_WARP_SIZE - 1)) == 0) atomicAdd(out, v);
+  unsigned long long lanes = __ballot(v > 0.0f);
+  if (lanes == 0 && __lane_id() == 99) out[1] = __shfl_xor(v, 1) + __shfl(v, 0) + __shfl_up(v, 1);
+}
+"""
+
+
+def test_readme_kernel_compiles_to_sm90_cubin():
+    kernel = hg.hip(VECTOR_ADD, entry="vector_add", arch="sm_90")
+    binary = kernel.binary
+    assert binary.image[:4] == b"\x7fELF"                      # a cubin is an ELF file
+    assert binary.arch == "sm_90" and binary.lowered_name == "_Z10vector_addPKfS0_Pfi"
+    assert ".target sm_90" in kernel.asm("ptx")
+    assert "ld.global" in binary.ptx
+
+
+def test_hip_shuffles_without_sync_compile_on_nvidia():
+    kernel = hg.hip(WARP_SUM, arch="sm_90")
+    assert "shfl.sync.down" in kernel.asm("ptx") and "vote.sync.ballot" in kernel.asm("ptx")
+
+
+def test_course_style_hip_include_and_names():
+    source = "#include <hip/hip_runtime.h>\n" + VECTOR_ADD.replace("blockIdx.x", "hipBlockIdx_x")
+    assert hg.hip(source, arch="sm_90").binary.image
+
+
+def test_cuda_dialect_and_sm90a():
+    source = r"""
+    #include <cuda_bf16.h>
+    __global__ void to_bf16(const float* x, __nv_bfloat16* y, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < n) y[i] = __float2bfloat16(__shfl_down_sync(0xffffffffu, x[i], 0));
+    }"""
+    kernel = hg.cuda(source, arch="sm_90a")
+    assert kernel.binary.arch == "sm_90a" and kernel.signature.parameters[1].dtype == "bfloat16"
+
+
+def test_template_instantiated_by_name():
+    source = "template <typename T, int BLOCK>\n__global__ void scale(const T* x, T* y, T alpha, int n) {\n" \
+             "  int i = blockIdx.x * BLOCK + threadIdx.x; if (i < n) y[i] = alpha * x[i];\n}"
+    kernel = hg.hip(source, entry="scale<double, 128>", arch="sm_90")
+    assert kernel.binary.lowered_name == "_Z5scaleIdLi128EEvPKT_PS0_S0_i"
+
+
+def test_compile_error_points_at_the_users_line():
+    broken = VECTOR_ADD.replace("a[i] + b[i]", "a[i] + missing_value")
+    with pytest.raises(hg.CompileError) as caught:
+        hg.hip(broken, arch="sm_90")
+    text = str(caught.value)
+    assert "vector_add.hip:4:" in text and 'identifier "missing_value" is undefined' in text
+    lines = text.splitlines()
+    code_line = next(line for line in lines if "missing_value;" in line)
+    caret_line = lines[lines.index(code_line) + 1]
+    assert code_line.lstrip().startswith("4 |")
+    assert caret_line.index("^") == code_line.index("missing_value")    # the caret sits under the name
+    assert "hello_gpu_prelude" not in text
+
+
+def test_defines_std_include_dirs_and_optimisation(tmp_path):
+    (tmp_path / "scale.h").write_text("#define SCALE 3.0f\n")
+    source = r"""
+    #include "scale.h"
+    __global__ void k(float* x) {
+      static_assert(BLOCK == 128, "BLOCK comes from -D");
+      if constexpr (BLOCK > 64) x[threadIdx.x] *= SCALE;
+    }"""
+    kernel = hg.hip(source, arch="sm_90", defines={"BLOCK": 128}, std="c++17", include_dirs=[tmp_path],
+                    optimization="-O2")
+    assert kernel.binary.image
+    with pytest.raises(hg.CompileError, match="BLOCK comes from -D"):
+        hg.hip(source, arch="sm_90", defines=["BLOCK=64"], include_dirs=[tmp_path])
+    with pytest.raises(hg.CompileError):          # `if constexpr` needs C++17
+        hg.hip(source, arch="sm_90", defines=["BLOCK=128"], std="c++14", include_dirs=[tmp_path])
+    with pytest.raises(ValueError, match="optimization must be one of"):
+        hg.hip(source, arch="sm_90", optimization="-O9")
+
+
+def test_fast_math_changes_the_code():
+    source = "__global__ void k(const float* x, float* y) { y[threadIdx.x] = expf(x[threadIdx.x]) / x[0]; }"
+    exact = hg.hip(source, arch="sm_90").asm("ptx")
+    fast = hg.hip(source, arch="sm_90", fast_math=True).asm("ptx")
+    assert "div.approx" in fast and "div.rn" in exact
+
+
+def test_disk_cache_hits_and_misses():
+    first = hg.hip(VECTOR_ADD + "// cache probe 1\n", arch="sm_90").binary
+    again = hg.hip(VECTOR_ADD + "// cache probe 1\n", arch="sm_90").binary
+    other = hg.hip(VECTOR_ADD + "// cache probe 1\n", arch="sm_90", defines={"X": 1}).binary
+    assert not first.cache_hit and again.cache_hit and not other.cache_hit
+    assert again.image == first.image and again.lowered_name == first.lowered_name
+    assert first.key != other.key
+
+
+def test_torn_cache_entry_is_recompiled():
+    binary = hg.hip(VECTOR_ADD + "// cache probe 2\n", arch="sm_90").binary
+    image_path = compiler.cache_dir() / f"{binary.key}.bin"
+    image_path.write_bytes(binary.image[:100])          # as if a writer died half-way
+    rebuilt = hg.hip(VECTOR_ADD + "// cache probe 2\n", arch="sm_90").binary
+    assert not rebuilt.cache_hit and rebuilt.image == binary.image
+
+
+def test_cache_key_covers_compiler_and_arch():
+    options = compiler.CompileOptions.make()
+    keys = {compiler.cache_key("s", "k", "hip", "nvidia", arch, options, version)
+            for arch in ("sm_90", "sm_90a") for version in ("nvrtc-13.0", "nvrtc-13.5")}
+    assert len(keys) == 4
+
+
+def test_resources_report_registers_and_spills():
+    spilling = r"""
+    __global__ void k(const float* x, float* y, int index) {
+      float local[256];
+      for (int i = 0; i < 256; ++i) local[i] = x[i * threadIdx.x];
+      y[threadIdx.x] = local[index & 255];      // a run-time index sends the array to local memory
+    }"""
+    resources = hg.hip(spilling, arch="sm_90").resources
+    assert resources.registers_per_thread > 0 and resources.local_bytes >= 1024
+    plain = hg.hip(VECTOR_ADD, arch="sm_90")
+    assert plain.resources.local_bytes == 0 and plain.resources.spill_store_bytes == 0
+    occupancy = plain.occupancy(256)
+    assert occupancy.blocks_per_sm == 8 and occupancy.fraction == 1.0
+
+
+def test_sass_when_a_disassembler_is_present():
+    kernel = hg.hip(VECTOR_ADD, arch="sm_90")
+    try:
+        sass = kernel.asm("sass")
+    except FileNotFoundError:
+        pytest.skip("no cuobjdump/nvdisasm here (install triton or the CUDA toolkit)")
+    assert "LDG.E" in sass and "vector_add" in sass
+
+
+@pytest.mark.skipif(gpu_vendor() is not None, reason="checks the no-GPU behaviour")
+def test_without_gpu_or_arch_the_kernel_is_parsed_but_not_compiled():
+    kernel = hg.hip(VECTOR_ADD)
+    assert "not compiled yet" in repr(kernel)
+    with pytest.raises(hg.NoGpuError, match="pass arch='sm_90'"):
+        kernel.compile()
+
+
+def test_cache_dir_follows_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("HG_CACHE_DIR", str(tmp_path))
+    hg.hip(VECTOR_ADD + "// cache probe 3\n", arch="sm_90").compile()
+    assert any(Path(tmp_path).glob("*.bin")) and os.listdir(tmp_path)
