@@ -22,8 +22,10 @@ echo "== CPU tier on the GPU machine"
 python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 8
 cpu_tests=${PIPESTATUS[0]}
 
+echo "== compile gate (NVIDIA half; no clang here)"
+hello-gpu compile-check examples --no-amd | tail -n 12
 echo "== runtime overhead benchmark"
-python3 benchmarks/runtime_overhead.py --out "$OUT/runtime-overhead.json" >"$OUT/runtime-overhead.log" 2>&1
+python3 benchmarks/runtime_overhead.py --out "$OUT/runtime-overhead.json" --profile "$OUT/call-profile.txt" >"$OUT/runtime-overhead.log" 2>&1
 bench=$?
 python3 - "$OUT/runtime-overhead.json" <<'PY' || true
 import json, sys

@@ -96,8 +96,9 @@ def test_unknown_entry_lists_kernels():
         parse_signature(VECTOR_ADD, "nope")
 
 
-def test_list_kernels_ignores_comments():
+def test_list_kernels_ignores_comments_and_launch_bounds():
     assert list_kernels(VECTOR_ADD) == ["vector_add"]
+    assert list_kernels("__global__ void __launch_bounds__(128, 2) heavy(float* x) {}") == ["heavy"]
 
 
 def test_no_parameters():

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from .prelude import PRELUDE_NAME, prelude_source
+from .prelude import PRELUDE_NAME, compiler_headers, prelude_source
 
 INSTALL_HINT = "run scripts/install_amd_compile_tools.sh (Debian 12: clang-19 + libamdhip64-dev)"
 
@@ -71,7 +71,7 @@ def compile_for_amd(
     clang = find_clang()
     if clang is None:
         raise ClangNotFoundError(f"no HIP-capable clang found (set HG_CLANG or {INSTALL_HINT})")
-    prelude = prelude_source(dialect, "amd")  # validates dialect
+    prelude_source(dialect, "amd")  # validates dialect
     rel = PurePosixPath(name)
     if rel.is_absolute() or ".." in rel.parts or not rel.parts:
         raise ValueError(f"name must be a relative file name, got {name!r}")
@@ -83,8 +83,14 @@ def compile_for_amd(
         os.makedirs(os.path.dirname(src_path), exist_ok=True)
         with open(src_path, "w", encoding="utf-8") as f:
             f.write(source)
-        with open(os.path.join(tmp, PRELUDE_NAME), "w", encoding="utf-8") as f:
-            f.write(prelude)
+        # The prelude and the bridged includes (cuda_runtime.h for CUDA-dialect source), as hipRTC
+        # serves them in memory on a real AMD GPU.
+        headers_dir = os.path.join(tmp, "hg_headers")
+        for header, text in compiler_headers(dialect, "amd").items():
+            path = os.path.join(headers_dir, header)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
         asm_name = "hg_kernel_out.s"
 
         command = [
@@ -94,7 +100,7 @@ def compile_for_amd(
             "--cuda-device-only",  # device code only: no host compiler pass, no fat binary
             "-nogpulib",  # the ROCm device libraries are not installed; fine for -S
             "-S", "-o", asm_name,
-            "-include", PRELUDE_NAME,
+            "-include", PRELUDE_NAME, "-Ihg_headers",
             f"-std={std}",
         ]
         if optimization:
@@ -135,4 +141,4 @@ def _strip(log: str, tmp: str) -> str:
     real = os.path.realpath(tmp)
     for prefix in {real, tmp}:
         log = log.replace(prefix + os.sep, "")
-    return log.replace("./" + PRELUDE_NAME, PRELUDE_NAME)
+    return log.replace("hg_headers/", "").replace("./" + PRELUDE_NAME, PRELUDE_NAME)

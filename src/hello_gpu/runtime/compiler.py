@@ -20,17 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import CompileError
-from .prelude import PRELUDE_NAME, PRELUDE_VERSION, prelude_source
+from .prelude import PRELUDE_NAME, PRELUDE_VERSION, compiler_headers
 
-# Headers a HIP-dialect source may include on NVIDIA (and CUDA-dialect ones on AMD): the prelude
-# already provides what they would, so they are served as empty in-memory files.
-_EMPTY_HEADERS = {
-    "nvidia": ("hip/hip_runtime.h", "hip/hip_runtime_api.h", "hip/hip_fp16.h", "hip/hip_bf16.h",
-               "hip/hip_bfloat16.h", "hip/amd_detail/amd_warp_functions.h"),
-    "amd": ("cuda_runtime.h", "cuda.h", "cuda_fp16.h", "cuda_bf16.h", "device_launch_parameters.h"),
-}
-
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2   # 2: entries made while the compute cache could hide the ptxas report are dropped
 
 
 @dataclass(frozen=True)
@@ -185,8 +177,11 @@ def compile_nvrtc(source: str, entry: str, *, file_name: str, dialect: str, arch
                   options: CompileOptions) -> Binary:
     from cuda.bindings import nvrtc
 
-    headers = {PRELUDE_NAME: prelude_source(dialect, "nvidia")}
-    headers.update({name: "" for name in _EMPTY_HEADERS["nvidia"]} if dialect == "hip" else {})
+    headers = compiler_headers(dialect, "nvidia")
+    # Where a driver is installed, NVRTC serves a repeated compile from the driver's compute cache
+    # (~/.nv/ComputeCache) and ptxas then prints no -v report: registers and spills would read 0.
+    # hello-gpu has its own cache, so NVRTC's is turned off (read at a process's first compile).
+    os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
     flags = nvrtc_option_list(arch, options)
     started = time.perf_counter()
     program = _check(nvrtc.nvrtcCreateProgram(
@@ -229,8 +224,7 @@ def compile_hiprtc(source: str, entry: str, *, file_name: str, dialect: str, arc
     """hipRTC for the device's gfx arch (needs hip-python and ROCm; not exercised on NVIDIA CI)."""
     from hip import hiprtc
 
-    headers = {PRELUDE_NAME: prelude_source(dialect, "amd")}
-    headers.update({name: "" for name in _EMPTY_HEADERS["amd"]} if dialect == "cuda" else {})
+    headers = compiler_headers(dialect, "amd")
     flags = [f"--offload-arch={arch}", f"-std={options.std}", options.optimization,
              "-include", PRELUDE_NAME]
     flags += [f"-D{name}={value}" for name, value in options.defines]

@@ -148,6 +148,22 @@ __device__ __forceinline__ void __syncwarp(unsigned long long mask = 0) { __buil
 """
 
 
+# Headers a HIP-dialect source may include on NVIDIA (and CUDA-dialect ones on AMD): the prelude
+# already provides what they would, so they are served as empty files.
+_BRIDGED_INCLUDES = {
+    ("hip", "nvidia"): ("hip/hip_runtime.h", "hip/hip_runtime_api.h", "hip/hip_fp16.h", "hip/hip_bf16.h",
+                        "hip/hip_bfloat16.h"),
+    ("cuda", "amd"): ("cuda_runtime.h", "cuda.h", "cuda_fp16.h", "cuda_bf16.h", "device_launch_parameters.h"),
+}
+
+
+def compiler_headers(dialect: str, vendor: str) -> dict[str, str]:
+    """Every in-memory header for this dialect on this vendor: the prelude and the bridged includes."""
+    headers = {PRELUDE_NAME: prelude_source(dialect, vendor)}
+    headers.update({name: "#pragma once\n" for name in _BRIDGED_INCLUDES.get((dialect, vendor), ())})
+    return headers
+
+
 def prelude_source(dialect: str, vendor: str) -> str:
     """The header pre-included when ``dialect`` source is compiled for ``vendor``.
 

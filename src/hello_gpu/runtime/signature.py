@@ -186,11 +186,43 @@ def _matching_paren(text: str, open_index: int) -> int:
     raise SignatureError("unbalanced parentheses in the kernel signature")
 
 
+# Names that may stand between __global__ and the kernel's name with a parenthesised argument.
+_ATTRIBUTES = {"__launch_bounds__", "__attribute__", "__declspec", "__align__", "alignas", "__maxnreg__",
+               "__cluster_dims__"}
+
+
+@dataclass(frozen=True)
+class KernelDeclaration:
+    name: str
+    line: int          # 1-based line of `__global__`
+    template: bool
+
+
+def find_kernels(source: str) -> list[KernelDeclaration]:
+    """Every ``__global__`` function: its name, line and whether it is a template.
+
+    The name is the first identifier followed by ``(`` after ``__global__`` that is not an attribute
+    such as ``__launch_bounds__(256)``.
+    """
+    clean = strip_comments(source)
+    kernels: dict[str, KernelDeclaration] = {}
+    for match in re.finditer(r"\b__global__\b", clean):
+        position = match.end()
+        for call in re.finditer(r"([A-Za-z_]\w*)\s*\(", clean[position:]):
+            if re.search(r"[;{}]", clean[position:position + call.start()]):
+                break   # the declaration ended before any name: not a kernel we can read
+            if call.group(1) not in _ATTRIBUTES:
+                template = re.search(r"template\s*<[^;{}]*>\s*(?:(?:static|inline|extern)\s+)*$",
+                                     clean[:match.start()]) is not None
+                line = clean.count("\n", 0, match.start()) + 1
+                kernels.setdefault(call.group(1), KernelDeclaration(call.group(1), line, template))
+                break
+    return list(kernels.values())
+
+
 def list_kernels(source: str) -> list[str]:
     """Names of every ``__global__`` function in the source, in order."""
-    clean = strip_comments(source)
-    names = re.findall(r"__global__\b[^;{(]*?\b([A-Za-z_]\w*)\s*\(", clean)
-    return list(dict.fromkeys(names))
+    return [kernel.name for kernel in find_kernels(source)]
 
 
 def _parse_entry(entry: str) -> tuple[str, list[str]]:

@@ -1,0 +1,368 @@
+"""``hello-gpu compile-check``: compile every kernel of every ``.hip``/``.cu`` file, for both vendors, no GPU.
+
+Each ``__global__`` kernel is compiled with NVRTC for an NVIDIA arch (cubin; the ptxas report gives
+registers and spills per kernel) and each file once with clang for an AMD arch (assembly; see
+:mod:`clang_hip`). ``.hip`` files are the HIP dialect, ``.cu`` files the CUDA dialect; each goes through
+the prelude that maps it onto the other vendor.
+
+A template kernel has no code until it is instantiated, so a file names the instantiations to check
+in comment lines::
+
+    // hello-gpu: instantiate scale<float, 256>
+
+A template kernel without such a line is reported as skipped, with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .clang_hip import INSTALL_HINT, compile_for_amd, find_clang
+from .compiler import CompileOptions, compile_source, nvrtc_version
+from .errors import CompileError
+from .resources import parse_ptxas_report
+from .signature import KernelDeclaration, find_kernels
+
+SUFFIXES = {".hip": "hip", ".cu": "cuda"}
+SKIP_DIRS = {"build", "dist", "site-packages", "node_modules", "__pycache__", "venv", "env"}
+INSTANTIATE = re.compile(r"^\s*//\s*hello-gpu:\s*instantiate\s+(?P<entry>\S.*?)\s*$", re.M)
+@dataclass
+class Outcome:
+    """One compile of one kernel for one vendor."""
+
+    status: str                    # "ok", "fail" or "skip"
+    seconds: float = 0.0
+    error: str = ""
+    registers: int | None = None   # NVIDIA only, from the ptxas report
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    stack_bytes: int | None = None
+    shared_bytes: int | None = None
+    cache_hit: bool | None = None
+    note: str | None = None
+
+
+@dataclass
+class KernelResult:
+    file: str
+    kernel: str                    # the name, or the instantiation ("scale<float, 256>")
+    line: int
+    template: bool
+    nvidia: Outcome
+    amd: Outcome | None            # None with --no-amd
+
+    @property
+    def failed(self) -> bool:
+        return self.nvidia.status == "fail" or (self.amd is not None and self.amd.status == "fail")
+
+    @property
+    def skipped(self) -> bool:
+        return self.nvidia.status == "skip"
+
+
+@dataclass
+class GateReport:
+    arch: str
+    amd_arch: str | None           # None with --no-amd
+    nvrtc: str
+    clang: str | None
+    files: list[str]
+    kernels: list[KernelResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[KernelResult]:
+        return [k for k in self.kernels if k.failed]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.files) and not self.failures
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok, "arch": self.arch, "amd_arch": self.amd_arch, "nvrtc": self.nvrtc, "clang": self.clang,
+            "seconds": round(self.seconds, 3), "files": self.files,
+            "summary": {"kernels": len(self.kernels), "failed": len(self.failures),
+                        "skipped": sum(k.skipped for k in self.kernels),
+                        "ok": sum(not k.failed and not k.skipped for k in self.kernels)},
+            "kernels": [_kernel_dict(k) for k in self.kernels],
+        }
+
+
+def _kernel_dict(kernel: KernelResult) -> dict:
+    """A kernel's JSON entry; an outcome lists only the fields that apply (AMD has no ptxas report)."""
+    entry = asdict(kernel)
+    for vendor in ("nvidia", "amd"):
+        if entry[vendor] is not None:
+            entry[vendor] = {key: round(value, 4) if key == "seconds" else value
+                             for key, value in entry[vendor].items() if value is not None}
+    return entry
+
+
+# ------------------------------------------------------------------------------------ finding kernels
+
+
+def find_sources(paths) -> list[Path]:
+    """Every .hip/.cu file under ``paths`` (files are taken as given), skipping hidden and build dirs."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_file():
+            if path.suffix not in SUFFIXES:
+                raise ValueError(f"{path} is not a .hip or .cu file")
+            found.append(path)
+        elif path.is_dir():
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
+                                 and not d.endswith(".egg-info"))
+                found += [Path(root) / name for name in sorted(files) if Path(name).suffix in SUFFIXES]
+        else:
+            raise FileNotFoundError(f"no such file or directory: {path}")
+    return list(dict.fromkeys(found))
+
+
+def instantiations(source: str) -> list[str]:
+    """The entries named by ``// hello-gpu: instantiate NAME<...>`` lines, in order."""
+    return [m.group("entry") for m in INSTANTIATE.finditer(source)]
+
+
+def _base_name(entry: str) -> str:
+    return entry.split("<")[0].strip().split("::")[-1]
+
+
+# ------------------------------------------------------------------------------------ compiling
+
+
+def _ptxas_section(log: str, lowered_name: str) -> str:
+    """The part of a ptxas report about one entry function (a file's report covers all of them)."""
+    start = log.find(f"Compiling entry function '{lowered_name}'")
+    if start < 0:
+        return log
+    end = log.find("Compiling entry function", start + 1)
+    return log[start:end if end >= 0 else len(log)]
+
+
+NO_PTXAS_REPORT = ("no ptxas report: NVRTC served this compile from its compute cache (~/.nv/ComputeCache, "
+                   "used where a driver is installed); set CUDA_CACHE_DISABLE=1 before the process's first compile")
+
+
+def compile_nvidia(source: str, entry: str, *, label: str, dialect: str, arch: str, include_dir: str) -> Outcome:
+    options = CompileOptions.make(include_dirs=[include_dir])
+    started = time.perf_counter()
+    try:
+        binary = compile_source(source, entry, file_name=label, dialect=dialect, vendor="nvidia", arch=arch,
+                                options=options)
+        section = _ptxas_section(binary.log, binary.lowered_name)
+    except CompileError as error:
+        return Outcome("fail", time.perf_counter() - started, str(error))
+    except Exception as error:  # noqa: BLE001 - the gate reports every failure, it never crashes
+        return Outcome("fail", time.perf_counter() - started, f"{type(error).__name__}: {error}")
+    seconds = time.perf_counter() - started
+    if "Used " not in section:
+        return Outcome("ok", seconds, cache_hit=binary.cache_hit, note=NO_PTXAS_REPORT)
+    report = parse_ptxas_report(section)
+    return Outcome("ok", seconds, "", report["registers"], report["spill_stores"], report["spill_loads"],
+                   report["stack"], report["shared"], binary.cache_hit)
+
+
+@dataclass
+class AmdFileResult:
+    ok: bool
+    seconds: float
+    log: str
+    symbols: list[str]
+
+
+def compile_amd_file(source: str, entries: list[str], *, path: Path, label: str, dialect: str,
+                     arch: str) -> AmdFileResult:
+    """One clang compile of the whole file, with the requested template instantiations appended."""
+    # Taking a specialisation's address instantiates it, and clang then emits the kernel.
+    tail = "".join(f"\nstatic auto* const hg_instantiate_{i} = &{entry};" for i, entry in enumerate(entries))
+    result = compile_for_amd(source + tail + "\n", name=path.name, dialect=dialect, arch=arch,
+                             include_dirs=[str(path.parent.resolve())])
+    log = re.sub(rf"(?m)^{re.escape(path.name)}:", lambda _: f"{label}:", result.log)
+    if not result.ok and "hip_runtime.h' file not found" in log:
+        log += f"\nhint: the HIP headers are missing; {INSTALL_HINT}\n"
+    symbols = re.findall(r"^\s*\.amdhsa_kernel\s+(\S+)", result.assembly, flags=re.M)
+    return AmdFileResult(result.ok, result.seconds, log, symbols)
+
+
+def _emitted(symbols: list[str], name: str) -> bool:
+    """Is a kernel called ``name`` among the assembly's kernels (plain or Itanium-mangled)?"""
+    return any(symbol == name or f"{len(name)}{name}" in symbol for symbol in symbols)
+
+
+def _label(path: Path) -> str:
+    """How a file is named in messages: relative to the current directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _clang_description(clang: str) -> str:
+    try:
+        first = subprocess.run([clang, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()
+        return f"{clang} ({first[0].strip()})" if first else clang
+    except (OSError, subprocess.SubprocessError):
+        return clang
+
+
+def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: bool = True) -> GateReport:
+    """Compile every kernel under ``paths``; raises FileNotFoundError/ValueError for a bad path only."""
+    started = time.perf_counter()
+    sources = find_sources(paths)
+    clang = find_clang() if amd else None
+    report = GateReport(arch, amd_arch if amd else None, nvrtc_version(),
+                        _clang_description(clang) if clang else None, [_label(p) for p in sources])
+    files = []
+    for path in sources:
+        source = path.read_text(encoding="utf-8", errors="replace")
+        files.append((path, _label(path), SUFFIXES[path.suffix], source, plan_file(source)))
+
+    # clang runs as a subprocess: start every file's AMD compile now, and run NVRTC meanwhile.
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        amd_jobs = {}
+        if amd and clang:
+            for path, label, dialect, source, plan in files:
+                templates = [entry for _, entry, status, _ in plan if status == "compile" and "<" in entry]
+                amd_jobs[label] = pool.submit(compile_amd_file, source, templates, path=path, label=label,
+                                              dialect=dialect, arch=amd_arch)
+        for path, label, dialect, source, plan in files:
+            amd_file = amd_jobs[label].result() if label in amd_jobs else None
+            for kernel, entry, status, message in plan:
+                if status != "compile":
+                    outcome = Outcome(status, error=message)
+                    report.kernels.append(KernelResult(label, entry, kernel.line, kernel.template, outcome,
+                                                       Outcome(status, error=message) if amd else None))
+                    continue
+                nvidia = compile_nvidia(source, entry, label=label, dialect=dialect, arch=arch,
+                                        include_dir=str(path.parent.resolve()))
+                amd_outcome = None
+                if amd and clang is None:
+                    amd_outcome = Outcome("fail", error=f"no clang to compile for AMD: {INSTALL_HINT} "
+                                                        f"(or pass --no-amd)")
+                elif amd_file is not None:
+                    amd_outcome = _amd_outcome(amd_file, kernel.name)
+                report.kernels.append(KernelResult(label, entry, kernel.line, kernel.template, nvidia, amd_outcome))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def plan_file(source: str) -> list[tuple[KernelDeclaration, str, str, str]]:
+    """What to do with each kernel of a file: (declaration, entry, "compile"/"skip"/"fail", why)."""
+    declared = {k.name: k for k in find_kernels(source)}
+    requested = instantiations(source)
+    plan = []
+    for kernel in declared.values():
+        if not kernel.template:
+            plan.append((kernel, kernel.name, "compile", ""))
+            continue
+        entries = [entry for entry in requested if _base_name(entry) == kernel.name]
+        plan += [(kernel, entry, "compile", "") for entry in entries]
+        if not entries:
+            plan.append((kernel, kernel.name, "skip",
+                         f"template kernel: add a line '// hello-gpu: instantiate {kernel.name}<...>' "
+                         f"with its template arguments to compile it"))
+    for entry in requested:
+        kernel = declared.get(_base_name(entry))
+        if kernel is None:
+            plan.append((KernelDeclaration(_base_name(entry), 0, True), entry, "fail",
+                         f"'// hello-gpu: instantiate {entry}' names no __global__ function of this file"))
+        elif not kernel.template:
+            plan.append((kernel, entry, "fail",
+                         f"'// hello-gpu: instantiate {entry}': {kernel.name} is not a template kernel"))
+    return plan
+
+
+def _amd_outcome(amd_file: AmdFileResult, name: str) -> Outcome:
+    if not amd_file.ok:
+        return Outcome("fail", amd_file.seconds, amd_file.log)
+    if not _emitted(amd_file.symbols, name):
+        return Outcome("fail", amd_file.seconds, f"clang emitted no kernel named {name}")
+    return Outcome("ok", amd_file.seconds)
+
+
+# ------------------------------------------------------------------------------------ output
+
+
+def _seconds(outcome: Outcome) -> str:
+    if outcome.status != "ok":
+        return ""
+    return f"{outcome.seconds:.2f}" + (" (cached)" if outcome.cache_hit else "")
+
+
+def _cell(outcome: Outcome | None) -> str:
+    if outcome is None:
+        return "-"
+    return {"ok": "ok", "fail": "FAIL", "skip": "skip"}[outcome.status]
+
+
+def render(report: GateReport, console) -> None:
+    """The table, then each failure's error text once, then a one-line summary."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    styles = {"ok": "green", "FAIL": "bold red", "skip": "yellow", "-": "dim"}
+    table = Table(title=f"compile-check: NVIDIA {report.arch}"
+                        + (f" (NVRTC), AMD {report.amd_arch} (clang, one compile per file)" if report.amd_arch else ""),
+                  box=box.SIMPLE_HEAD if console.is_terminal else box.ASCII2, title_justify="left")
+    for column in ("file", "kernel", report.arch, "regs", "spills (st/ld B)", "s"):
+        numeric = column in ("regs", "spills (st/ld B)", "s")
+        table.add_column(column, justify="right" if numeric else "left", overflow="fold")
+    if report.amd_arch:
+        table.add_column(report.amd_arch)
+        table.add_column("s", justify="right")
+    for row in report.kernels:
+        nvidia = row.nvidia
+        cells = [Text(row.file), Text(row.kernel), Text(_cell(nvidia), style=styles[_cell(nvidia)]),
+                 Text("?" if nvidia.note else "" if nvidia.registers is None else str(nvidia.registers)),
+                 Text("?" if nvidia.note else "" if nvidia.spill_stores is None else
+                      f"{nvidia.spill_stores}/{nvidia.spill_loads}"),
+                 Text(_seconds(nvidia))]
+        if report.amd_arch:
+            cells += [Text(_cell(row.amd), style=styles[_cell(row.amd)]),
+                      Text(f"{row.amd.seconds:.2f}" if row.amd and row.amd.seconds else "")]
+        table.add_row(*cells)
+    console.print(table)
+
+    shown = set()
+    for row in report.kernels:
+        failed = [(f"{vendor} {target}", outcome) for vendor, target, outcome in
+                  (("NVIDIA", report.arch, row.nvidia), ("AMD", report.amd_arch, row.amd))
+                  if outcome is not None and outcome.status == "fail"]
+        for index, (where, outcome) in enumerate(failed):
+            if (row.file, outcome.error) in shown:
+                continue
+            shown.add((row.file, outcome.error))
+            if index == 0 and len(failed) == 2 and failed[1][1].error == outcome.error:
+                where += f" and {failed[1][0]}"
+            console.print(f"FAIL {where}: {row.file} :: {row.kernel}", style="bold red", markup=False,
+                          highlight=False, soft_wrap=True)
+            console.print(outcome.error.rstrip() + "\n", markup=False, highlight=False, soft_wrap=True)
+    if any(row.nvidia.note for row in report.kernels):
+        console.print(f"regs ?: {NO_PTXAS_REPORT}", markup=False, highlight=False, soft_wrap=True)
+    for row in report.kernels:
+        if row.skipped:
+            console.print(f"skipped {row.file} :: {row.kernel}: {row.nvidia.error}", markup=False,
+                          highlight=False, soft_wrap=True)
+
+    summary = report.to_dict()["summary"]
+    if not report.files:
+        line = "compile-check: FAIL: no .hip or .cu files found"
+    else:
+        line = (f"compile-check: {'FAIL' if report.failures else 'ok'}: {summary['kernels']} kernel(s) in "
+                f"{len(report.files)} file(s): {summary['ok']} ok, {summary['failed']} failed, "
+                f"{summary['skipped']} skipped ({report.seconds:.1f} s)")
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def write_report(report: GateReport, path: str) -> None:
+    Path(path).write_text(json.dumps(report.to_dict(), indent=2) + "\n")

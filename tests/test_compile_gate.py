@@ -1,0 +1,70 @@
+"""Compile gate (CPU tier): every kernel in the repository compiles for sm_90 (NVRTC) and gfx1201 (clang).
+
+The AMD half needs clang-19 and the HIP headers (scripts/install_amd_compile_tools.sh). It is skipped
+without them, unless HG_REQUIRE_AMD_GATE=1, where a missing toolchain is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hello_gpu.runtime import compile_gate
+from hello_gpu.runtime.clang_hip import INSTALL_HINT, find_clang
+from hello_gpu.runtime.doctor import VECTOR_ADD
+
+REPO = Path(__file__).resolve().parents[1]
+AMD_TOOLS = find_clang() is not None and os.path.isfile("/usr/include/hip/hip_runtime.h")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HG_CACHE_DIR", str(tmp_path_factory.mktemp("hg-cache")))
+        patch.chdir(REPO)
+        return compile_gate.check(["."], arch="sm_90", amd_arch="gfx1201", amd=AMD_TOOLS)
+
+
+def _problems(report, vendor: str) -> str:
+    return "\n\n".join(f"{k.file} :: {k.kernel}: {getattr(k, vendor).status}\n{getattr(k, vendor).error}"
+                       for k in report.kernels if getattr(k, vendor) is None or getattr(k, vendor).status != "ok")
+
+
+def test_the_gate_sees_the_examples(report):
+    assert {"examples/vector_add.hip", "examples/reduce_warp_shuffle.hip", "examples/saxpy.cu",
+            "examples/scale_template.hip", "examples/course_style.hip"} <= set(report.files)
+    assert not any(part.startswith(".") for f in report.files for part in Path(f).parts)
+
+
+def test_every_kernel_compiles_for_sm_90(report):
+    assert report.kernels
+    assert not _problems(report, "nvidia"), _problems(report, "nvidia")
+    assert all(k.nvidia.registers for k in report.kernels)
+
+
+def test_every_kernel_compiles_for_gfx1201(report):
+    if not AMD_TOOLS:
+        reason = f"AMD compile gate: no clang-19 or HIP headers; {INSTALL_HINT}"
+        if os.environ.get("HG_REQUIRE_AMD_GATE") == "1":
+            pytest.fail(reason + " (HG_REQUIRE_AMD_GATE=1)", pytrace=False)
+        pytest.skip(reason)
+    assert not _problems(report, "amd"), _problems(report, "amd")
+
+
+def test_find_kernels_reads_names_lines_and_templates():
+    source = """\
+// __global__ void in_a_comment(float* p);
+extern "C" __global__ void plain(float* p) {}
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK) scaled(const T* x, T* y) {}
+__global__ __attribute__((used)) void attributed(int* p) {}
+"""
+    kernels = compile_gate.find_kernels(source)
+    assert [(k.name, k.line, k.template) for k in kernels] == [
+        ("plain", 2, False), ("scaled", 4, True), ("attributed", 5, False)]
+
+
+def test_doctor_kernel_is_the_example():
+    assert VECTOR_ADD in (REPO / "examples" / "vector_add.hip").read_text()
