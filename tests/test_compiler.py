@@ -166,3 +166,17 @@ def test_cache_dir_follows_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("HG_CACHE_DIR", str(tmp_path))
     hg.hip(VECTOR_ADD + "// cache probe 3\n", arch="sm_90").compile()
     assert any(Path(tmp_path).glob("*.bin")) and os.listdir(tmp_path)
+
+
+def test_arguments_are_packed_in_eight_byte_slots_as_their_c_types():
+    import numpy as np
+    import torch
+    kernel = hg.hip("__global__ void k(const float* x, float alpha, double beta, int n, bool flag) {}", arch="sm_90")
+    x = torch.randn(4)
+    slots, addresses = kernel._pack({"x": x, "alpha": 0.1, "beta": 0.1, "n": -7, "flag": True})
+    raw = slots.view(np.uint8)
+    assert slots[0] == x.data_ptr()
+    assert raw[8:12].view(np.float32)[0] == np.float32(0.1)       # a float, not a double's first half
+    assert raw[16:24].view(np.float64)[0] == 0.1
+    assert raw[24:28].view(np.int32)[0] == -7 and raw[32] == 1
+    assert list(addresses - slots.ctypes.data) == [0, 8, 16, 24, 32]

@@ -7,8 +7,16 @@
 In a notebook: ``%load_ext hello_gpu`` then ``%%hip NAME``.
 """
 
-from .runtime import (CompileError, HelloGpuError, Kernel, KernelArgumentError, LaunchConfigError, NoGpuError,
-                      SignatureError, cuda, hip)
+import os
+
+# Where an NVIDIA driver is installed, NVRTC 12.9+ serves a repeated compile from the driver's compute
+# cache (~/.nv/ComputeCache) and ptxas then prints no -v report, so registers and spills would read
+# as missing. hello-gpu keeps its own cache; the driver reads this variable when it initialises, so it
+# is set on import (import hello_gpu before PyTorch first touches the GPU to be sure it applies).
+os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
+
+from .runtime import (  # noqa: E402 - the variable above must be set first
+    CompileError, HelloGpuError, Kernel, KernelArgumentError, LaunchConfigError, NoGpuError, SignatureError, cuda, hip)
 
 __version__ = "0.1.0"
 

@@ -7,6 +7,7 @@ says what was expected. They hold no GPU state, so they are tested without a GPU
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -68,7 +69,7 @@ def pack_scalar(parameter: Parameter, value: Any) -> np.ndarray:
     if parameter.kind == "int":
         if is_bool or not isinstance(value, (int, np.integer)):
             raise KernelArgumentError(f"{where} expects an integer, got {type(value).__name__} {value!r}")
-        limits = np.iinfo(dtype)
+        limits = _integer_limits(parameter.dtype)
         if not limits.min <= int(value) <= limits.max:
             raise KernelArgumentError(
                 f"{where}: {value} does not fit in {parameter.c_type} [{limits.min}, {limits.max}]; "
@@ -81,6 +82,11 @@ def pack_scalar(parameter: Parameter, value: Any) -> np.ndarray:
     if not is_bool:
         raise KernelArgumentError(f"{where} expects True or False, got {type(value).__name__} {value!r}")
     return np.array([value], dtype=dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _integer_limits(dtype: str) -> np.iinfo:
+    return np.iinfo(np.dtype(dtype))
 
 
 def check_no_overlap(signature: Signature, bound: dict[str, Any]) -> None:
@@ -107,6 +113,8 @@ def check_no_overlap(signature: Signature, bound: dict[str, Any]) -> None:
 
 def normalise_dims(value: Any, what: str) -> tuple[int, int, int]:
     """``256`` or ``(16, 16)`` -> ``(256, 1, 1)`` / ``(16, 16, 1)``."""
+    if type(value) is int and value >= 1:      # the common case, checked first: block=256
+        return (value, 1, 1)
     is_int = lambda d: isinstance(d, (int, np.integer)) and not isinstance(d, bool)  # noqa: E731
     dims = (value,) if is_int(value) else tuple(value) if isinstance(value, (tuple, list)) else None
     if dims is None or not 1 <= len(dims) <= 3 or not all(is_int(d) for d in dims):

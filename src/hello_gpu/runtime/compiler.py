@@ -178,9 +178,7 @@ def compile_nvrtc(source: str, entry: str, *, file_name: str, dialect: str, arch
     from cuda.bindings import nvrtc
 
     headers = compiler_headers(dialect, "nvidia")
-    # Where a driver is installed, NVRTC serves a repeated compile from the driver's compute cache
-    # (~/.nv/ComputeCache) and ptxas then prints no -v report: registers and spills would read 0.
-    # hello-gpu has its own cache, so NVRTC's is turned off (read at a process's first compile).
+    # Keeps the ptxas -v report (see hello_gpu/__init__.py); too late if the driver is already up.
     os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
     flags = nvrtc_option_list(arch, options)
     started = time.perf_counter()

@@ -37,6 +37,17 @@ def _torch_dtype(name: str):
     return getattr(torch, name)
 
 
+def _current_raw_stream(device: int) -> int:
+    """PyTorch's current stream on ``device`` as a raw handle.
+
+    ``torch.cuda.current_stream()`` builds a Python Stream object (~10 us per call on the H200
+    machine); the raw query PyTorch's own compiler uses is one C call. Fall back where it is absent.
+    """
+    torch = torch_module()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
 @dataclass
 class PreparedLaunch:
     """A launch with every argument checked and packed: calling it only launches.
@@ -51,15 +62,15 @@ class PreparedLaunch:
     shared_mem: int
     stream: int
     outputs: tuple
-    keep_alive: tuple           # tensors and packed buffers the params array points into
+    keep_alive: tuple           # tensors and the packed argument buffer the launch points into
     params_address: int
     device: int
-    _launch_raw: Any = None
 
     def __post_init__(self):
-        self._launch_raw = self.kernel._handle().launcher()
+        self._launch_raw = self.kernel._launcher()
         self._arguments = (*self.grid, *self.block, self.shared_mem, self.stream, self.params_address)
         self._skip = math.prod(self.grid) == 0
+        self._current_device = torch_module().cuda.current_device
 
     @property
     def result(self):
@@ -69,7 +80,11 @@ class PreparedLaunch:
 
     def __call__(self):
         if not self._skip:
-            self._launch_raw(*self._arguments)
+            if self._current_device() == self.device:
+                self._launch_raw(*self._arguments)
+            else:   # the launch goes to the current context: make it the tensors' device
+                with torch_module().cuda.device(self.device):
+                    self._launch_raw(*self._arguments)
         return self.result
 
 
@@ -100,6 +115,16 @@ class Kernel:
         self._layout_checked = False
         self._shared_limit_set: dict[int, int] = {}
         self._attributes: dict[tuple[str, int], int] = {}
+        self._launch_raw = None
+        # The signature sorted once, so a call does no re-sorting.
+        parameters = self.signature.parameters
+        self._pointers = tuple(p for p in parameters if p.is_pointer)
+        self._inputs = tuple(p for p in parameters if p.is_input)
+        self._outputs = tuple(p for p in parameters if p.is_output)
+        self._scalars = tuple(p for p in parameters if not p.is_pointer)
+        self._sizes = tuple(p for p in parameters if p.is_size)
+        self._scalar_bytes = tuple(8 if p.is_pointer else np.dtype(p.dtype).itemsize for p in parameters)
+        self._slot_offsets = np.arange(max(len(parameters), 1), dtype=np.uint64) * np.uint64(8)
         # Compile now when the target is known, so errors show at definition time.
         if arch is not None or gpu_vendor() is not None:
             self.compile()
@@ -188,16 +213,16 @@ class Kernel:
         state = f"compiled for {self._binary.arch}" if self._binary else "not compiled yet"
         return f"<hello_gpu.Kernel {self.signature.describe()} [{self.dialect}, {state}]>"
 
-    def _check_layout(self, packed: list[np.ndarray]) -> None:
+    def _check_layout(self) -> None:
         """Compare our argument sizes with the compiled kernel's own parameter table, once."""
         if self._layout_checked:
             return
-        layout = self._handle().parameter_layout(len(packed))
+        layout = self._handle().parameter_layout(len(self.signature.parameters))
         if layout is not None:
-            for parameter, buffer, (_, size) in zip(self.signature.parameters, packed, layout):
-                if buffer.nbytes != size:
+            for parameter, expected, (_, size) in zip(self.signature.parameters, self._scalar_bytes, layout):
+                if expected != size:
                     raise KernelArgumentError(
-                        f"parameter {parameter.name!r}: hello-gpu packs {buffer.nbytes} bytes for "
+                        f"parameter {parameter.name!r}: hello-gpu packs {expected} bytes for "
                         f"{parameter.c_type}, the compiled kernel expects {size}")
         self._layout_checked = True
 
@@ -224,7 +249,7 @@ class Kernel:
     def _stream_handle(self, stream, device: int) -> int:
         torch = torch_module()
         if stream is None:
-            return torch.cuda.current_stream(device).cuda_stream
+            return _current_raw_stream(device)
         if isinstance(stream, torch.cuda.Stream):
             if stream.device.index != device:
                 raise LaunchConfigError(f"stream is on cuda:{stream.device.index}, the tensors on cuda:{device}")
@@ -233,61 +258,77 @@ class Kernel:
             return stream
         raise LaunchConfigError(f"stream must be a torch.cuda.Stream or a raw stream handle (int), got {type(stream).__name__}")
 
+    def _launcher(self):
+        if self._launch_raw is None:
+            self._launch_raw = self._handle().launcher()
+        return self._launch_raw
+
+    def _pack(self, bound: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Every argument in its own 8-byte slot of one buffer, and the array of slot addresses the
+        launch API takes (``void** kernelParams``). Slots are 8 bytes: no parameter here is larger."""
+        parameters = self.signature.parameters
+        slots = np.zeros(max(len(parameters), 1), dtype=np.uint64)
+        for index, parameter in enumerate(parameters):
+            value = bound[parameter.name]
+            if parameter.is_pointer:
+                slots[index] = value.data_ptr()
+            else:
+                slots[index:index + 1].view(np.uint8)[:self._scalar_bytes[index]] = pack_scalar(parameter, value).view(np.uint8)
+        addresses = slots.ctypes.data + self._slot_offsets
+        return slots, addresses
+
     def prepare(self, *args, block=DEFAULT_BLOCK, grid=None, shared_mem: int = 0, stream=None,
                 **kwargs) -> PreparedLaunch:
         """Check and pack a call once; the returned launcher launches with no further Python work."""
         torch = torch_module()
-        bound = bind_arguments(self.signature, args, kwargs)
-        parameters = self.signature.parameters
+        signature = self.signature
+        bound = bind_arguments(signature, args, kwargs)
         # Tensors first: the first one fixes the device and the inferred sizes.
         device = None
         first_input = None
-        for parameter in parameters:
-            if parameter.is_pointer and parameter.name in bound:
+        for parameter in self._pointers:
+            if parameter.name in bound:
                 check_tensor(parameter, bound[parameter.name], device)
                 device = bound[parameter.name].device.index
                 if parameter.is_input and first_input is None:
                     first_input = bound[parameter.name]
-        missing_inputs = [p for p in self.signature.inputs if p.name not in bound]
+        missing_inputs = [p for p in self._inputs if p.name not in bound]
         if missing_inputs:
             raise KernelArgumentError("missing input " + ", ".join(f"{p.name!r} ({p.c_type})" for p in missing_inputs))
         if device is None:
             device = torch.cuda.current_device()
         info = device_info(device)
-        with torch.cuda.device(device):
-            outputs = []
-            for parameter in self.signature.outputs:
-                if parameter.name not in bound:
-                    if first_input is None:
-                        raise KernelArgumentError(
-                            f"output {parameter.name!r} ({parameter.c_type}) was not passed and there is no input "
-                            f"tensor to allocate it like; pass {parameter.name}=torch.empty(...)")
-                    dtype = first_input.dtype if parameter.dtype == "any" else _torch_dtype(parameter.dtype)
-                    bound[parameter.name] = torch.empty(first_input.shape, dtype=dtype, device=first_input.device)
-                outputs.append(bound[parameter.name])
-            check_no_overlap(self.signature, bound)
-            sized_by = first_input if first_input is not None else next(
-                (bound[p.name] for p in parameters if p.is_pointer), None)
-            element_count = sized_by.numel() if sized_by is not None else None
-            for parameter in parameters:
-                if parameter.is_pointer or parameter.name in bound:
-                    continue
-                if parameter.is_size and element_count is not None:
-                    bound[parameter.name] = element_count
-                else:
+        outputs = []
+        for parameter in self._outputs:
+            if parameter.name not in bound:
+                if first_input is None:
                     raise KernelArgumentError(
-                        f"missing scalar {parameter.name!r} ({parameter.c_type}); pass {parameter.name}=...")
-            packed = [np.array([bound[p.name].data_ptr()], dtype=np.uint64) if p.is_pointer
-                      else pack_scalar(p, bound[p.name]) for p in parameters]
-            size_values = [int(bound[p.name]) for p in parameters if p.is_size]
-            grid_count = size_values[0] if size_values else element_count
-            grid_dims, block_dims, shared = self._launch_config(info, block, grid, shared_mem, grid_count)
-            stream_handle = self._stream_handle(stream, device)
-            self._check_layout(packed)
-            params = np.array([buffer.ctypes.data for buffer in packed], dtype=np.uint64)
-            tensors = tuple(bound[p.name] for p in parameters if p.is_pointer)
+                        f"output {parameter.name!r} ({parameter.c_type}) was not passed and there is no input "
+                        f"tensor to allocate it like; pass {parameter.name}=torch.empty(...)")
+                dtype = first_input.dtype if parameter.dtype == "any" else _torch_dtype(parameter.dtype)
+                bound[parameter.name] = torch.empty(first_input.shape, dtype=dtype, device=first_input.device)
+            outputs.append(bound[parameter.name])
+        if len(self._pointers) > 1:
+            check_no_overlap(signature, bound)
+        sized_by = first_input if first_input is not None else next(
+            (bound[p.name] for p in self._pointers), None)
+        element_count = sized_by.numel() if sized_by is not None else None
+        for parameter in self._scalars:
+            if parameter.name in bound:
+                continue
+            if parameter.is_size and element_count is not None:
+                bound[parameter.name] = element_count
+            else:
+                raise KernelArgumentError(
+                    f"missing scalar {parameter.name!r} ({parameter.c_type}); pass {parameter.name}=...")
+        slots, addresses = self._pack(bound)
+        grid_count = int(bound[self._sizes[0].name]) if self._sizes else element_count
+        grid_dims, block_dims, shared = self._launch_config(info, block, grid, shared_mem, grid_count)
+        stream_handle = self._stream_handle(stream, device)
+        self._check_layout()
+        tensors = tuple(bound[p.name] for p in self._pointers)
         return PreparedLaunch(self, grid_dims, block_dims, shared, stream_handle, tuple(outputs),
-                              (tensors, packed, params), int(params.ctypes.data), device)
+                              (tensors, slots, addresses), int(addresses.ctypes.data), device)
 
     def __call__(self, *args, block=DEFAULT_BLOCK, grid=None, shared_mem: int = 0, stream=None, **kwargs):
         """Check, allocate outputs, launch; returns the output (one) or a tuple (several), None if none."""

@@ -35,8 +35,8 @@ class Resources:
     registers_per_thread: int
     static_shared_bytes: int
     local_bytes: int              # stack frame per thread (arrays indexed at run time, spills)
-    spill_store_bytes: int
-    spill_load_bytes: int
+    spill_store_bytes: int | None   # None: the compiler's report was not available
+    spill_load_bytes: int | None
     max_threads_per_block: int    # what this kernel can launch with, given its registers
     source: str                   # "ptxas" or "driver"
 
@@ -62,6 +62,8 @@ def parse_ptxas_report(log: str) -> dict[str, int]:
 
 def resources_from_ptxas(log: str, limits: ArchLimits | None) -> Resources:
     report = parse_ptxas_report(log)
+    if "Used " not in log:      # no -v report (see CUDA_CACHE_DISABLE in hello_gpu/__init__.py)
+        report["spill_stores"] = report["spill_loads"] = None
     registers = max(report["registers"], 1)
     max_threads = 1024
     if limits is not None:
