@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
   || { echo "install failed"; cat "$OUT/install.log"; exit 1; }
-commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+# The GPU machine gets a copy of the tree without .git: the caller passes the commit it sent
+# (HG_GIT_COMMIT=$(git rev-parse HEAD) bash scripts/gpu_session.sh), after committing everything.
+commit=${HG_GIT_COMMIT:-$(git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}
+export HG_GIT_COMMIT=$commit
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 
 echo "== doctor"; hello-gpu doctor --json >"$OUT/doctor.json"; doctor=$?
@@ -41,7 +44,8 @@ python3 - "$OUT" "$commit" "$doctor" "$gpu_tests" "$cpu_tests" "$bench" <<'PY'
 import json, sys
 out, commit, *codes = sys.argv[1:]
 names = ["doctor", "gpu_tests", "cpu_tests", "benchmark"]
-json.dump({"commit": commit, "exit_codes": dict(zip(names, map(int, codes)))},
+from hello_gpu.runtime.manifest import environment_manifest
+json.dump({"commit": commit, "exit_codes": dict(zip(names, map(int, codes))), "environment": environment_manifest()},
           open(f"{out}/session.json", "w"), indent=2)
 PY
 echo "exit codes: doctor=$doctor gpu_tests=$gpu_tests cpu_tests=$cpu_tests bench=$bench"

@@ -6,6 +6,8 @@ Clocks are only read (``nvidia-smi --query-gpu`` / ``rocm-smi``), never set.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import platform
 import shutil
 import subprocess
@@ -22,11 +24,28 @@ def _run(command: list[str], cwd: Path | None = None) -> str | None:
 
 
 def git_state(directory: Path | None = None) -> dict:
-    """Commit of the source tree and whether it had uncommitted changes."""
+    """Commit of the source tree and whether it had uncommitted changes.
+
+    A copy of the tree without ``.git`` (as on the GPU machine) reads ``HG_GIT_COMMIT`` and
+    ``HG_GIT_DIRTY`` from the environment instead, set by whoever sent the copy.
+    """
     directory = directory or Path(__file__).resolve().parent
-    commit = _run(["git", "rev-parse", "HEAD"], cwd=directory)
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=directory)
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+    commit = _run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=directory)
+    if commit:
+        status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=directory)
+        return {"commit": commit, "dirty": bool(status) if status is not None else None, "source": "git"}
+    dirty = os.environ.get("HG_GIT_DIRTY")
+    return {"commit": os.environ.get("HG_GIT_COMMIT"), "dirty": None if dirty is None else dirty == "1",
+            "source": "environment"}
+
+
+def package_source_sha256() -> str:
+    """sha256 over the package's own source files (path and content), to tie a record to the code."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".hip", ".cu", ".h") and p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def read_clocks() -> dict | None:
@@ -81,4 +100,5 @@ def environment_manifest() -> dict:
     manifest["driver"] = driver.splitlines()[0] if driver else None
     manifest["clocks"] = read_clocks()
     manifest["git"] = git_state()
+    manifest["package_source_sha256"] = package_source_sha256()
     return manifest

@@ -1,0 +1,26 @@
+"""The environment manifest every record carries: versions, git state, no host or user names."""
+
+import getpass
+import json
+import socket
+
+from hello_gpu.runtime.manifest import environment_manifest, git_state, package_source_sha256
+
+
+def test_manifest_names_no_host_or_user():
+    text = json.dumps(environment_manifest())
+    assert socket.gethostname() not in text
+    assert f'"{getpass.getuser()}"' not in text
+
+
+def test_manifest_has_versions_and_source_hash():
+    manifest = environment_manifest()
+    assert manifest["python"] and manifest["torch"] and manifest["nvrtc"].startswith("nvrtc-")
+    assert len(manifest["package_source_sha256"]) == 64
+    assert manifest["package_source_sha256"] == package_source_sha256()
+
+
+def test_git_state_without_a_repository_reads_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("HG_GIT_COMMIT", "0123abcd")
+    monkeypatch.setenv("HG_GIT_DIRTY", "0")
+    assert git_state(tmp_path) == {"commit": "0123abcd", "dirty": False, "source": "environment"}
