@@ -1,0 +1,248 @@
+"""``measure(fn)``: time a GPU function so that the number can be defended.
+
+What makes a kernel timing wrong, and what this does about each:
+- **Asynchrony**: a launch returns before the kernel runs. Times come from device events recorded on
+  the current stream around the call, never from the host clock around a launch.
+- **First calls**: JIT compiles, module loads, first touches of memory. Warm-up runs until the
+  timings settle (three consecutive windows within 5% of each other) and is never counted.
+- **The cache**: repeated calls on the same 16 MB find it in the 60 MB L2 of an H200 and report a
+  "bandwidth" above what DRAM can do. With ``cache="cold"`` a buffer of at least twice the L2 (read
+  from the device) is overwritten before every timed call, outside the timed region.
+- **Noise**: repeats continue until the bootstrap relative standard error of the median is under 1%
+  (or a time cap); the median, p20/p80, min and a bootstrap 95% interval are reported, and the raw
+  samples are kept on the result.
+- **Launch overhead**: for kernels of a few microseconds the launch dominates. ``graph=True``
+  captures several calls, each on its own input set (``inputs=``, rotated), into a CUDA graph and
+  times its replay, so launch gaps shrink and the inputs are not all the same cached bytes.
+
+On a machine without a GPU (or for CPU tensors) it times with the wall clock and says so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..runtime.device import torch_module
+from .stats import Summary, relative_standard_error, summarize
+from .work import Rates, Work, rates
+
+SETTLE_TOLERANCE = 0.05       # warm-up ends when 3 window medians agree within 5%
+WARMUP_WINDOW = 5
+MAX_WARMUP_SECONDS = 2.0
+BATCH = 10                    # timed calls between convergence checks
+GRAPH_CALLS = 10              # calls captured per graph replay
+MIN_FLUSH_BYTES = 64 * 2**20
+
+
+@dataclass
+class Measurement:
+    """The result of :func:`measure`: raw samples, their summary, and rates under a work model."""
+
+    samples: list[float]              # seconds per call, every timed call
+    summary: Summary
+    cache: str                        # "cold" or "warm"
+    graph: bool
+    clock: str                        # "device-events" or "wall"
+    stopped_by: str                   # "relative standard error", "time cap" or "max repeats"
+    warmup_calls: int
+    flush_bytes: int
+    device: str
+    work: Work | None = None
+    rates: Rates | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return self.summary.median
+
+    @property
+    def suspect(self) -> str | None:
+        return self.rates.suspect if self.rates else None
+
+    def timing_dict(self) -> dict:
+        """The timing part of a record entry (no raw samples: records stay small)."""
+        from .records import timing_from_summary
+        return timing_from_summary(self.summary, cache=self.cache, graph=self.graph, clock=self.clock)
+
+    def __str__(self) -> str:
+        low, high = self.summary.ci95
+        text = (f"median {self.median * 1e6:.2f} us [{low * 1e6:.2f}, {high * 1e6:.2f}] "
+                f"(n={self.summary.count}, {self.cache}{', graph' if self.graph else ''}, {self.clock})")
+        if self.rates:
+            if self.rates.gb_per_s:
+                text += f", {self.rates.gb_per_s:.0f} GB/s"
+                if self.rates.bandwidth_fraction:
+                    text += f" ({self.rates.bandwidth_fraction:.0%} of copy)"
+            if self.rates.tflop_per_s:
+                text += f", {self.rates.tflop_per_s:.1f} TFLOP/s"
+                if self.rates.compute_fraction:
+                    text += f" ({self.rates.compute_fraction:.0%} of peak)"
+            if self.rates.suspect:
+                text += f"  SUSPECT: {self.rates.suspect}"
+        return text
+
+    _repr_pretty_ = lambda self, printer, cycle: printer.text(str(self))  # noqa: E731 - notebook display
+
+
+def _uses_gpu(device: str | None) -> bool:
+    if device == "cpu":
+        return False
+    try:
+        torch = torch_module()
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+class _Flusher:
+    """Overwrites a buffer of at least twice the L2 before each cold call, evicting everything."""
+
+    def __init__(self, l2_bytes: int):
+        torch = torch_module()
+        self.bytes = max(2 * l2_bytes, MIN_FLUSH_BYTES)
+        self.buffer = torch.empty(self.bytes // 4, dtype=torch.int32, device="cuda")
+
+    def __call__(self):
+        self.buffer.fill_(0x5A5A5A5A)
+
+
+def _call(fn: Callable, inputs: Sequence[tuple] | None, index: int):
+    return fn(*inputs[index % len(inputs)]) if inputs else fn()
+
+
+def measure(fn: Callable, *, work: Work | None = None, cache: str = "cold", graph: bool = False,
+            inputs: Sequence[tuple] | None = None, target_rse: float = 0.01, max_seconds: float = 2.0,
+            min_repeats: int = 10, max_repeats: int = 10_000, ceilings: Any = None,
+            device: str | None = None) -> Measurement:
+    """Time ``fn`` (no arguments, or one of ``inputs`` per call, rotated) and summarise.
+
+    ``work`` turns the time into GB/s and TFLOP/s; ``ceilings`` (a :class:`Ceilings`, default: the
+    cached measured ceilings of this device, if any) adds % of ceiling and the ``suspect`` flag.
+    If ``fn`` raises, the error propagates with its traceback and nothing is measured.
+    """
+    if not callable(fn):
+        raise TypeError(f"measure() needs a callable, got {type(fn).__name__}")
+    if cache not in ("cold", "warm"):
+        raise ValueError(f"cache must be 'cold' or 'warm', got {cache!r}")
+    if work is not None and not isinstance(work, Work):
+        raise TypeError(f"work must be a hello_gpu.bench.Work, got {type(work).__name__}")
+    if inputs is not None and (len(inputs) == 0 or not all(isinstance(i, tuple) for i in inputs)):
+        raise ValueError("inputs must be a non-empty list of argument tuples")
+    if _uses_gpu(device):
+        measurement = _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats)
+    else:
+        measurement = _measure_wall(fn, inputs, target_rse, max_seconds, min_repeats, max_repeats)
+    if work is not None:
+        if ceilings is None and measurement.clock == "device-events":
+            from .ceilings import cached_ceilings
+            ceilings = cached_ceilings()
+        bandwidth = ceilings.copy_bytes_per_s if ceilings else None
+        compute = ceilings.matmul_flops_per_s.get(work.dtype) if ceilings and work.dtype else None
+        measurement.work = work
+        measurement.rates = rates(work, measurement.median, bandwidth_ceiling=bandwidth, compute_ceiling=compute,
+                                  cold=measurement.cache == "cold")
+        if ceilings is None:
+            measurement.notes.append("no measured ceilings cached for this device: run `hello-gpu ceilings`")
+    return measurement
+
+
+def _measure_wall(fn, inputs, target_rse, max_seconds, min_repeats, max_repeats) -> Measurement:
+    _call(fn, inputs, 0)            # first call: imports, allocations
+    samples: list[float] = []
+    started = time.perf_counter()
+    stopped_by = "max repeats"
+    while len(samples) < max_repeats:
+        begin = time.perf_counter()
+        _call(fn, inputs, len(samples))
+        samples.append(time.perf_counter() - begin)
+        if len(samples) >= min_repeats and len(samples) % BATCH == 0:
+            if relative_standard_error(samples) < target_rse:
+                stopped_by = "relative standard error"
+                break
+            if time.perf_counter() - started > max_seconds:
+                stopped_by = "time cap"
+                break
+    return Measurement(samples, summarize(samples), "warm", False, "wall", stopped_by, 1, 0, "cpu",
+                       notes=["no GPU: timed with the host wall clock, cache state not controlled"])
+
+
+class _GraphReplay:
+    """GRAPH_CALLS calls of ``fn`` captured in one CUDA graph, each on the next input set."""
+
+    def __init__(self, fn, inputs):
+        torch = torch_module()
+        self.calls = GRAPH_CALLS
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):          # warm up on a side stream, as capture requires
+            for index in range(3):
+                _call(fn, inputs, index)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            for index in range(self.calls):
+                _call(fn, inputs, index)
+
+    def __call__(self):
+        self.graph.replay()
+
+
+def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats) -> Measurement:
+    torch = torch_module()
+    from ..runtime.device import device_info
+    info = device_info()
+    flush = _Flusher(info.l2_bytes) if cache == "cold" else None
+    calls_per_sample = 1
+    if graph:
+        replay = _GraphReplay(fn, inputs)
+        step, calls_per_sample = replay, replay.calls
+    else:
+        counter = iter(range(2**62))
+        step = lambda: _call(fn, inputs, next(counter))  # noqa: E731
+
+    def timed_batch(count: int) -> list[float]:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+        for start, end in zip(starts, ends):
+            if flush is not None:
+                flush()
+            start.record()
+            step()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) / 1e3 / calls_per_sample for start, end in zip(starts, ends)]
+
+    # Warm-up: the first call is never timed; then windows until three medians agree.
+    step()
+    torch.cuda.synchronize()
+    warmup, window_medians, started = 1, [], time.perf_counter()
+    while time.perf_counter() - started < MAX_WARMUP_SECONDS:
+        window = timed_batch(WARMUP_WINDOW)
+        warmup += WARMUP_WINDOW
+        window_medians.append(sorted(window)[len(window) // 2])
+        last = window_medians[-3:]
+        if len(last) == 3 and max(last) <= min(last) * (1 + SETTLE_TOLERANCE):
+            break
+    samples: list[float] = []
+    started = time.perf_counter()
+    stopped_by = "max repeats"
+    while len(samples) < max_repeats:
+        samples += timed_batch(min(BATCH, max_repeats - len(samples)))
+        if len(samples) >= min_repeats and relative_standard_error(samples) < target_rse:
+            stopped_by = "relative standard error"
+            break
+        if time.perf_counter() - started > max_seconds:
+            stopped_by = "time cap"
+            break
+    notes = []
+    if graph:
+        notes.append(f"CUDA graph of {calls_per_sample} calls per replay; time per call = replay / {calls_per_sample}"
+                     + ("; rotating over %d input sets" % len(inputs) if inputs else "; the same inputs each call"))
+    if not math.isfinite(relative_standard_error(samples)) or relative_standard_error(samples) >= target_rse:
+        notes.append(f"relative standard error {relative_standard_error(samples):.2%} is above the "
+                     f"{target_rse:.0%} target ({stopped_by})")
+    return Measurement(samples, summarize(samples), cache, graph, "device-events", stopped_by, warmup,
+                       flush.bytes if flush else 0, info.name, notes=notes)

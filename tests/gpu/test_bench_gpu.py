@@ -1,0 +1,79 @@
+"""GPU tier for measurement (``pytest -m gpu``): measure, compare and ceilings on the real device."""
+
+import pytest
+import torch
+
+from hello_gpu.bench import Work, compare, measure
+from hello_gpu.bench.ceilings import Ceilings
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
+
+# A measured H200 copy ceiling would do; these tests must not depend on a cached one.
+H200_LIKE = Ceilings("test", "test", copy_bytes_per_s=4.3e12, read_bytes_per_s=4.0e12,
+                     matmul_flops_per_s={"bfloat16": 7.9e14}, complete=True)
+
+
+def big_pair(elements=2**26):
+    generator = torch.Generator(device="cuda").manual_seed(torch.seed() % 2**31)
+    source = torch.randn(elements, device="cuda", generator=generator)
+    return source, torch.empty_like(source)
+
+
+def test_cold_copy_is_below_the_copy_ceiling_and_converges():
+    source, target = big_pair()
+    result = measure(lambda: target.copy_(source), work=Work(bytes=2 * source.nbytes), ceilings=H200_LIKE)
+    assert result.clock == "device-events" and result.cache == "cold"
+    assert result.flush_bytes >= 2 * 60 * 2**20 * 0.9          # at least twice the L2
+    assert 1.0e12 < result.rates.gb_per_s * 1e9 < 1.05 * 4.3e12
+    assert result.suspect is None
+    assert result.summary.relative_standard_error < 0.02
+    assert torch.equal(target, source)
+
+
+def test_warm_small_working_set_beats_cold():
+    source, target = big_pair(2**20)                              # 4 MB: fits in L2
+    cold = measure(lambda: target.copy_(source), cache="cold")
+    warm = measure(lambda: target.copy_(source), cache="warm")
+    assert warm.median < cold.median
+
+
+def test_overstated_work_is_marked_suspect():
+    source, target = big_pair()
+    result = measure(lambda: target.copy_(source), work=Work(bytes=20 * source.nbytes), ceilings=H200_LIKE)
+    assert result.suspect and "copy bandwidth" in result.suspect
+    assert "SUSPECT" in str(result)
+
+
+def test_graph_replay_with_rotating_inputs_cuts_launch_overhead():
+    sets = [tuple(torch.randn(1, device="cuda") for _ in range(3)) for _ in range(4)]
+    add = lambda a, b, c: torch.add(a, b, out=c)  # noqa: E731
+    plain = measure(add, inputs=sets, cache="warm")
+    graphed = measure(add, inputs=sets, cache="warm", graph=True)
+    assert graphed.graph and "rotating over 4 input sets" in graphed.notes[0]
+    assert graphed.median < plain.median
+    for a, b, c in sets:
+        torch.testing.assert_close(c, a + b)
+
+
+def test_compare_sees_double_the_bytes_as_slower_and_the_same_as_noise():
+    source, target = big_pair()
+    double, double_target = big_pair(2 * source.numel())
+    one = lambda: target.copy_(source)  # noqa: E731
+    two = lambda: double_target.copy_(double)  # noqa: E731
+    slower = compare(one, two)
+    assert slower.verdict == "slower" and 0.4 < slower.speedup.value < 0.6
+    same = compare(one, one, margin=0.03)
+    assert same.verdict == "within noise"
+
+
+def test_quick_ceilings_are_in_the_h200_range(tmp_path, monkeypatch):
+    monkeypatch.setenv("HG_CACHE_DIR", str(tmp_path / "kernels"))
+    from hello_gpu.bench.ceilings import cached_ceilings, measure_ceilings
+    ceilings = measure_ceilings(quick=True, progress=False)
+    assert ceilings.complete and cached_ceilings() == ceilings
+    name = torch.cuda.get_device_name()
+    if "H200" in name:
+        assert 3.5e12 < ceilings.copy_bytes_per_s < 4.8e12
+        assert 2.0e14 < ceilings.matmul_flops_per_s["bfloat16"] < 1.0e15
+        assert 2.0e13 < ceilings.matmul_flops_per_s["float32"] < 7.0e13
+    assert ceilings.launch_overhead_s < 50e-6
