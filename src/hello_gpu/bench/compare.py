@@ -15,7 +15,7 @@ from typing import Callable
 
 from ..runtime.device import torch_module
 from .stats import Ratio, Summary, paired_ratio, summarize, verdict
-from .timing import _Flusher, _uses_gpu
+from .timing import _Flusher, _uses_gpu, hold_gpu
 
 DEFAULT_MARGIN = 0.02
 
@@ -96,6 +96,8 @@ class _DeviceTimer:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if self.flush is not None:
             self.flush()
+        else:
+            hold_gpu(1)
         start.record()
         function()
         end.record()
