@@ -37,15 +37,17 @@ def ceilings_table(ceilings: Ceilings, spec) -> Table:
     return table
 
 
-def ceilings_record(ceilings: Ceilings) -> dict:
+def ceilings_record(ceilings: Ceilings, clocks_start: dict | None = None) -> dict:
     """The ceilings as a record (kind "ceilings"), with the environment they were measured in."""
     from ..runtime.device import device_info
-    from ..runtime.manifest import environment_manifest
+    from ..runtime.manifest import environment_manifest, read_clocks
     from .records import device_slug, new_record
     info = device_info()
+    environment = environment_manifest()
+    environment.update(clocks_start=clocks_start, clocks_end=read_clocks())
     return new_record(
         "ceilings", "ceilings", device={"slug": device_slug(info.name), "name": info.name, "arch": info.arch},
-        environment=environment_manifest(), entries=[],
+        environment=environment, entries=[],
         ceilings={"copy_bytes_per_s": ceilings.copy_bytes_per_s, "read_bytes_per_s": ceilings.read_bytes_per_s,
                   "matmul_flops_per_s": ceilings.matmul_flops_per_s,
                   "launch_overhead_s": ceilings.launch_overhead_s, "graph_call_s": ceilings.graph_call_s},
@@ -61,6 +63,8 @@ def run_ceilings(*, refresh: bool, quick: bool, as_json: bool, record_dir: Path 
     if gpu_vendor() is None:
         console.print("hello-gpu ceilings: no GPU here; ceilings are measured on the device they describe")
         return 2
+    from ..runtime.manifest import read_clocks
+    clocks_start = read_clocks()
     ceilings = None if refresh else cached_ceilings()
     if ceilings is None:
         try:
@@ -78,6 +82,6 @@ def run_ceilings(*, refresh: bool, quick: bool, as_json: bool, record_dir: Path 
         console.print(ceilings_table(ceilings, spec_for_device(info.name, info.arch)))
     if record_dir is not None:
         from .records import write_record
-        path = write_record(ceilings_record(ceilings), record_dir, repo_root=record_dir.resolve().parent)
+        path = write_record(ceilings_record(ceilings, clocks_start), record_dir, repo_root=record_dir.resolve().parent)
         console.print(f"wrote {path}")
     return 0
