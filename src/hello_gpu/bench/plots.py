@@ -28,6 +28,8 @@ from typing import Any
 
 import matplotlib
 
+from .records import format_figure
+
 
 def _choose_headless_backend() -> None:
     """Force Agg only where nothing was chosen and nothing could be shown.
@@ -140,19 +142,6 @@ def _suspect(entry: Mapping) -> str | None:
     return str(reason) if reason else None
 
 
-def _format_value(value: float) -> str:
-    magnitude = abs(value)
-    if magnitude >= 1000:
-        return f"{value:,.0f}"
-    if magnitude >= 100:
-        return f"{value:.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
-
-
 def _where(entry: Mapping) -> str:
     return " ".join(str(part) for part in (entry.get("shape"), entry.get("dtype")) if part not in (None, ""))
 
@@ -242,7 +231,7 @@ def bar_chart(entries: Iterable[Mapping], *, metric: str = "median_us", title: s
             if index is None:
                 continue
             value = values[index]
-            label = f"baseline {baseline}: {_format_value(value)}"
+            label = f"baseline {baseline}: {format_figure(value)}"
             if several:
                 first = ordered.index(group[0])
                 (line,) = axes.plot([first - 0.45, first + len(group) - 0.55], [value, value], linestyle="--",
@@ -255,7 +244,7 @@ def bar_chart(entries: Iterable[Mapping], *, metric: str = "median_us", title: s
                 legend_handles.append(line)
             line.set_gid("baseline")
     if ceiling is not None and _finite(ceiling):
-        label = f"{ceiling_label or 'ceiling'}: {_format_value(ceiling)}"
+        label = f"{ceiling_label or 'ceiling'}: {format_figure(ceiling)}"
         line = axes.axhline(ceiling, linestyle="-.", color=CEILING_COLOR, linewidth=1.2, zorder=4, label=label)
         line.set_gid("ceiling")
         legend_handles.append(line)
@@ -279,13 +268,13 @@ def bar_chart(entries: Iterable[Mapping], *, metric: str = "median_us", title: s
     for x, value, top, suspect in zip(positions, values, tops, suspects):
         if suspect:
             off_scale = top > limit
-            text = f"SUSPECT\n{'↑ ' if off_scale else ''}{_format_value(value)}"
+            text = f"SUSPECT\n{'↑ ' if off_scale else ''}{format_figure(value)}"
             anchor, offset, align = ((x, limit), (0, -4), "top") if off_scale else ((x, top), (0, 3), "bottom")
             axes.annotate(text, anchor, xytext=offset, textcoords="offset points", ha="center", va=align,
                           fontsize=font, color=SUSPECT_EDGE, fontweight="bold", bbox=backing, zorder=6,
                           gid="suspect")
         else:
-            axes.annotate(_format_value(value), (x, top), xytext=(0, 3), textcoords="offset points",
+            axes.annotate(format_figure(value), (x, top), xytext=(0, 3), textcoords="offset points",
                           ha="center", va="bottom", fontsize=font, bbox=backing, zorder=6, gid="value")
 
     # axes and labels
@@ -409,7 +398,7 @@ def size_sweep(points: Iterable[Mapping], *, metric: str = "gb_per_s", ceiling: 
         suspects.extend((row[0], row[1], name) for row in rows if row[4])
     if ceiling is not None and _finite(ceiling):
         line = axes.axhline(ceiling, linestyle="-.", color=CEILING_COLOR, linewidth=1.3, zorder=4,
-                            label=f"{ceiling_label}: {_format_value(ceiling)}")
+                            label=f"{ceiling_label}: {format_figure(ceiling)}")
         line.set_gid("ceiling")
         believed_top = max(believed_top, ceiling)
 
@@ -424,7 +413,7 @@ def size_sweep(points: Iterable[Mapping], *, metric: str = "gb_per_s", ceiling: 
         axes.scatter([x for x, _, _ in suspects], shown_y, s=90, facecolors="none", edgecolors=SUSPECT_EDGE,
                      linewidths=1.8, marker="o", zorder=5, label="SUSPECT: beyond the ceiling, not a win")
         for (x, y, name), shown in zip(suspects, shown_y):
-            text = f"SUSPECT {name}: {'↑ ' if y > shown else ''}{_format_value(y)}"
+            text = f"SUSPECT {name}: {'↑ ' if y > shown else ''}{format_figure(y)}"
             axes.annotate(text, (x, shown), xytext=(-8, 0),
                           textcoords="offset points", ha="right", va="center", fontsize=8, color=SUSPECT_EDGE,
                           fontweight="bold", gid="suspect", zorder=6,

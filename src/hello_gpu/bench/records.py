@@ -710,7 +710,7 @@ HEADERS = {"variant": "variant", "role": "role", "shape": "shape", "dtype": "dty
 EMPTY = "—"
 
 
-def _figure(value: float) -> str:
+def format_figure(value: float) -> str:
     """About three significant figures, with thousands separators for the big ones."""
     if value >= 100:
         return f"{value:,.0f}"
@@ -732,7 +732,7 @@ def _incorrect(entry: dict) -> bool:
 def _median_cell(entry: dict) -> str:
     timing = entry["timing"]
     low, high = timing["ci95"]
-    return f"{_figure(timing['median'] * 1e6)} ({_figure(low * 1e6)}–{_figure(high * 1e6)})"
+    return f"{format_figure(timing['median'] * 1e6)} ({format_figure(low * 1e6)}–{format_figure(high * 1e6)})"
 
 
 def _rate_cell(entry: dict, key: str) -> str:
@@ -740,7 +740,7 @@ def _rate_cell(entry: dict, key: str) -> str:
     if value is None:
         return EMPTY
     # A rate the ceilings say is impossible is a bug in the measurement, so it is not printed as a figure.
-    return "SUSPECT" if _suspect(entry) else _figure(value)
+    return "SUSPECT" if _suspect(entry) else format_figure(value)
 
 
 def _ceiling_cell(entry: dict) -> str:
