@@ -45,6 +45,9 @@ bench=$?
 echo "== reference check against triton.testing.do_bench"
 python3 benchmarks/reference_check.py --records "$RECORDS" 2>>"$OUT/benchmark-errors.log"
 reference=$?
+echo "== flush experiment (why a 7.7 us add reads below do_bench)"
+python3 benchmarks/flush_experiment.py >"$DEVICE_RECORDS/flush-experiment.json" 2>>"$OUT/benchmark-errors.log" \
+  && cat "$DEVICE_RECORDS/flush-experiment.json"
 
 python3 - "$DEVICE_RECORDS" "$commit" "$doctor" "$ceilings" "$gpu_tests" "$cpu_tests" "$bench" "$reference" <<'PY'
 import json, sys
