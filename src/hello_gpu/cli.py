@@ -149,6 +149,163 @@ def _ceilings(args: argparse.Namespace, console: Console) -> int:
                         console=console)
 
 
+# ------------------------------------------------------------------------------- list, run, ladder
+
+
+def _parse_shape(text: str):
+    """"4097", "2**24", "2^24" or "1823x781" -> an int or a tuple of ints."""
+    def number(part: str) -> int:
+        base, _, exponent = part.replace("^", "**").partition("**")
+        return int(base) ** int(exponent) if exponent else int(base)
+    try:
+        dims = tuple(number(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a shape: {text!r} (write 4097, 2**24 or 1823x781)") from None
+    return dims[0] if len(dims) == 1 else dims
+
+
+def _load_op(command: str, name: str, root, console: Console, rung: str | None = None):
+    """The operator (and that it has ``rung``), or None after printing why not: a typo is no traceback."""
+    from .ops import HeaderError, SpecError, load_op
+    try:
+        op = load_op(name, root)
+        if rung is not None:
+            op.rung(rung)
+        return op
+    except (HeaderError, SpecError, KeyError) as error:
+        message = error.args[0] if isinstance(error, KeyError) else error
+        console.print(f"{command}: {message}", markup=False, highlight=False, soft_wrap=True, style="bold red")
+        return None
+
+
+def _root_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", metavar="DIR", help="folder of operators (default: the package's ops/)")
+
+
+def _list_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("op", nargs="?", help="operator (default: every operator)")
+    _root_argument(parser)
+
+
+def _list(args: argparse.Namespace, console: Console) -> int:
+    from rich.text import Text
+    from rich.tree import Tree
+
+    from .ops import list_ops
+
+    names = [args.op] if args.op else list_ops(args.root)
+    if not names:
+        console.print("no operators yet")
+    for name in names:
+        op = _load_op("list", name, args.root, console)
+        if op is None:
+            return 2
+        tree = Tree(Text(f"{op.name} ({len(op.rungs)} rungs)", style="bold"))
+
+        def add(node, rung):
+            label = Text(f"{rung.id}", style="bold")
+            label.append(f" [{rung.route}] {rung.metadata.change}")
+            if rung.metadata.requires:
+                label.append(f" (requires {rung.metadata.requires})", style="dim")
+            branch = node.add(label)
+            for child in rung.children():
+                add(branch, child)
+
+        for rung in op.roots():
+            add(tree, rung)
+        console.print(tree)
+    return 0
+
+
+def _no_gpu(command: str, console: Console) -> bool:
+    from .runtime.device import gpu_vendor
+    if gpu_vendor() is not None:
+        return False
+    console.print(f"hello-gpu {command}: no GPU here; rungs are timed on the GPU they describe. "
+                  f"`hello-gpu ladder OP --check-only` checks what can run here (Triton rungs in the interpreter).",
+                  markup=False, highlight=False, soft_wrap=True)
+    return True
+
+
+def _show_ladder(result, console: Console) -> int:
+    from .ops.ladder import checks_table
+    console.print(checks_table(result.op, result.checks))
+    if result.timed:
+        console.print(result.table())
+    for rung_id, shape, why in result.not_timed:
+        console.print(f"not timed: {rung_id} ({shape}): {why}", markup=False, highlight=False, soft_wrap=True)
+    if result.record_path:
+        console.print(f"wrote {result.record_path} and {', '.join(str(p) for p in result.plot_paths)}",
+                      markup=False, highlight=False, soft_wrap=True)
+    return 1 if any(report.status == "FAIL" for report in result.checks.values()) else 0
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("op", help="operator, e.g. vector_add")
+    parser.add_argument("rung", help="rung id, e.g. v03_warp_shuffle")
+    parser.add_argument("--shape", type=_parse_shape, help="shape to time (default: the spec's largest BENCH_SHAPES)")
+    parser.add_argument("--dtype", default="float32", help="dtype (default: float32)")
+    _root_argument(parser)
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    from .ops import run_ladder
+
+    op = _load_op("run", args.op, args.root, console, args.rung)   # a typo is reported before the GPU question
+    if op is None:
+        return 2
+    if _no_gpu("run", console):
+        return 2
+    shape = args.shape or op.spec.BENCH_SHAPES[-1]
+    return _show_ladder(run_ladder(op, shapes=[shape], dtype=args.dtype, only=[args.rung],
+                                   progress=console.is_terminal), console)
+
+
+def _ladder_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("op", help="operator, e.g. vector_add")
+    parser.add_argument("--route", choices=("hip", "triton"), help="only this route's rungs (plus the torch baselines)")
+    parser.add_argument("--shapes", nargs="+", type=_parse_shape, metavar="SHAPE",
+                        help="shapes to time (default: the spec's BENCH_SHAPES); with --check-only, shapes to check")
+    parser.add_argument("--dtype", help="dtype (default: float32; with --check-only every dtype of the spec)")
+    parser.add_argument("--record", nargs="?", const="records", type=Path, metavar="RECORDS_DIR",
+                        help="write a record and its plot under RECORDS_DIR/<device>/ (default: records/ of the repo)")
+    parser.add_argument("--check-only", action="store_true",
+                        help="check correctness only; without a GPU, Triton rungs run in the interpreter "
+                             "on small shapes")
+    _root_argument(parser)
+
+
+# The Triton interpreter takes ~0.6 ms per program: 2^16 elements is a few dozen programs per case.
+INTERPRETER_MAX_ELEMENTS = 2**16
+
+
+def _ladder(args: argparse.Namespace, console: Console) -> int:
+    import os
+
+    from .ops import run_ladder
+    from .ops.ladder import check_ladder, checks_table
+    from .runtime.device import gpu_vendor
+
+    op = _load_op("ladder", args.op, args.root, console)
+    if op is None:
+        return 2
+    if args.check_only:
+        limit = None
+        if gpu_vendor() is None:
+            # Read when each Triton rung is imported (fresh, by the registry), so setting it here is in time.
+            os.environ.setdefault("TRITON_INTERPRET", "1")
+            limit = INTERPRETER_MAX_ELEMENTS
+        reports = check_ladder(op, route=args.route, shapes=args.shapes, dtypes=[args.dtype] if args.dtype else None,
+                               max_elements=None if args.shapes else limit)
+        console.print(checks_table(op, reports))
+        return 1 if any(report.status == "FAIL" for report in reports.values()) else 0
+    if _no_gpu("ladder", console):
+        return 2
+    result = run_ladder(op, route=args.route, shapes=args.shapes, dtype=args.dtype or "float32",
+                        record_dir=args.record, progress=console.is_terminal)
+    return _show_ladder(result, console)
+
+
 COMMANDS: dict[str, Subcommand] = {
     "doctor": Subcommand("check that this machine can run kernels (3 gates)", _doctor_arguments, _doctor),
     "compile-check": Subcommand("compile every kernel of .hip/.cu files for NVIDIA and AMD, without a GPU",
@@ -157,6 +314,11 @@ COMMANDS: dict[str, Subcommand] = {
                           _records_arguments, _records),
     "ceilings": Subcommand("measure (or show cached) copy bandwidth, matmul peaks and launch overhead of this GPU",
                            _ceilings_arguments, _ceilings),
+    "list": Subcommand("show the operators' ladders as trees (rung, route, what it changes)", _list_arguments, _list),
+    "run": Subcommand("check one rung, then time it against its parent and the torch baseline (GPU)",
+                      _run_arguments, _run),
+    "ladder": Subcommand("check, time and compare every rung of an operator; --record writes a record (GPU); "
+                         "--check-only runs anywhere", _ladder_arguments, _ladder),
     "version": Subcommand("print hello-gpu's version", _no_arguments, _version),
 }
 

@@ -1,0 +1,52 @@
+"""ops/: the ladders. One folder per operator: a spec, then one file per rung, each changing one thing.
+
+::
+
+    ops/vector_add/
+      spec.py                   what the operator is (below)
+      v00_torch.py              the PyTorch baseline; the registry adds v00_torch_compile from it
+      v01_thread_per_element.hip
+      v02_vectorized.hip        (+ v02_vectorized.py when launching needs more than the signature)
+      t01_block_per_program.py  Triton rungs
+
+Rungs are found by file name (:mod:`.registry`); their metadata is the file's own header
+(:mod:`.header`): ``parent``, ``change``, ``hypothesis`` (required), ``prediction``, ``outcome``,
+``requires``, ``deterministic``, ``entry``, ``block``, ``grid``, ``dtypes``. A rung lands in the
+package only with a measured GPU record; the framework itself is tested with rungs under
+``tests/fixtures/ops/``.
+
+The spec convention
+-------------------
+
+A ``spec.py`` defines:
+
+- ``NAME``: the folder's name. ``DTYPES``: the dtypes the operator is defined for (``"float32"``, ...).
+- ``reference(*inputs) -> Tensor``: the answer in float64 (on the inputs' device or the CPU). The
+  output of a rung has the reference's shape and the first input's dtype.
+- ``make_inputs(shape, dtype, *, seed, distribution, device) -> tuple[Tensor, ...]``: fresh inputs per
+  seed, from ``distribution`` in ``"normal"``, ``"large"`` (magnitudes far from 1) and
+  ``"near_overflow"`` (close to the dtype's range where that can break a rung). Never zeros: a kernel
+  that writes nothing must not pass.
+- ``EDGE_SHAPES``: the shapes correctness is checked on: 1, 31, 4097 and a 2-D shape like
+  ``(1823, 781)``, sizes that are multiples of no block size. A shape is an int or a tuple.
+- ``BENCH_SHAPES``: the shapes timed, several times the L2 (``2**20, 2**24, 2**28``).
+- ``TOLERANCE = {dtype: (rtol, atol)}``: an element passes when ``|out - ref| <= atol + rtol * |ref|``.
+  Optional ``tolerance(inputs, dtype) -> (rtol, atol)`` where the bound depends on the data (a sum).
+- ``work(shape, dtype) -> hello_gpu.bench.Work``: bytes when each input is read once and the output
+  written once, and FLOPs; time becomes GB/s and % of the measured ceiling through it.
+- Optional ``invariants(inputs, output) -> list[str]``: problems the tolerance cannot see.
+- Optional ``DETERMINISTIC_REQUIRED = True``: every rung must repeat bit for bit.
+
+Use: ``load_op("vector_add").rungs``, :func:`check_rung`, :func:`run_ladder`, or the command line
+(``hello-gpu list``, ``hello-gpu run``, ``hello-gpu ladder``).
+"""
+
+from .checking import CaseResult, CheckReport, check_rung
+from .header import Header, HeaderError, evaluate_grid, parse_header
+from .ladder import LadderResult, check_ladder, run_ladder
+from .registry import Op, SpecError, list_ops, load_op, ops_root
+from .rung import BuiltRung, Rung, RungError
+
+__all__ = ["BuiltRung", "CaseResult", "CheckReport", "Header", "HeaderError", "LadderResult", "Op", "Rung",
+           "RungError", "SpecError", "check_ladder", "check_rung", "evaluate_grid", "list_ops", "load_op",
+           "ops_root", "parse_header", "run_ladder"]

@@ -1,0 +1,278 @@
+"""``check_rung``: is a rung correct, on fresh inputs, in ways a lucky or lazy kernel cannot fake?
+
+For each (dtype, shape, distribution, seed) case:
+
+1. Fresh inputs from the spec (three seeds drawn at random each run, and recorded: a rung that
+   returns a cached answer fails on the next seed; a failure can be replayed from its seed).
+2. The output is **poisoned**: filled with NaN and passed as ``out=`` where the rung accepts one, so
+   an element it never writes stays NaN. Where it allocates its own output, a NaN buffer of the same
+   size is freed just before the call, so PyTorch's caching allocator hands the rung NaN memory rather
+   than a previous run's correct answer.
+3. The inputs are compared bit for bit before and after: a rung that writes into its inputs fails.
+4. The output is compared with the spec's float64 reference under its tolerance, and its invariants.
+5. A rung declaring ``deterministic: yes`` (or any rung, where the spec requires it) runs a second
+   time on the same inputs and must give the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from .rung import BuiltRung, Rung
+
+DEFAULT_DISTRIBUTIONS = ("normal", "large")
+SEED_COUNT = 3
+INTERPRETER_BFLOAT16 = "bfloat16 arithmetic is wrong in the Triton interpreter (TRITON_INTERPRET=1): checked on a GPU"
+
+
+def shape_label(shape) -> str:
+    """4097 -> "4097", (1823, 781) -> "1823x781": how shapes read in reports, test ids and records."""
+    return "x".join(str(int(d)) for d in shape) if isinstance(shape, (tuple, list)) else str(int(shape))
+
+
+def fresh_seeds(count: int = SEED_COUNT) -> tuple[int, ...]:
+    """New seeds every run (from the OS), so no rung can be tuned to, or cache, one fixed input."""
+    chooser = random.SystemRandom()
+    return tuple(chooser.randrange(2**31) for _ in range(count))
+
+
+@dataclass
+class CaseResult:
+    """One checked case. ``passed`` is None when the case was skipped (``reason`` says why)."""
+
+    shape: str
+    dtype: str
+    seed: int | None
+    distribution: str | None
+    passed: bool | None
+    reason: str = ""
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+
+    @property
+    def skipped(self) -> bool:
+        return self.passed is None
+
+
+@dataclass
+class CheckReport:
+    """Every case of one rung. ``skipped``: the whole rung could not run here; ``error``: it did not build."""
+
+    rung: str
+    seeds: tuple[int, ...]
+    cases: list[CaseResult] = field(default_factory=list)
+    skipped: str | None = None
+    error: str | None = None
+    deterministic_checked: bool = False
+
+    @property
+    def ran(self) -> list[CaseResult]:
+        return [case for case in self.cases if not case.skipped]
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [case for case in self.cases if case.passed is False]
+
+    @property
+    def passed(self) -> bool:
+        """Built, ran at least one case, and failed none."""
+        return self.skipped is None and self.error is None and bool(self.ran) and not self.failures
+
+    @property
+    def status(self) -> str:
+        if self.skipped is not None or (self.error is None and not self.ran):
+            return "skipped"
+        return "pass" if self.passed else "FAIL"
+
+    @property
+    def reason(self) -> str:
+        """The first thing wrong (or why nothing ran); empty when it passed."""
+        if self.skipped or self.error:
+            return self.skipped or self.error
+        if self.failures:
+            case = self.failures[0]
+            return f"{case.shape} {case.dtype} {case.distribution} seed {case.seed}: {case.reason}"
+        if not self.ran:
+            return "; ".join(sorted({case.reason for case in self.cases})) or "no cases"
+        return ""
+
+    def _worst(self, key: str) -> float | None:
+        values = [getattr(case, key) for case in self.ran if getattr(case, key) is not None]
+        return max(values) if values else None
+
+    def evidence(self) -> dict:
+        """The correctness part of a record entry (finite numbers only: records are strict JSON)."""
+        ran = self.ran
+        return {"passed": self.passed, "cases": len(ran), "seeds": list(self.seeds),
+                "shapes": sorted({case.shape for case in ran}, key=lambda s: (len(s), s)),
+                "dtypes": sorted({case.dtype for case in ran}),
+                "distributions": sorted({case.distribution for case in ran}),
+                "max_abs_error": self._worst("max_abs_error"), "max_rel_error": self._worst("max_rel_error"),
+                "deterministic_checked": self.deterministic_checked,
+                "checks": ["poisoned output", "inputs unchanged", "float64 reference", "invariants"]
+                          + (["bitwise repeat"] if self.deterministic_checked else [])}
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _bits(tensor):
+    """The tensor's bytes as integers: NaN == NaN and -0.0 != 0.0, as a bitwise comparison wants."""
+    torch = _torch()
+    kinds = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    return tensor.contiguous().view(kinds[tensor.element_size()])
+
+
+def _same_bits(a, b) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and bool(_torch().equal(_bits(a), _bits(b)))
+
+
+def _poison_value(dtype):
+    torch = _torch()
+    return float("nan") if dtype.is_floating_point else torch.iinfo(dtype).max
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        _torch().cuda.synchronize()
+
+
+def _call_poisoned(built: BuiltRung, inputs: tuple, expected, device: str):
+    """Call the rung with a NaN-filled output; return (output, problem or None)."""
+    torch = _torch()
+    dtype = inputs[0].dtype
+    if built.accepts_out:
+        out = torch.full(tuple(expected.shape), _poison_value(dtype), dtype=dtype, device=device)
+        result = built(*inputs, out=out)
+        _synchronize(device)
+        if result is None:
+            result = out
+        if not isinstance(result, torch.Tensor) or result.data_ptr() != out.data_ptr():
+            return result, "was given out= but returned another tensor (its output must be the one passed)"
+        return result, None
+    if device.startswith("cuda"):
+        # Freed NaN memory of the output's size: the rung's own torch.empty() most likely gets it back.
+        torch.full((expected.numel() * dtype.itemsize // 4 + 1,), float("nan"), device=device)
+    result = built(*inputs)
+    _synchronize(device)
+    return result, None
+
+
+def _compare(output, expected, rtol: float, atol: float) -> tuple[float, float, str | None]:
+    """(max abs error, max rel error, why it fails or None)."""
+    torch = _torch()
+    got = output.to(torch.float64)
+    error = (got - expected).abs()
+    bad = ~(error <= atol + rtol * expected.abs())       # NaN compares False: a NaN is bad
+    max_abs = float(error.max()) if error.numel() else 0.0
+    max_rel = float((error / expected.abs().clamp_min(torch.finfo(torch.float64).tiny)).max()) if error.numel() else 0.0
+    count = int(bad.sum())
+    if not count:
+        return max_abs, max_rel, None
+    flat_error = torch.where(bad, error.nan_to_num(nan=math.inf), torch.zeros_like(error)).flatten()
+    index = int(flat_error.argmax())
+    return max_abs, max_rel, (f"{count} of {error.numel()} elements outside rtol={rtol:.3g}, atol={atol:.3g}; "
+                              f"worst at flat index {index}: got {float(got.flatten()[index])!r}, "
+                              f"expected {float(expected.flatten()[index])!r}")
+
+
+def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distribution: str, device: str,
+                deterministic: bool) -> CaseResult:
+    torch = _torch()
+    label = shape_label(shape)
+
+    def result(reason: str | None = None, max_abs=None, max_rel=None) -> CaseResult:
+        return CaseResult(label, dtype, seed, distribution, reason is None, reason or "", max_abs, max_rel)
+
+    inputs = spec.make_inputs(shape, dtype, seed=seed, distribution=distribution, device=device)
+    before = [tensor.clone() for tensor in inputs]
+    expected = spec.reference(*inputs).to(torch.float64)
+    rtol, atol = spec.tolerance(inputs, dtype) if hasattr(spec, "tolerance") else spec.TOLERANCE[dtype]
+    try:
+        output, problem = _call_poisoned(built, inputs, expected, device)
+    except Exception as error:  # noqa: BLE001 - a rung that raises fails this case, with what it raised
+        return result(f"raised {type(error).__name__}: {error}")
+    changed = [index for index, (old, new) in enumerate(zip(before, inputs)) if not _same_bits(old, new)]
+    if changed:
+        return result(f"wrote into its input(s) {changed}: inputs must be read-only")
+    if problem:
+        return result(problem)
+    if not isinstance(output, torch.Tensor):
+        return result(f"returned {type(output).__name__}, not a tensor")
+    if tuple(output.shape) != tuple(expected.shape) or output.dtype != inputs[0].dtype:
+        return result(f"output is {tuple(output.shape)} {output.dtype}; expected {tuple(expected.shape)} "
+                      f"{inputs[0].dtype} (the reference's shape, the input's dtype)")
+    unwritten = int((torch.isnan(output) & ~torch.isnan(expected)).sum()) if output.dtype.is_floating_point else 0
+    if unwritten:
+        how = "never written (still NaN poison)" if built.accepts_out else "NaN (unwritten memory, or a wrong result)"
+        return result(f"{unwritten} of {output.numel()} output elements {how}")
+    max_abs, max_rel, failure = _compare(output, expected, rtol, atol)
+    if failure:
+        return result(failure, max_abs, max_rel)
+    problems = spec.invariants(inputs, output) if hasattr(spec, "invariants") else []
+    if problems:
+        return result("; ".join(problems), max_abs, max_rel)
+    if deterministic:
+        first = output.clone()
+        again, _ = _call_poisoned(built, inputs, expected, device)
+        if not _same_bits(first, again):
+            differing = int((_bits(first) != _bits(again)).sum())
+            return result(f"declared deterministic, but a second run on the same inputs differs in {differing} "
+                          f"of {first.numel()} elements", max_abs, max_rel)
+    return result(None, max_abs, max_rel)
+
+
+def _dtype_skip(rung: Rung, built: BuiltRung, dtype: str) -> str | None:
+    if dtype not in rung.op.spec.DTYPES:
+        return f"{rung.op.name} is not defined for {dtype} (DTYPES: {', '.join(rung.op.spec.DTYPES)})"
+    if not rung.supports(dtype):
+        return f"the rung's header lists dtypes {', '.join(rung.metadata.dtypes)}"
+    if built.interpreted and dtype == "bfloat16":
+        return INTERPRETER_BFLOAT16
+    return None
+
+
+# ---------------------------------------------------------------------------------------- entry point
+
+
+def check_rung(rung: Rung, op=None, shapes=None, dtypes=None, seeds=None,
+               distributions=DEFAULT_DISTRIBUTIONS, *, device: str | None = None,
+               built: BuiltRung | None = None) -> CheckReport:
+    """Check ``rung`` on every (dtype, shape, distribution, seed); see the module docstring for how.
+
+    Defaults: the spec's EDGE_SHAPES and DTYPES, three fresh random seeds, normal and large inputs,
+    and the rung's own device (the GPU; the CPU for the Triton interpreter). ``built``: the rung already
+    built (a torch.compile or Triton JIT is not paid twice).
+    """
+    op = op or rung.op
+    spec = op.spec
+    seeds = tuple(seeds) if seeds is not None else fresh_seeds()
+    report = CheckReport(rung.id, seeds)
+    report.skipped = rung.skip_reason()
+    if report.skipped:
+        return report
+    try:
+        built = built or rung.build()
+    except Exception as error:  # noqa: BLE001 - a rung that does not build is a failed rung, reported
+        report.error = f"does not build: {type(error).__name__}: {error}"
+        return report
+    device = device or rung.device()
+    report.deterministic_checked = rung.deterministic or bool(getattr(spec, "DETERMINISTIC_REQUIRED", False))
+    for dtype in dtypes or spec.DTYPES:
+        skip = _dtype_skip(rung, built, dtype)
+        if skip:
+            report.cases.append(CaseResult("all", dtype, None, None, None, skip))
+            continue
+        for shape in shapes or spec.EDGE_SHAPES:
+            for distribution in distributions:
+                for seed in seeds:
+                    report.cases.append(_check_case(built, spec, shape, dtype, seed, distribution, device,
+                                                    report.deterministic_checked))
+    return report

@@ -1,0 +1,185 @@
+"""A rung's metadata, read from the rung file's own header (never from a second list to keep in sync).
+
+In a ``.hip`` rung the header is the leading ``/* ... */`` comment; in a ``.py`` rung, the module
+docstring. Inside, ``key: value`` lines at the start of a line; a value continues on the following
+indented lines; any other line is free prose (kept as ``description``)::
+
+    /*
+    Thread per element: the first HIP rung, the simplest thing that can be correct.
+    parent: v00_torch
+    change: one thread per element, 256 threads per block
+    hypothesis: the add is bandwidth-bound (12 bytes per FLOP), so even the simplest kernel
+      should reach ~90% of copy bandwidth at 2^28: 1.0x torch.add
+    prediction: 1.0x torch.add at 2^28
+    outcome: not measured yet
+    deterministic: yes, each output element is written once by one thread
+    block: 256
+    grid: ceil(n / 256)
+    */
+
+An unknown key is an error, not prose: a typo (``hypothsis:``) must not hide a required field.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+KEYS = ("parent", "change", "hypothesis", "prediction", "outcome", "requires", "deterministic", "entry",
+        "block", "grid", "dtypes")
+REQUIRED = ("parent", "change", "hypothesis")
+
+_KEY_LINE = re.compile(r"^([a-z_]+):(?:\s+(.*))?$")
+
+# Names a grid expression may use. Nothing else: the header is data, not code to run.
+GRID_FUNCTIONS = {"ceil": lambda x: math.ceil(x), "min": min, "max": max}
+GRID_NAMES = ("n", "sm_count", *GRID_FUNCTIONS)
+_GRID_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Call, ast.Name, ast.Load, ast.Constant, ast.Tuple,
+               ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd)
+
+
+class HeaderError(ValueError):
+    """A rung header that is missing, incomplete or malformed. The message names the file."""
+
+
+@dataclass(frozen=True)
+class Header:
+    """The metadata of one rung. Text fields are stripped strings, None where the header is silent."""
+
+    path: Path
+    parent: str
+    change: str
+    hypothesis: str
+    prediction: str | None = None
+    outcome: str | None = None
+    requires: str | None = None
+    deterministic_text: str | None = None     # "yes, one writer per element" / "no: atomics"
+    entry: str | None = None
+    block: int | None = None
+    grid: str | None = None
+    dtypes: tuple[str, ...] | None = None
+    description: str = ""
+
+    @property
+    def deterministic(self) -> bool:
+        """Declared bit-for-bit repeatable: the checker then runs it twice and compares every bit."""
+        return bool(self.deterministic_text) and self.deterministic_text.lower().startswith("yes")
+
+    @property
+    def parent_id(self) -> str | None:
+        return None if self.parent.lower() == "none" else self.parent
+
+    def grid_for(self, n: int, sm_count: int | None = None) -> tuple[int, ...] | None:
+        """The header's grid expression evaluated for ``n`` elements; None when the header has none."""
+        if self.grid is None:
+            return None
+        return evaluate_grid(self.grid, n=n, sm_count=sm_count, where=str(self.path))
+
+
+def _check_grid(expression: str, where: str) -> ast.Expression:
+    """Parse a grid expression and refuse anything but arithmetic on n, sm_count, ceil, min and max."""
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError as error:
+        raise HeaderError(f"{where}: grid {expression!r} is not an expression: {error.msg}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _GRID_NODES):
+            raise HeaderError(f"{where}: grid {expression!r} uses {type(node).__name__}; only arithmetic on "
+                              f"{', '.join(GRID_NAMES)} is allowed")
+        if isinstance(node, ast.Name) and node.id not in GRID_NAMES:
+            raise HeaderError(f"{where}: grid {expression!r} uses the name {node.id!r}; allowed names: "
+                              f"{', '.join(GRID_NAMES)}")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in GRID_FUNCTIONS
+                                               and not node.keywords):
+            raise HeaderError(f"{where}: grid {expression!r}: only ceil(), min() and max() may be called")
+        if isinstance(node, ast.Constant) and (type(node.value) not in (int, float)):     # bool, str: refused
+            raise HeaderError(f"{where}: grid {expression!r}: constants must be numbers, got {node.value!r}")
+    return tree
+
+
+def evaluate_grid(expression: str, *, n: int, sm_count: int | None = None,
+                  where: str = "evaluate_grid") -> tuple[int, ...]:
+    """``"min(ceil(n / 256), sm_count * 8)"`` -> ``(grid_x,)`` (a tuple expression gives more dimensions)."""
+    tree = _check_grid(expression, where)
+    if sm_count is None and any(isinstance(node, ast.Name) and node.id == "sm_count" for node in ast.walk(tree)):
+        raise HeaderError(f"{where}: grid {expression!r} needs sm_count, which is only known on a GPU")
+    names = {"n": n, "sm_count": sm_count, **GRID_FUNCTIONS}
+    value = eval(compile(tree, where, "eval"), {"__builtins__": {}}, names)   # noqa: S307 - checked above
+    dims = value if isinstance(value, tuple) else (value,)
+    for dim in dims:
+        # A float grid means a division without ceil(): the last partial block would be dropped.
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
+            raise HeaderError(f"{where}: grid {expression!r} gave {dim!r} for n={n}; grid sizes are whole numbers "
+                              f"(wrap a division in ceil())")
+    return tuple(dims)
+
+
+def header_text(path: Path) -> str:
+    """The raw header of a rung file: the leading /* */ comment (.hip) or the module docstring (.py)."""
+    path = Path(path)
+    source = path.read_text(encoding="utf-8")
+    if path.suffix == ".py":
+        try:
+            docstring = ast.get_docstring(ast.parse(source, filename=str(path)))
+        except SyntaxError as error:
+            raise HeaderError(f"{path}: not valid Python ({error.msg}, line {error.lineno})") from None
+        if not docstring:
+            raise HeaderError(f"{path}: no module docstring; a rung's metadata lives in it ({', '.join(REQUIRED)})")
+        return docstring
+    stripped = source.lstrip()
+    if not stripped.startswith("/*") or "*/" not in stripped:
+        raise HeaderError(f"{path}: must begin with a /* ... */ comment holding the rung's metadata "
+                          f"({', '.join(REQUIRED)})")
+    return stripped[2:stripped.index("*/")]
+
+
+def parse_fields(text: str, where: str) -> tuple[dict[str, str], str]:
+    """``key: value`` fields (continuations joined with one space) and the remaining prose."""
+    fields: dict[str, str] = {}
+    prose: list[str] = []
+    current: str | None = None
+    for line in text.splitlines():
+        if current is not None and line[:1].isspace() and line.strip():
+            fields[current] = f"{fields[current]} {line.strip()}".strip()
+            continue
+        current = None
+        match = _KEY_LINE.match(line.rstrip())
+        if match:
+            key, value = match.group(1), (match.group(2) or "").strip()
+            if key not in KEYS:
+                raise HeaderError(f"{where}: unknown header key {key!r}; known keys: {', '.join(KEYS)}")
+            if key in fields:
+                raise HeaderError(f"{where}: header key {key!r} appears twice")
+            fields[key], current = value, key
+        elif line.strip():
+            prose.append(line.strip())
+    return fields, " ".join(prose)
+
+
+def parse_header(path: Path) -> Header:
+    """Read and check the header of one rung file; every problem names the file."""
+    path = Path(path)
+    where = str(path)
+    fields, description = parse_fields(header_text(path), where)
+    missing = [key for key in REQUIRED if not fields.get(key)]
+    if missing:
+        raise HeaderError(f"{where}: header is missing {', '.join(missing)} (required: {', '.join(REQUIRED)}; "
+                          f"parent is a rung id or 'none')")
+    block = None
+    if fields.get("block"):
+        if not fields["block"].isdigit() or int(fields["block"]) <= 0:
+            raise HeaderError(f"{where}: block must be a positive whole number of threads, got {fields['block']!r}")
+        block = int(fields["block"])
+    if fields.get("grid"):
+        _check_grid(fields["grid"], where)          # refuse a bad expression now, not at launch
+    dtypes = tuple(d for d in re.split(r"[,\s]+", fields["dtypes"]) if d) if fields.get("dtypes") else None
+    deterministic = fields.get("deterministic")
+    if deterministic and not re.match(r"(?i)(yes|no)\b", deterministic):
+        raise HeaderError(f"{where}: deterministic must start with yes or no (then why), got {deterministic!r}")
+    return Header(path=path, parent=fields["parent"], change=fields["change"], hypothesis=fields["hypothesis"],
+                  prediction=fields.get("prediction"), outcome=fields.get("outcome"), requires=fields.get("requires"),
+                  deterministic_text=deterministic, entry=fields.get("entry") or None, block=block,
+                  grid=fields.get("grid") or None, dtypes=dtypes, description=description)

@@ -1,0 +1,317 @@
+"""``run_ladder``: check every rung, time the correct ones in one run, compare each with its parent and
+with the torch baseline, and write it all down as a record.
+
+Order matters. Correctness first: a rung that fails is reported and never timed, since a fast wrong
+answer is not a data point. Then, per benchmark shape, one set of inputs is drawn, every rung is
+checked once more at that very size (a bug can hide above the edge shapes: an int32 index, a grid
+limit), timed cold with :func:`hello_gpu.bench.measure` under the spec's work model, and compared
+paired and interleaved (ABBA, :func:`hello_gpu.bench.compare`) with its parent and with ``v00_torch``,
+all in the same process, so clocks and temperature are shared.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .checking import CheckReport, check_rung, fresh_seeds, shape_label
+from .registry import Op, load_op
+from .rung import TORCH_BASELINE, BuiltRung, Rung, triton_interpreter_on
+
+ROUTES = ("hip", "triton")
+
+
+@dataclass
+class TimedRung:
+    """One rung at one shape: its timing, its size check and its paired comparisons."""
+
+    rung: Rung
+    shape: object
+    measurement: object                      # hello_gpu.bench.Measurement
+    check: CheckReport                       # at this shape, on the timed seed
+    vs_parent: object | None = None          # hello_gpu.bench.Comparison, parent = baseline side
+    vs_torch: object | None = None
+
+
+@dataclass
+class LadderResult:
+    op: Op
+    dtype: str
+    shapes: list
+    checks: dict[str, CheckReport]           # edge-shape checks, by rung id
+    timed: list[TimedRung] = field(default_factory=list)
+    not_timed: list[tuple[str, str, str]] = field(default_factory=list)    # (rung id, shape, why)
+    record: dict | None = None
+    record_path: Path | None = None
+    plot_paths: list[Path] = field(default_factory=list)
+
+    def table(self):
+        return ladder_table(self)
+
+    def figure(self):
+        """A bar chart of GB/s per rung and shape, with the measured ceiling (needs the record)."""
+        from ..bench.plots import record_bar_chart
+        return record_bar_chart(self.record, metric="gb_per_s", title=f"{self.op.name} ladder, {self.dtype}")
+
+
+# ------------------------------------------------------------------------------------------ choosing
+
+
+def select_rungs(op: Op, route: str | None = None, only: list[str] | None = None) -> list[Rung]:
+    """The rungs of one route (plus the torch baselines every route is compared with), or ``only`` the
+    named rungs with their parents and ``v00_torch``."""
+    if route is not None and route not in ROUTES:
+        raise ValueError(f"route must be one of {', '.join(ROUTES)}, got {route!r}")
+    rungs = [rung for rung in op.rungs if route is None or rung.route == route or rung.is_baseline]
+    if only is not None:
+        wanted = {op.rung(rung_id).id for rung_id in only}          # KeyError names the known rungs
+        wanted |= {op.rung(rung_id).metadata.parent_id for rung_id in only} - {None}
+        wanted.add(TORCH_BASELINE)
+        rungs = [rung for rung in rungs if rung.id in wanted]
+    return rungs
+
+
+def _numel(shape) -> int:
+    return math.prod(shape) if isinstance(shape, (tuple, list)) else int(shape)
+
+
+def check_ladder(op: Op | str, *, route: str | None = None, rungs: list[Rung] | None = None, shapes=None,
+                 dtypes=None, seeds=None, max_elements: int | None = None, root=None,
+                 built: dict[str, BuiltRung] | None = None) -> dict[str, CheckReport]:
+    """check_rung for every selected rung on the edge shapes (only those up to ``max_elements``: the
+    Triton interpreter takes ~0.6 ms per program), with one set of seeds shared by all rungs."""
+    op = load_op(op, root) if isinstance(op, str) else op
+    rungs = rungs if rungs is not None else select_rungs(op, route)
+    shapes = [s for s in (shapes or op.spec.EDGE_SHAPES) if max_elements is None or _numel(s) <= max_elements]
+    seeds = tuple(seeds) if seeds is not None else fresh_seeds()
+    return {rung.id: check_rung(rung, op, shapes, dtypes, seeds, built=(built or {}).get(rung.id)) for rung in rungs}
+
+
+# ------------------------------------------------------------------------------------------ timing
+
+
+def _repo_root(path: Path) -> Path:
+    """The nearest folder above ``path`` with pyproject.toml or .git: records name files relative to it."""
+    for folder in Path(path).resolve().parents:
+        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
+            return folder
+    from ..bench.records import RecordError
+    raise RecordError(f"{path} is in no repository (no pyproject.toml or .git above it): records need one")
+
+
+def _time_shape(op: Op, dtype: str, shape, rungs: list[Rung], built: dict[str, BuiltRung], result: LadderResult,
+                advance, *, device: str = "cuda", seconds: float | None = None) -> None:
+    """Check, time and compare ``rungs`` at one shape. ``seconds`` caps each measurement and comparison
+    (default: the bench defaults); ``device="cpu"`` times with the wall clock (the CPU-tier test)."""
+    from ..bench import compare, measure
+    limits = {"max_seconds": seconds} if seconds else {}
+    spec = op.spec
+    seed = fresh_seeds(1)[0]
+    inputs = spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device)
+    work = spec.work(shape, dtype)
+    timed: dict[str, TimedRung] = {}
+    for rung in rungs:
+        call = built[rung.id]
+        check = check_rung(rung, op, [shape], [dtype], [seed], ("normal",), built=call)
+        if not check.passed:
+            result.not_timed.append((rung.id, shape_label(shape), f"incorrect at this size: {check.reason}"))
+            advance()
+            continue
+        measurement = measure(lambda call=call: call(*inputs), work=work, cache="cold", **limits)
+        timed[rung.id] = TimedRung(rung, shape, measurement, check)
+        advance()
+    baseline = timed.get(TORCH_BASELINE)
+    for entry in timed.values():
+        function = built[entry.rung.id]
+        candidate = lambda function=function: function(*inputs)      # noqa: E731
+        parent = timed.get(entry.rung.metadata.parent_id or "")
+        if baseline is not None and entry is not baseline:
+            entry.vs_torch = compare(lambda: built[TORCH_BASELINE](*inputs), candidate, **limits)
+        if parent is not None and parent is not baseline:
+            entry.vs_parent = compare(lambda parent=parent: built[parent.rung.id](*inputs), candidate, **limits)
+        elif parent is not None:
+            entry.vs_parent = entry.vs_torch                         # the parent is the baseline: one comparison
+        advance()
+    result.timed += timed.values()
+
+
+def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str = "float32", record_dir=None,
+               progress: bool = True, *, root=None, only: list[str] | None = None) -> LadderResult:
+    """Check, time and compare the ladder of ``op`` on this GPU; write a record when ``record_dir`` is given.
+
+    ``route`` keeps one route's rungs (with the torch baselines); ``only`` keeps the named rungs (with
+    their parents and v00_torch); ``shapes`` defaults to the spec's BENCH_SHAPES. A relative
+    ``record_dir`` is taken from the repository root, and the plot is saved next to the record.
+    """
+    from ..runtime.device import require_gpu
+    op = load_op(op, root) if isinstance(op, str) else op
+    require_gpu()
+    if triton_interpreter_on():
+        raise RuntimeError("TRITON_INTERPRET=1 is set: Triton rungs would run on the CPU; unset it to time on the GPU")
+    if dtype not in op.spec.DTYPES:
+        raise ValueError(f"{op.name} is defined for {', '.join(op.spec.DTYPES)}, not {dtype}")
+    from ..runtime.manifest import read_clocks
+    clocks_start = read_clocks()
+    rungs = select_rungs(op, route, only)
+    built: dict[str, BuiltRung] = {}
+    for rung in rungs:
+        if rung.skip_reason() is None:
+            try:
+                built[rung.id] = rung.build()
+            except Exception:  # noqa: BLE001 - check_rung builds it again and reports the error
+                pass
+    checks = check_ladder(op, rungs=rungs, dtypes=[dtype], built=built)
+    shapes = list(shapes or op.spec.BENCH_SHAPES)
+    result = LadderResult(op, dtype, shapes, checks)
+    for rung in rungs:
+        if not checks[rung.id].passed:
+            result.not_timed.append((rung.id, "all", f"{checks[rung.id].status}: {checks[rung.id].reason}"))
+    correct = [rung for rung in rungs if checks[rung.id].passed]
+    steps = 2 * len(correct) * len(shapes)
+    if progress and steps:
+        from rich.progress import Progress
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"{op.name} ladder ({dtype})", total=steps)
+            for shape in shapes:
+                _time_shape(op, dtype, shape, correct, built, result, lambda: bar.advance(task))
+    else:
+        for shape in shapes:
+            _time_shape(op, dtype, shape, correct, built, result, lambda: None)
+    if result.timed:
+        result.record = ladder_record(result, route=route, clocks_start=clocks_start)
+    if record_dir is not None and result.record is not None:
+        _write(result, Path(record_dir))
+    return result
+
+
+# ------------------------------------------------------------------------------------------ the record
+
+
+def _speedup(comparison) -> dict:
+    """A record's speedup: Ratio.to_dict() and the verdict (the schema has no room for the margin)."""
+    data = comparison.speedup.to_dict()
+    data["verdict"] = comparison.verdict
+    return data
+
+
+def _evidence(edge: CheckReport | None, size: CheckReport) -> dict:
+    evidence = size.evidence()
+    if edge is not None:
+        evidence = {**edge.evidence(), "timed_shape": size.evidence()}
+        evidence["passed"] = edge.passed and size.passed
+    return evidence
+
+
+def ladder_record(result: LadderResult, *, route: str | None = None, device: dict | None = None,
+                  environment: dict | None = None, clocks_start: dict | None = None, name: str | None = None) -> dict:
+    """The record (kind "ladder") of a run: one entry per rung and shape.
+
+    Torch rungs are the baselines (role "baseline"); ``speedups`` holds the paired speedup against
+    ``v00_torch`` (the only baseline every entry shares a shape with). The speedup against the parent,
+    usually a candidate and so not a schema baseline, goes in the entry's ``extra``.
+    """
+    from ..bench.records import device_from_manifest, new_record, source_entry
+    from ..runtime.manifest import environment_manifest, read_clocks
+    op = result.op
+    if environment is None:
+        environment = environment_manifest()
+        environment.update(clocks_start=clocks_start, clocks_end=read_clocks())
+    device = device or device_from_manifest(environment)
+    root = _repo_root(op.path)
+    entries = []
+    for timed in result.timed:
+        rung, header, measurement = timed.rung, timed.rung.metadata, timed.measurement
+        extra = {"route": rung.route, "parent": header.parent, "change": header.change,
+                 "hypothesis": header.hypothesis, "prediction": header.prediction, "outcome": header.outcome,
+                 "stopped_by": measurement.stopped_by, "notes": measurement.notes}
+        if rung.companion is not None:
+            extra["companion"] = source_entry(rung.companion, root)
+        if timed.vs_parent is not None:
+            extra["speedup_vs_parent"] = {"parent": header.parent_id, **_speedup(timed.vs_parent)}
+        entry = {"variant": rung.id, "role": "baseline" if rung.is_baseline else "candidate",
+                 "source": source_entry(rung.path, root), "shape": shape_label(timed.shape), "dtype": result.dtype,
+                 "correctness": _evidence(result.checks.get(rung.id), timed.check),
+                 "timing": measurement.timing_dict(),
+                 "work": measurement.work.to_dict() if measurement.work else None,
+                 "derived": measurement.rates.to_dict() if measurement.rates else None, "extra": extra}
+        if timed.vs_torch is not None:
+            entry["speedups"] = {TORCH_BASELINE: _speedup(timed.vs_torch)}
+        entries.append(entry)
+    ceilings = None
+    if device.get("slug") and environment.get("gpu"):
+        from ..bench.ceilings import cached_ceilings
+        cached = cached_ceilings()
+        if cached is not None:
+            ceilings = {"copy_bytes_per_s": cached.copy_bytes_per_s, "matmul_flops_per_s": cached.matmul_flops_per_s}
+    name = name or ".".join(part for part in (op.name, route, result.dtype) if part)
+    not_timed = [{"variant": rung_id, "shape": shape, "reason": why} for rung_id, shape, why in result.not_timed]
+    return new_record(name, "ladder", device=device, environment=environment, entries=entries, ceilings=ceilings,
+                      extra={"op": op.name, "route": route, "not_timed": not_timed,
+                             "shapes": [shape_label(s) for s in result.shapes]})
+
+
+def _write(result: LadderResult, record_dir: Path) -> None:
+    from ..bench.plots import save
+    from ..bench.records import write_record
+    result.record_path = write_record(result.record, record_dir, repo_root=_repo_root(result.op.path))
+    result.plot_paths = save(result.figure(), result.record_path.with_suffix(""))    # NAME.png, NAME.svg beside it
+
+
+# ------------------------------------------------------------------------------------------ tables
+
+
+def _speedup_cell(comparison) -> str:
+    if comparison is None:
+        return "-"
+    low, high = comparison.speedup.ci95
+    return f"{comparison.speedup.value:.2f}x [{low:.2f}, {high:.2f}] {comparison.verdict}"
+
+
+def ladder_table(result: LadderResult):
+    """Time, rate, % of ceiling and the two speedups (with their 95% intervals), one row per rung and shape."""
+    from rich.table import Table
+
+    from ..bench.records import format_figure
+    table = Table(title=f"{result.op.name} ladder, {result.dtype}")
+    for column in ("rung", "shape", "median µs [95% CI]", "rate", "% of copy", "vs parent", "vs v00_torch"):
+        table.add_column(column, justify="left" if column in ("rung", "shape") else "right")
+    for timed in result.timed:
+        summary, rates = timed.measurement.summary, timed.measurement.rates
+        low, high = summary.ci95
+        time = f"{format_figure(summary.median * 1e6)} [{format_figure(low * 1e6)}, {format_figure(high * 1e6)}]"
+        rate, fraction = "-", "-"
+        if rates is not None:
+            # An add or a sum moves bytes, it does not compute: show GB/s unless FLOPs dominate.
+            compute_bound = rates.arithmetic_intensity is not None and rates.arithmetic_intensity > 10
+            if compute_bound and rates.tflop_per_s:
+                rate = f"{format_figure(rates.tflop_per_s)} TFLOP/s"
+                fraction = f"{rates.compute_fraction:.0%}" if rates.compute_fraction else "-"
+            elif rates.gb_per_s:
+                rate = f"{format_figure(rates.gb_per_s)} GB/s"
+                fraction = f"{rates.bandwidth_fraction:.0%}" if rates.bandwidth_fraction else "-"
+            if rates.suspect:
+                rate, fraction = "SUSPECT", rates.suspect
+        table.add_row(timed.rung.id, shape_label(timed.shape), time, rate, fraction,
+                      _speedup_cell(timed.vs_parent), _speedup_cell(timed.vs_torch))
+    return table
+
+
+def checks_table(op: Op, reports: dict[str, CheckReport]):
+    """One row per rung: pass / FAIL / skipped, how many cases ran, the worst errors and the reason."""
+    from rich.table import Table
+    from rich.text import Text
+    table = Table(title=f"{op.name}: correctness")
+    for column in ("rung", "route", "status", "cases", "max abs err", "max rel err", "reason"):
+        table.add_column(column, justify="right" if column in ("cases", "max abs err", "max rel err") else "left",
+                         overflow="fold")
+    styles = {"pass": "green", "FAIL": "bold red", "skipped": "yellow"}
+    for rung_id, report in reports.items():
+        rung = op.rung(rung_id)
+        abs_error, rel_error = report.evidence()["max_abs_error"], report.evidence()["max_rel_error"]
+        skipped = [case.reason for case in report.cases if case.skipped]
+        reason = report.reason if report.status != "pass" else "; ".join(sorted(set(skipped)))
+        table.add_row(rung_id, rung.route, f"[{styles[report.status]}]{report.status}[/]", str(len(report.ran)),
+                      f"{abs_error:.3g}" if abs_error is not None else "-",
+                      f"{rel_error:.3g}" if rel_error is not None else "-", Text(reason))
+    return table

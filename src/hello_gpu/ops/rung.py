@@ -1,0 +1,232 @@
+"""One rung of a ladder: a file, its header, and how to turn it into ``fn(*inputs, out=None) -> output``.
+
+Three routes, told apart by the file name (see :mod:`.registry`):
+
+- ``hip``: a ``vNN_name.hip`` kernel compiled with :func:`hello_gpu.hip`. Called with the header's
+  ``block``/``grid``, the output passed by name when the checker poisons it; or, where launching needs
+  more than the signature gives (zeroing an accumulator, two kernels), by the companion
+  ``vNN_name.py``'s ``run(kernel, *inputs)``.
+- ``triton``: a ``tNN_name.py`` module; its ``run(*inputs)`` launches its ``@triton.jit`` kernels.
+- ``torch``: ``v00_torch.py``'s ``run(*inputs)``, and the derived ``v00_torch_compile`` rung.
+
+A rung whose ``run`` has an ``out`` parameter accepts an output tensor; the checker then fills it with
+NaN first, so an element the rung never writes cannot pass by luck.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable
+
+from .header import Header, HeaderError
+
+if TYPE_CHECKING:
+    from .registry import Op
+
+ROUTES = ("hip", "triton", "torch")
+TORCH_BASELINE = "v00_torch"
+TORCH_COMPILE = "v00_torch_compile"
+
+_REQUIRES = re.compile(r"^(nvidia|amd)(?:\s+((?:sm_\d+a?)|(?:gfx[0-9a-f]+)))?(?:$|[\s,;(])", re.IGNORECASE)
+_module_counter = itertools.count()
+
+
+class RungError(ValueError):
+    """A rung that cannot be built or called as its files say. The message names the file."""
+
+
+def triton_interpreter_on() -> bool:
+    """TRITON_INTERPRET=1: @triton.jit kernels run on CPU tensors (read when a kernel is decorated)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def load_module(path: Path, label: str) -> ModuleType:
+    """Import ``path`` as a fresh module every time.
+
+    Fresh, because Triton picks the interpreter or the GPU compiler when ``@triton.jit`` runs, that is
+    at import: a module imported once and cached would keep the first choice. The module is put in
+    ``sys.modules`` (under a unique name) because dataclasses and ``inspect.getsource`` look there.
+    """
+    name = f"_hello_gpu_ops_{re.sub(r'[^0-9A-Za-z_]', '_', label)}_{next(_module_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise RungError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def parse_requires(text: str, where: str) -> tuple[str, str | None]:
+    """``"nvidia sm_90a (wgmma)"`` -> ``("nvidia", "sm_90a")``; ``"amd"`` -> ``("amd", None)``."""
+    match = _REQUIRES.match(text.strip())
+    if not match:
+        raise HeaderError(f"{where}: requires {text!r} is not understood; write a vendor and optionally an arch, "
+                          f"such as 'nvidia sm_90a' or 'amd gfx1201'")
+    return match.group(1).lower(), (match.group(2) or "").lower() or None
+
+
+def requirement_unmet(text: str, vendor: str | None, arch: str | None, where: str = "requires") -> str | None:
+    """Why this machine does not meet ``requires: text``, or None when it does."""
+    wanted_vendor, wanted_arch = parse_requires(text, where)
+    if vendor is None:
+        return f"requires {text}; no GPU here"
+    if vendor != wanted_vendor:
+        return f"requires {text}; this GPU is {vendor} {arch}"
+    if wanted_arch is None or arch is None:
+        return None
+    if wanted_vendor == "nvidia":
+        # sm_90a code (wgmma, setmaxnreg) runs on sm_90 exactly; plain sm_XY runs on XY and newer.
+        wanted, have = int(re.sub(r"\D", "", wanted_arch)), int(re.sub(r"\D", "", arch))
+        met = have == wanted if wanted_arch.endswith("a") else have >= wanted
+    else:
+        met = arch.split(":")[0] == wanted_arch          # AMD code objects are per exact gfx target
+    return None if met else f"requires {text}; this GPU is {arch}"
+
+
+def _gpu() -> tuple[str | None, str | None]:
+    from ..runtime.device import device_info, gpu_vendor
+    vendor = gpu_vendor()
+    return vendor, device_info().arch if vendor else None
+
+
+def _accepts_out(function: Callable) -> bool:
+    try:
+        return "out" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclass
+class BuiltRung:
+    """A rung ready to call: ``built(*inputs)`` or, where ``accepts_out``, ``built(*inputs, out=tensor)``."""
+
+    rung: "Rung"
+    function: Callable
+    accepts_out: bool
+    interpreted: bool = False          # a Triton rung running in the CPU interpreter
+
+    def __call__(self, *inputs, out=None):
+        if out is None:
+            return self.function(*inputs)
+        if not self.accepts_out:
+            raise RungError(f"{self.rung.path}: run() takes no out= tensor")
+        return self.function(*inputs, out=out)
+
+
+@dataclass(eq=False)
+class Rung:
+    """One variant of an operator. ``id`` is the file name's stem (``v03_warp_shuffle``)."""
+
+    op: "Op" = field(repr=False)
+    id: str
+    route: str
+    path: Path
+    metadata: Header
+    companion: Path | None = None       # vNN_name.py beside a vNN_name.hip
+
+    # ------------------------------------------------------------------ the tree
+    @property
+    def parent(self) -> "Rung | None":
+        parent = self.metadata.parent_id
+        return next((rung for rung in self.op.rungs if rung.id == parent), None) if parent else None
+
+    def children(self) -> list["Rung"]:
+        """The rungs whose header names this one as parent, in ladder order."""
+        return [rung for rung in self.op.rungs if rung.metadata.parent_id == self.id]
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.route == "torch"
+
+    @property
+    def deterministic(self) -> bool:
+        return self.metadata.deterministic
+
+    def supports(self, dtype: str) -> bool:
+        return dtype in (self.metadata.dtypes or tuple(self.op.spec.DTYPES))
+
+    # ------------------------------------------------------------------ where it can run
+    def skip_reason(self) -> str | None:
+        """Why this rung cannot run on this machine now, or None."""
+        vendor, arch = _gpu()
+        if self.metadata.requires:
+            unmet = requirement_unmet(self.metadata.requires, vendor, arch, str(self.path))
+            if unmet:
+                return unmet
+        if vendor is None:
+            if self.route == "hip":
+                return "no GPU: HIP rungs launch on a GPU (`hello-gpu compile-check` still compiles them here)"
+            if self.route == "triton" and not triton_interpreter_on():
+                return "no GPU (set TRITON_INTERPRET=1 to check Triton rungs on the CPU)"
+            if self.id == TORCH_COMPILE:
+                return "no GPU: the torch.compile baseline is checked and timed on the GPU"
+        return None
+
+    def device(self) -> str:
+        """Where this rung's tensors live: the GPU, except for the Triton interpreter (and no GPU at all)."""
+        vendor, _ = _gpu()
+        if self.route == "triton" and triton_interpreter_on():
+            return "cpu"
+        return "cuda" if vendor is not None else "cpu"
+
+    # ------------------------------------------------------------------ building
+    def kernel(self, arch: str | None = None):
+        """The HIP rung's :class:`hello_gpu.Kernel` (``arch`` given: compiled for it, no GPU needed)."""
+        if self.route != "hip":
+            raise RungError(f"{self.path}: only HIP rungs have a kernel (this is a {self.route} rung)")
+        from ..runtime import hip
+        if arch is None and self.metadata.requires:
+            arch = parse_requires(self.metadata.requires, str(self.path))[1]   # sm_90a code needs sm_90a
+        return hip(self.path.read_text(encoding="utf-8"), entry=self.metadata.entry, arch=arch, name=self.path.name)
+
+    def build(self) -> BuiltRung:
+        """Compile or import the rung now and return the callable the checker and the timer use."""
+        if self.route == "hip":
+            return self._build_hip()
+        module = load_module(self.path, f"{self.op.name}_{self.path.stem}")
+        run = getattr(module, "run", None)
+        if not callable(run):
+            raise RungError(f"{self.path}: defines no run(*inputs) function")
+        if self.id == TORCH_COMPILE:
+            import torch
+            return BuiltRung(self, torch.compile(run), _accepts_out(run))
+        return BuiltRung(self, run, _accepts_out(run), interpreted=self.route == "triton" and triton_interpreter_on())
+
+    def _build_hip(self) -> BuiltRung:
+        kernel = self.kernel()
+        if self.companion is not None:
+            run = getattr(load_module(self.companion, f"{self.op.name}_{self.companion.stem}"), "run", None)
+            if not callable(run):
+                raise RungError(f"{self.companion}: defines no run(kernel, *inputs) function")
+            function = (lambda *inputs, out=None: run(kernel, *inputs, out=out)) if _accepts_out(run) else \
+                (lambda *inputs: run(kernel, *inputs))
+            return BuiltRung(self, function, _accepts_out(run))
+        outputs = [p.name for p in kernel.signature.parameters if p.is_output]
+        if len(outputs) != 1:
+            raise RungError(f"{self.path}: {kernel.signature.entry} has {len(outputs)} outputs; write "
+                            f"{self.path.with_suffix('.py').name} with run(kernel, *inputs) to say how to launch it")
+        from ..runtime.kernel import DEFAULT_BLOCK
+        header, output = self.metadata, outputs[0]
+
+        def launch(*inputs, out=None):
+            grid = None
+            if header.grid is not None:
+                from ..runtime.device import device_info
+                grid = header.grid_for(inputs[0].numel(), device_info().multiprocessors)
+            extra = {output: out} if out is not None else {}
+            return kernel(*inputs, block=header.block or DEFAULT_BLOCK, grid=grid, **extra)
+
+        return BuiltRung(self, launch, True)

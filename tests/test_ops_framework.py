@@ -1,0 +1,459 @@
+"""The ladder framework (CPU tier): discovery, headers, the tree, specs, the checker, records and the CLI.
+
+Rungs come from the fixture operator ``tests/fixtures/ops/toy_add`` (the package ships no rung without a
+measured GPU record). Its Triton rungs run in the interpreter: ``TRITON_INTERPRET=1`` is read when a
+``@triton.jit`` function is decorated, and the registry imports a rung's module afresh on every build,
+so setting the variable (``interpreter`` fixture) before building is enough.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from rich.console import Console
+
+import hello_gpu.ops
+
+from hello_gpu.bench.records import validate_record
+from hello_gpu.cli import main
+from hello_gpu.ops import (HeaderError, SpecError, check_rung, evaluate_grid, list_ops, load_op, ops_root,
+                           parse_header)
+from hello_gpu.ops.checking import INTERPRETER_BFLOAT16
+from hello_gpu.ops.ladder import LadderResult, _time_shape, _write, check_ladder, ladder_record
+from hello_gpu.ops.rung import parse_requires, requirement_unmet
+from hello_gpu.runtime.device import gpu_vendor
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures" / "ops"
+HAS_GPU = gpu_vendor() is not None
+no_gpu_here = pytest.mark.skipif(HAS_GPU, reason="tests the no-GPU behaviour")
+
+
+@pytest.fixture
+def op():
+    return load_op("toy_add", FIXTURES)
+
+
+@pytest.fixture
+def interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture
+def op_copy(tmp_path):
+    """A private copy of the fixture operator, for tests that add or break files."""
+    shutil.copytree(FIXTURES / "toy_add", tmp_path / "toy_add")
+    return tmp_path
+
+
+# ------------------------------------------------------------------------------------------ discovery
+
+
+def test_rungs_are_discovered_by_file_name_in_ladder_order(op):
+    assert [(rung.id, rung.route) for rung in op.rungs] == [
+        ("v00_torch", "torch"), ("v00_torch_compile", "torch"), ("v01_thread_per_element", "hip"),
+        ("v02_grid_stride", "hip"), ("t01_block_per_program", "triton"), ("t02_drops_last", "triton")]
+    compiled = op.rung("v00_torch_compile")
+    assert compiled.path == op.rung("v00_torch").path and compiled.metadata.parent == "v00_torch"
+    assert "torch.compile" in compiled.metadata.change
+    assert op.spec.NAME == "toy_add" and op.baseline is op.rung("v00_torch")
+    with pytest.raises(KeyError, match="toy_add has no rung 'v09_missing'; its rungs: v00_torch"):
+        op.rung("v09_missing")
+
+
+def test_ops_root_and_list_ops():
+    assert ops_root() == Path(hello_gpu.ops.__file__).resolve().parent
+    assert {"vector_add", "reduce_sum"} <= set(list_ops())
+    assert list_ops(FIXTURES) == ["toy_add"]
+    for name in ("vector_add", "reduce_sum"):
+        assert load_op(name).rungs == []          # no rung lands without a measured GPU record
+    with pytest.raises(SpecError, match="no operator 'nope'"):
+        load_op("nope", FIXTURES)
+
+
+def test_a_new_file_is_a_new_rung_and_strays_are_errors(op_copy):
+    folder = op_copy / "toy_add"
+    (folder / "t03_again.py").write_text((folder / "t01_block_per_program.py").read_text())
+    assert "t03_again" in [rung.id for rung in load_op("toy_add", op_copy).rungs]
+    (folder / "v05_orphan.py").write_text('"""parent: none\nchange: x\nhypothesis: y\n"""\n')
+    with pytest.raises(SpecError, match=r"v05_orphan.py: a vNN_name.py must sit beside its vNN_name.hip"):
+        load_op("toy_add", op_copy)
+    (folder / "v05_orphan.py").unlink()
+    (folder / "t03_again.py").write_text('"""parent: t07_gone\nchange: x\nhypothesis: y\n"""\n')
+    with pytest.raises(HeaderError, match=r"t03_again.py: parent 't07_gone' is not a rung of toy_add"):
+        load_op("toy_add", op_copy)
+
+
+# ------------------------------------------------------------------------------------------ headers
+
+
+def test_header_reads_every_key_and_joins_continued_lines(op):
+    header = op.rung("v02_grid_stride").metadata
+    assert header.parent == "v01_thread_per_element"
+    assert header.change.startswith("a grid of 8 blocks per multiprocessor")
+    assert header.hypothesis == ("fewer blocks to schedule; for a bandwidth-bound add the launch of 2^20 blocks "
+                                 "costs little, so expect within noise of v01 (0.98x to 1.02x)")
+    assert header.prediction == "1.0x v01_thread_per_element at 2^28"
+    assert header.outcome == "not measured yet"
+    assert header.requires.startswith("nvidia sm_90a")
+    assert header.deterministic and header.entry == "toy_add_grid_stride"
+    assert header.dtypes == ("float32",) and header.block == 256
+    assert header.grid == "min(ceil(n / 256), sm_count * 8)"
+    assert header.grid_for(1000, sm_count=132) == (4,)
+    assert header.grid_for(10**6, sm_count=132) == (1056,)
+    assert header.description.startswith("The fixture's second HIP rung")
+    assert op.rung("t01_block_per_program").metadata.parent == "v00_torch"     # a .py docstring header
+    assert op.rung("v01_thread_per_element").metadata.grid_for(1000) is None
+
+
+def _write_rung(path: Path, header: str) -> Path:
+    path.write_text(f"/*\n{header}*/\n__global__ void k(float* out) {{ out[0] = 1.0f; }}\n")
+    return path
+
+
+def test_header_errors_name_the_file(tmp_path):
+    missing = _write_rung(tmp_path / "v01_missing.hip", "parent: none\nchange: one thing\n")
+    with pytest.raises(HeaderError, match=r"v01_missing.hip: header is missing hypothesis"):
+        parse_header(missing)
+    typo = _write_rung(tmp_path / "v02_typo.hip", "parent: none\nchange: x\nhypothsis: y\n")
+    with pytest.raises(HeaderError, match=r"v02_typo.hip: unknown header key 'hypothsis'"):
+        parse_header(typo)
+    no_comment = tmp_path / "v03_bare.hip"
+    no_comment.write_text("__global__ void k(float* out) {}\n")
+    with pytest.raises(HeaderError, match=r"v03_bare.hip: must begin with a /\* ... \*/ comment"):
+        parse_header(no_comment)
+    python = tmp_path / "t01_nodoc.py"
+    python.write_text("x = 1\n")
+    with pytest.raises(HeaderError, match=r"t01_nodoc.py: no module docstring"):
+        parse_header(python)
+    evil = _write_rung(tmp_path / "v04_evil.hip", "parent: none\nchange: x\nhypothesis: y\ngrid: n * secret\n")
+    with pytest.raises(HeaderError, match=r"v04_evil.hip: grid .* uses the name 'secret'"):
+        parse_header(evil)
+
+
+def test_grid_expressions_are_arithmetic_on_allowed_names_only():
+    assert evaluate_grid("min(ceil(n / 256), 132 * 8)", n=4097) == (17,)
+    assert evaluate_grid("max(1, n // 1024)", n=10) == (1,)
+    assert evaluate_grid("(ceil(n / 128), 4)", n=1000) == (8, 4)
+    for forbidden, message in (("open('x')", "only ceil"), ("__import__('os')", "only ceil"), ("n.real", "Attribute"),
+                               ("[n for n in n]", "ListComp"), ("m * 2", "the name 'm'"), ("'a' * n", "numbers")):
+        with pytest.raises(HeaderError, match=message):
+            evaluate_grid(forbidden, n=1)
+    with pytest.raises(HeaderError, match="wrap a division in ceil"):
+        evaluate_grid("n / 256", n=1000)
+    with pytest.raises(HeaderError, match="needs sm_count"):
+        evaluate_grid("sm_count * 8", n=1000)
+
+
+# ------------------------------------------------------------------------------------------ tree, skips
+
+
+def test_tree_from_parent_links(op):
+    assert [rung.id for rung in op.roots()] == ["v00_torch"]
+    assert [rung.id for rung in op.rung("v00_torch").children()] == [
+        "v00_torch_compile", "v01_thread_per_element", "t01_block_per_program"]
+    assert [rung.id for rung in op.rung("v01_thread_per_element").children()] == ["v02_grid_stride"]
+    assert [rung.id for rung in op.rung("t01_block_per_program").children()] == ["t02_drops_last"]
+    assert op.rung("t02_drops_last").parent is op.rung("t01_block_per_program")
+    assert op.rung("v00_torch").parent is None
+
+
+def test_requirements_are_understood_and_explained():
+    assert parse_requires("nvidia sm_90a (wgmma)", "f") == ("nvidia", "sm_90a")
+    assert parse_requires("amd", "f") == ("amd", None)
+    with pytest.raises(HeaderError, match="requires 'intel xe' is not understood"):
+        parse_requires("intel xe", "f")
+    assert requirement_unmet("nvidia sm_90a", "nvidia", "sm_90") is None
+    assert requirement_unmet("nvidia sm_80", "nvidia", "sm_90") is None
+    assert requirement_unmet("nvidia sm_90a", "nvidia", "sm_100") == "requires nvidia sm_90a; this GPU is sm_100"
+    assert requirement_unmet("amd gfx1201", "nvidia", "sm_90") == "requires amd gfx1201; this GPU is nvidia sm_90"
+    assert requirement_unmet("amd gfx1201", None, None) == "requires amd gfx1201; no GPU here"
+
+
+@no_gpu_here
+def test_rungs_that_cannot_run_here_say_why(op, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert op.rung("v02_grid_stride").skip_reason().startswith("requires nvidia sm_90a")
+    assert op.rung("v01_thread_per_element").skip_reason().startswith("no GPU")
+    assert "TRITON_INTERPRET=1" in op.rung("t01_block_per_program").skip_reason()
+    assert op.rung("v00_torch").skip_reason() is None
+    report = check_rung(op.rung("v01_thread_per_element"))
+    assert report.status == "skipped" and report.reason.startswith("no GPU") and not report.passed
+
+
+def test_fixture_hip_rungs_compile_for_sm_90(op):
+    for rung in op.rungs:
+        if rung.route == "hip":
+            binary = rung.kernel(arch="sm_90").compile()
+            assert binary.arch == "sm_90" and binary.image
+
+
+# ------------------------------------------------------------------------------------------ the real specs
+
+SPECS = ("vector_add", "reduce_sum")
+
+
+def _native(name: str, inputs):
+    """What PyTorch computes in the operator's own dtype: the tolerance must admit it."""
+    return torch.add(*inputs) if name == "vector_add" else inputs[0].sum().reshape(1)
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_spec_reference_is_float64_and_agrees_with_torch(name):
+    spec = load_op(name).spec
+    for dtype in spec.DTYPES:
+        for distribution in ("normal", "large", "near_overflow"):
+            for shape in (1, 4097, (37, 29)):
+                inputs = spec.make_inputs(shape, dtype, seed=11, distribution=distribution, device="cpu")
+                expected = spec.reference(*inputs)
+                assert expected.dtype == torch.float64 and torch.isfinite(expected).all()
+                exact = (inputs[0].double() + inputs[1].double() if name == "vector_add"
+                         else torch.tensor([math.fsum(inputs[0].double().flatten().tolist())], dtype=torch.float64))
+                assert torch.allclose(expected, exact, rtol=1e-12, atol=0)
+                rtol, atol = spec.tolerance(inputs, dtype) if hasattr(spec, "tolerance") else spec.TOLERANCE[dtype]
+                error = (_native(name, inputs).double() - expected).abs()
+                assert bool((error <= atol + rtol * expected.abs()).all()), (dtype, distribution, shape)
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_spec_inputs_are_fresh_per_seed_and_never_zero(name):
+    spec = load_op(name).spec
+    for dtype in spec.DTYPES:
+        for distribution in ("normal", "large", "near_overflow"):
+            first = spec.make_inputs(4097, dtype, seed=1, distribution=distribution, device="cpu")
+            again = spec.make_inputs(4097, dtype, seed=1, distribution=distribution, device="cpu")
+            other = spec.make_inputs(4097, dtype, seed=2, distribution=distribution, device="cpu")
+            for a, b, c in zip(first, again, other):
+                assert a.dtype == getattr(torch, dtype) and a.shape == (4097,)
+                assert bool((a != 0).all()) and torch.isfinite(a).all()
+                assert torch.equal(a, b) and not torch.equal(a, c)
+        with pytest.raises(ValueError, match="unknown distribution"):
+            spec.make_inputs(31, dtype, seed=1, distribution="zeros", device="cpu")
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_spec_shapes_tolerances_and_work(name):
+    spec = load_op(name).spec
+    assert {1, 31, 4097} <= set(spec.EDGE_SHAPES)
+    two_d = [shape for shape in spec.EDGE_SHAPES if isinstance(shape, tuple)]
+    assert two_d and all(dim % 32 for shape in two_d for dim in shape)
+    assert min(spec.BENCH_SHAPES) >= 2**20 and max(spec.BENCH_SHAPES) >= 2**28
+    assert set(spec.DTYPES) <= set(spec.TOLERANCE)
+    n = 2**24
+    for dtype in spec.DTYPES:
+        work = spec.work(n, dtype)
+        itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+        assert work.bytes == (3 * n * itemsize if name == "vector_add" else 4 * n + 4)
+        assert work.flops == n and work.dtype == dtype
+    assert spec.work((1823, 781), spec.DTYPES[0]).flops == 1823 * 781
+
+
+def test_vector_add_spec_dtypes_and_determinism():
+    spec = load_op("vector_add").spec
+    assert spec.DTYPES == ("float32", "bfloat16") and spec.DETERMINISTIC_REQUIRED
+
+
+def test_reduce_sum_invariants_and_scaled_tolerance():
+    spec = load_op("reduce_sum").spec
+    (x,) = spec.make_inputs(4097, "float32", seed=3, device="cpu")
+    assert spec.invariants((x,), x.sum().reshape(1)) == []
+    assert "shape (2,)" in spec.invariants((x,), x[:2].clone())[0]
+    assert "float32 was expected" in spec.invariants((x,), x.sum().reshape(1).double())[0]
+    rtol, atol = spec.tolerance((x,), "float32")
+    expected = 2 * math.sqrt(4097) * torch.finfo(torch.float32).eps * float(x.double().abs().sum())
+    assert atol == pytest.approx(expected)
+    assert atol < 0.1          # loose for rounding, yet a lost element (|x| ~ 0.8 on average) shows at 4097
+
+
+# ------------------------------------------------------------------------------------------ the checker
+
+
+def test_correct_triton_rung_passes_in_the_interpreter(op, interpreter):
+    report = check_rung(op.rung("t01_block_per_program"))
+    assert report.passed and report.status == "pass", report.reason
+    assert len(report.seeds) == 3 and len(set(report.seeds)) == 3
+    assert len(report.ran) == len(op.spec.EDGE_SHAPES) * 2 * 3          # shapes x distributions x seeds, float32
+    assert {case.shape for case in report.ran} == {"1", "31", "1000", "4097", "37x29"}
+    bf16 = [case for case in report.cases if case.dtype == "bfloat16"]
+    assert len(bf16) == 1 and bf16[0].skipped and bf16[0].reason == INTERPRETER_BFLOAT16
+    assert report.deterministic_checked and report.evidence()["max_rel_error"] <= 2**-23
+    again = check_rung(op.rung("t01_block_per_program"), shapes=[31], dtypes=["float32"])
+    assert set(again.seeds).isdisjoint(report.seeds)                    # fresh seeds every run
+
+
+def test_rung_that_drops_the_last_element_fails(op, interpreter):
+    report = check_rung(op.rung("t02_drops_last"), shapes=[4097, (37, 29)], dtypes=["float32"], seeds=[5])
+    assert report.status == "FAIL" and not report.passed
+    unwritten = "output elements never written (still NaN poison)"
+    assert [case.reason for case in report.failures] == [f"1 of 4097 {unwritten}"] * 2 + [f"1 of 1073 {unwritten}"] * 2
+    assert report.reason.startswith("4097 float32 normal seed 5: 1 of 4097")
+
+
+WRITES_INPUT = '''"""A wrong rung: it stores the sum into its first input too.
+
+parent: t01_block_per_program
+change: also writes the result into a (deliberately wrong)
+hypothesis: none; the checker must reject a rung that writes into its inputs
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    total = tl.load(a_ptr + offsets, mask=mask) + tl.load(b_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, total, mask=mask)
+    tl.store(a_ptr + offsets, total, mask=mask)
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    add_kernel[(triton.cdiv(a.numel(), 1024),)](a, b, out, a.numel(), BLOCK=1024)
+    return out
+'''
+
+
+def test_rung_that_writes_into_its_input_fails(op_copy, interpreter):
+    (op_copy / "toy_add" / "t03_writes_input.py").write_text(WRITES_INPUT)
+    op = load_op("toy_add", op_copy)
+    report = check_rung(op.rung("t03_writes_input"), shapes=[1000], dtypes=["float32"], seeds=[7])
+    assert report.status == "FAIL"
+    assert {case.reason for case in report.failures} == {"wrote into its input(s) [0]: inputs must be read-only"}
+
+
+BASELINE_HEADER = '"""parent: none\nchange: a test double of the baseline\nhypothesis: none\ndeterministic: yes\n"""\n'
+
+
+def test_output_dtype_and_bitwise_repeat_are_checked(op_copy):
+    baseline = op_copy / "toy_add" / "v00_torch.py"
+    # No out= parameter (the rung allocates), and a float32 answer to bfloat16 inputs: twice the bytes.
+    baseline.write_text(BASELINE_HEADER + "def run(a, b):\n    return a.float() + b.float()\n")
+    report = check_rung(load_op("toy_add", op_copy).rung("v00_torch"), shapes=[31], seeds=[1])
+    assert {case.dtype for case in report.ran if case.passed} == {"float32"}
+    assert {case.reason for case in report.failures} == {
+        "output is (31,) torch.float32; expected (31,) torch.bfloat16 (the reference's shape, the input's dtype)"}
+    # Right on the first call of each case, off on the second: "deterministic: yes" must catch it.
+    baseline.write_text(BASELINE_HEADER + "import itertools\ncalls = itertools.count(1)\n\n\n"
+                        "def run(a, b):\n    return a + b if next(calls) % 2 else (a + b) * 2\n")
+    report = check_rung(load_op("toy_add", op_copy).rung("v00_torch"), shapes=[31], dtypes=["float32"], seeds=[1])
+    assert {case.reason for case in report.failures} == {
+        "declared deterministic, but a second run on the same inputs differs in 31 of 31 elements"}
+
+
+def test_torch_baseline_is_checked_on_both_dtypes_on_the_cpu(op):
+    report = check_rung(op.rung("v00_torch"), shapes=[31, (37, 29)], seeds=[1, 2])
+    assert report.passed and {case.dtype for case in report.ran} == {"float32", "bfloat16"}
+
+
+def test_check_ladder_shares_seeds_and_limits_sizes(op, interpreter):
+    reports = check_ladder(op, route="triton", dtypes=["float32"], max_elements=1100)
+    assert list(reports) == ["v00_torch", "v00_torch_compile", "t01_block_per_program", "t02_drops_last"]
+    assert len({report.seeds for report in reports.values()}) == 1
+    assert {case.shape for case in reports["t01_block_per_program"].ran} == {"1", "31", "1000", "37x29"}
+    assert reports["t02_drops_last"].status == "FAIL" and reports["t01_block_per_program"].status == "pass"
+
+
+# ------------------------------------------------------------------------------------------ records
+
+
+def test_ladder_record_from_real_timings_validates_and_is_written_with_its_plot(op, interpreter, tmp_path):
+    """The timing path on the CPU (wall clock; the GPU tier does it with device events)."""
+    rungs = [op.rung("v00_torch"), op.rung("t01_block_per_program"), op.rung("t02_drops_last")]
+    built = {rung.id: rung.build() for rung in rungs}
+    checks = check_ladder(op, rungs=rungs, shapes=[31], dtypes=["float32"], built=built)
+    result = LadderResult(op, "float32", [1024], checks)
+    correct = [rung for rung in rungs if checks[rung.id].passed]
+    assert [rung.id for rung in correct] == ["v00_torch", "t01_block_per_program"]
+    _time_shape(op, "float32", 1024, correct, built, result, lambda: None, device="cpu", seconds=0.2)
+    assert [timed.rung.id for timed in result.timed] == ["v00_torch", "t01_block_per_program"]
+    triton_rung = result.timed[1]
+    assert triton_rung.vs_torch is not None and triton_rung.vs_parent is triton_rung.vs_torch
+
+    device = {"slug": "cpu-test", "name": "CPU (test)", "arch": "x86_64"}
+    record = ladder_record(result, device=device, name="toy_add.float32")
+    assert validate_record(record) == []
+    baseline, candidate = record["entries"]
+    assert baseline["role"] == "baseline" and candidate["role"] == "candidate"
+    assert candidate["source"]["path"] == "tests/fixtures/ops/toy_add/t01_block_per_program.py"
+    assert set(candidate["speedups"]) == {"v00_torch"}
+    assert candidate["extra"]["speedup_vs_parent"]["parent"] == "v00_torch"
+    assert candidate["correctness"]["passed"] and candidate["correctness"]["timed_shape"]["shapes"] == ["1024"]
+    assert candidate["work"]["bytes"] == 3 * 1024 * 4 and candidate["derived"]["gb_per_s"] > 0
+    assert candidate["extra"]["hypothesis"].startswith("bandwidth-bound")
+
+    result.record = record
+    _write(result, tmp_path)
+    assert result.record_path == tmp_path / "cpu-test" / "toy_add.float32.json"
+    assert sorted(path.name for path in result.plot_paths) == ["toy_add.float32.png", "toy_add.float32.svg"]
+    assert all(path.stat().st_size > 0 for path in result.plot_paths)
+    console = Console(record=True, width=200)
+    console.print(result.table())
+    text = console.export_text()
+    assert "t01_block_per_program" in text and "GB/s" in text and "slower" in text
+
+
+# ------------------------------------------------------------------------------------------ the CLI
+
+
+def test_cli_list_prints_the_tree(capsys):
+    assert main(["list", "toy_add", "--root", str(FIXTURES)]) == 0
+    out = capsys.readouterr().out
+    assert "toy_add (6 rungs)" in out and "└── v00_torch [torch] torch.add" in out
+    assert out.index("v01_thread_per_element") < out.index("v02_grid_stride")
+    assert "t02_drops_last [triton] the mask stops one element short" in out
+    assert "(requires nvidia sm_90a" in out
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "vector_add (0 rungs)" in out and "reduce_sum (0 rungs)" in out
+    assert main(["list", "nope", "--root", str(FIXTURES)]) == 2
+
+
+@no_gpu_here
+def test_cli_run_and_ladder_need_a_gpu(capsys):
+    assert main(["ladder", "toy_add", "--root", str(FIXTURES)]) == 2
+    assert "no GPU here" in capsys.readouterr().out
+    assert main(["run", "toy_add", "t01_block_per_program", "--shape", "2**10", "--root", str(FIXTURES)]) == 2
+    assert "no GPU here" in capsys.readouterr().out
+    assert main(["run", "toy_add", "v09_nope", "--root", str(FIXTURES)]) == 2
+    assert "toy_add has no rung 'v09_nope'" in capsys.readouterr().out
+
+
+@no_gpu_here
+def test_cli_ladder_check_only_runs_triton_in_the_interpreter(capsys, interpreter):
+    assert main(["ladder", "toy_add", "--check-only", "--route", "triton", "--dtype", "float32",
+                 "--shapes", "1000", "37x29", "--root", str(FIXTURES)]) == 1      # t02 is wrong on purpose
+    out = capsys.readouterr().out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
+    assert "pass" in rows["t01_block_per_program"] and "pass" in rows["v00_torch"]
+    assert "FAIL" in rows["t02_drops_last"] and "skipped" in rows["v00_torch_compile"]
+    assert "never written" in out
+
+
+def test_cli_shapes_parse():
+    from hello_gpu.cli import _parse_shape
+    assert _parse_shape("4097") == 4097 and _parse_shape("2**24") == 2**24 and _parse_shape("2^10") == 1024
+    assert _parse_shape("1823x781") == (1823, 781)
+
+
+# ------------------------------------------------------------------------------------------ GPU tier
+
+
+@pytest.mark.gpu
+def test_fixture_ladder_on_the_gpu(op, tmp_path, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    from hello_gpu.ops import run_ladder
+    result = run_ladder(op, shapes=[2**20], progress=False)
+    assert result.checks["v01_thread_per_element"].passed, result.checks["v01_thread_per_element"].reason
+    assert result.checks["t01_block_per_program"].passed
+    assert result.checks["t02_drops_last"].status == "FAIL"
+    timed = {entry.rung.id for entry in result.timed}
+    assert {"v00_torch", "v01_thread_per_element", "t01_block_per_program"} <= timed and "t02_drops_last" not in timed
+    assert validate_record(result.record) == []
