@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .rung import BuiltRung, Rung
 
+# What a spec without DISTRIBUTIONS is checked on; a spec lists more ("near_overflow") where they apply.
 DEFAULT_DISTRIBUTIONS = ("normal", "large")
 SEED_COUNT = 3
 INTERPRETER_BFLOAT16 = "bfloat16 arithmetic is wrong in the Triton interpreter (TRITON_INTERPRET=1): checked on a GPU"
@@ -243,11 +244,11 @@ def _dtype_skip(rung: Rung, built: BuiltRung, dtype: str) -> str | None:
 
 
 def check_rung(rung: Rung, op=None, shapes=None, dtypes=None, seeds=None,
-               distributions=DEFAULT_DISTRIBUTIONS, *, device: str | None = None,
+               distributions=None, *, device: str | None = None,
                built: BuiltRung | None = None) -> CheckReport:
     """Check ``rung`` on every (dtype, shape, distribution, seed); see the module docstring for how.
 
-    Defaults: the spec's EDGE_SHAPES and DTYPES, three fresh random seeds, normal and large inputs,
+    Defaults: the spec's EDGE_SHAPES, DTYPES and DISTRIBUTIONS (else normal and large), three fresh seeds,
     and the rung's own device (the GPU; the CPU for the Triton interpreter). ``built``: the rung already
     built (a torch.compile or Triton JIT is not paid twice).
     """
@@ -264,6 +265,7 @@ def check_rung(rung: Rung, op=None, shapes=None, dtypes=None, seeds=None,
         report.error = f"does not build: {type(error).__name__}: {error}"
         return report
     device = device or rung.device()
+    distributions = distributions or getattr(spec, "DISTRIBUTIONS", DEFAULT_DISTRIBUTIONS)
     report.deterministic_checked = rung.deterministic or bool(getattr(spec, "DETERMINISTIC_REQUIRED", False))
     for dtype in dtypes or spec.DTYPES:
         skip = _dtype_skip(rung, built, dtype)

@@ -38,6 +38,11 @@ TORCH_COMPILE = "v00_torch_compile"
 _REQUIRES = re.compile(r"^(nvidia|amd)(?:\s+((?:sm_\d+a?)|(?:gfx[0-9a-f]+)))?(?:$|[\s,;(])", re.IGNORECASE)
 _module_counter = itertools.count()
 
+# torch dtype name -> the HIP-dialect C type a templated entry is instantiated with (``{T}``).
+# hip_bfloat16 rather than __hip_bfloat16: every ROCm since 5 has it (HIP 5.2's headers, which the AMD
+# compile gate uses, have only it), and on NVIDIA the prelude makes it __nv_bfloat16.
+C_TYPES = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "hip_bfloat16"}
+
 
 class RungError(ValueError):
     """A rung that cannot be built or called as its files say. The message names the file."""
@@ -183,14 +188,28 @@ class Rung:
         return "cuda" if vendor is not None else "cpu"
 
     # ------------------------------------------------------------------ building
-    def kernel(self, arch: str | None = None):
-        """The HIP rung's :class:`hello_gpu.Kernel` (``arch`` given: compiled for it, no GPU needed)."""
+    def entry_for(self, dtype: str | None = None) -> str | None:
+        """The kernel to compile: the header's ``entry``, with ``{T}`` replaced by the C type of ``dtype``.
+
+        ``entry: vector_add<{T}>`` lets one template serve every dtype of the op; ``dtype`` None means
+        the first dtype the rung supports (what the compile gate and a bare ``kernel()`` use).
+        """
+        entry = self.metadata.entry
+        if entry is None or "{T}" not in entry:
+            return entry
+        dtype = dtype or (self.metadata.dtypes or tuple(self.op.spec.DTYPES))[0]
+        if dtype not in C_TYPES:
+            raise RungError(f"{self.path}: entry {entry!r} needs a C type for {dtype}; known: {', '.join(C_TYPES)}")
+        return entry.replace("{T}", C_TYPES[dtype])
+
+    def kernel(self, arch: str | None = None, dtype: str | None = None):
+        """The HIP rung's :class:`hello_gpu.Kernel` for ``dtype`` (``arch`` given: compiled for it, no GPU needed)."""
         if self.route != "hip":
             raise RungError(f"{self.path}: only HIP rungs have a kernel (this is a {self.route} rung)")
         from ..runtime import hip
         if arch is None and self.metadata.requires:
             arch = parse_requires(self.metadata.requires, str(self.path))[1]   # sm_90a code needs sm_90a
-        return hip(self.path.read_text(encoding="utf-8"), entry=self.metadata.entry, arch=arch, name=self.path.name)
+        return hip(self.path.read_text(encoding="utf-8"), entry=self.entry_for(dtype), arch=arch, name=self.path.name)
 
     def build(self) -> BuiltRung:
         """Compile or import the rung now and return the callable the checker and the timer use."""
@@ -206,13 +225,16 @@ class Rung:
         return BuiltRung(self, run, _accepts_out(run), interpreted=self.route == "triton" and triton_interpreter_on())
 
     def _build_hip(self) -> BuiltRung:
-        kernel = self.kernel()
+        kernels = _KernelsByDtype(self)
+        kernel = kernels.first()          # compile now: a rung that does not build fails its check, not its timing
         if self.companion is not None:
             run = getattr(load_module(self.companion, f"{self.op.name}_{self.companion.stem}"), "run", None)
             if not callable(run):
                 raise RungError(f"{self.companion}: defines no run(kernel, *inputs) function")
-            function = (lambda *inputs, out=None: run(kernel, *inputs, out=out)) if _accepts_out(run) else \
-                (lambda *inputs: run(kernel, *inputs))
+            if _accepts_out(run):
+                function = lambda *inputs, out=None: run(kernels.like(inputs), *inputs, out=out)  # noqa: E731
+            else:
+                function = lambda *inputs: run(kernels.like(inputs), *inputs)  # noqa: E731
             return BuiltRung(self, function, _accepts_out(run))
         outputs = [p.name for p in kernel.signature.parameters if p.is_output]
         if len(outputs) != 1:
@@ -227,6 +249,33 @@ class Rung:
                 from ..runtime.device import device_info
                 grid = header.grid_for(inputs[0].numel(), device_info().multiprocessors)
             extra = {output: out} if out is not None else {}
-            return kernel(*inputs, block=header.block or DEFAULT_BLOCK, grid=grid, **extra)
+            return kernels.like(inputs)(*inputs, block=header.block or DEFAULT_BLOCK, grid=grid, **extra)
 
         return BuiltRung(self, launch, True)
+
+
+class _KernelsByDtype:
+    """A HIP rung's kernels, one per dtype for a templated ``entry: name<{T}>``, compiled on first use."""
+
+    def __init__(self, rung: Rung):
+        self.rung = rung
+        self.templated = "{T}" in (rung.metadata.entry or "")
+        self.kernels: dict[str | None, object] = {}
+
+    def get(self, dtype: str | None):
+        key = dtype if self.templated else None
+        if key not in self.kernels:
+            self.kernels[key] = self.rung.kernel(dtype=key)
+        return self.kernels[key]
+
+    def first(self):
+        """The kernel of the first dtype the rung supports."""
+        metadata = self.rung.metadata
+        return self.get((metadata.dtypes or tuple(self.rung.op.spec.DTYPES))[0])
+
+    def like(self, inputs):
+        """The kernel for the first input's dtype (``torch.bfloat16`` -> ``name<__hip_bfloat16>``)."""
+        if not self.templated:
+            return self.get(None)
+        dtype = str(inputs[0].dtype).removeprefix("torch.")
+        return self.get(dtype)

@@ -20,6 +20,9 @@ DTYPES = ("float32", "bfloat16")
 EDGE_SHAPES = (1, 31, 1000, 4097, (1823, 781))
 # 12 MB, 200 MB and 3.2 GB in float32: from a few times the H200's 60 MB L2 to far beyond it.
 BENCH_SHAPES = (2**20, 2**24, 2**28)
+# Every check runs on each: "large" catches a kernel that mixes in a constant, "near_overflow" one
+# that forms a wider intermediate wrongly (or adds something twice).
+DISTRIBUTIONS = ("normal", "large", "near_overflow")
 
 # The exact sum of two inputs is rounded once to the output dtype: at most half an ulp, which is 2^-24
 # relative in float32 (24 significant bits) and 2^-8 in bfloat16 (8 bits; torch.add on bfloat16 was
