@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: install, doctor, both test tiers, ceilings, benchmarks.
-# Everything measured lands in $OUT/records/<device>/ and is packed into $OUT/records.tgz (the
-# device tool brings back at most 8 files); unpack it into the repository root and commit.
-#   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh
+# One call on the GPU machine: install, then the stages asked for (default: all), each under the time
+# left before a deadline, so the records are always packed before the device tool's limit.
+# Everything measured lands in $OUT/records/<device>/ and is packed into $OUT/records.tgz (the device
+# tool brings back few files); unpack it into the repository root and commit.
+#
+#   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
+#   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead reference flush
+#           ladder:OP[:DTYPE] (e.g. ladder:vector_add:bfloat16); "all" = every stage but cpu-tests
+#   HG_SESSION_SECONDS: the budget for the stages (default 540 s, under the tool's 600 s per call)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HG_CACHE_DIR=${HG_CACHE_DIR:-/tmp/hg-cache}
 cd "$(dirname "$0")/.."
+deadline=$((SECONDS + ${HG_SESSION_SECONDS:-540}))
 
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
   || { echo "install failed"; cat "$OUT/install.log"; exit 1; }
@@ -20,44 +26,77 @@ slug=$(python3 -c "import torch; from hello_gpu.bench.records import device_slug
 RECORDS="$OUT/records"
 DEVICE_RECORDS="$RECORDS/$slug"
 mkdir -p "$DEVICE_RECORDS"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+ERRORS="$OUT/errors.log"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
 
-echo "== doctor"; hello-gpu doctor --json >"$DEVICE_RECORDS/doctor.json"; doctor=$?
-echo "doctor exit $doctor"
+all="doctor ceilings gpu-tests compile-gate overhead reference flush ladder:vector_add:float32 ladder:reduce_sum:float32 ladder:vector_add:bfloat16"
+stages=${*:-all}
+[ "$stages" = all ] && stages=$all
+declare -A codes=()
+order=()
 
-echo "== ceilings"
-hello-gpu ceilings --refresh --record "$RECORDS"; ceilings=$?
+# run_stage NAME COMMAND...: run under the time left; exit 124 when the deadline cut it short.
+run_stage() {
+  local name=$1; shift
+  local left=$((deadline - SECONDS))
+  order+=("$name")
+  if [ "$left" -lt 15 ]; then
+    echo "== $name: skipped, ${left}s left before the deadline"; codes[$name]=skipped; return
+  fi
+  echo "== $name (${left}s left)"
+  local started=$SECONDS
+  timeout --signal=INT --kill-after=10 "$left" "$@"
+  codes[$name]=$?
+  echo "== $name: exit ${codes[$name]} after $((SECONDS - started))s"
+}
 
-echo "== GPU test tier"
-python3 -m pytest -m gpu -q -p no:cacheprovider --junitxml="$DEVICE_RECORDS/gpu-tests.xml" tests 2>&1 | tail -n 25
-gpu_tests=${PIPESTATUS[0]}
-echo "== CPU tier on the GPU machine"
-python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 8
-cpu_tests=${PIPESTATUS[0]}
+gpu_tests() {
+  python3 -m pytest -m gpu -q -p no:cacheprovider --junitxml="$DEVICE_RECORDS/gpu-tests.xml" tests 2>&1 | tail -n 30
+  return "${PIPESTATUS[0]}"
+}
+cpu_tests() { python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 8; return "${PIPESTATUS[0]}"; }
+doctor() { hello-gpu doctor --json >"$DEVICE_RECORDS/doctor.json"; }
+overhead() {
+  python3 benchmarks/runtime_overhead.py --out "$DEVICE_RECORDS/runtime-overhead.json" \
+    --profile "$DEVICE_RECORDS/call-profile.txt" >/dev/null 2>>"$ERRORS"
+}
+flush() {
+  python3 benchmarks/flush_experiment.py >"$DEVICE_RECORDS/flush-experiment.json" 2>>"$ERRORS" \
+    && cat "$DEVICE_RECORDS/flush-experiment.json"
+}
+ladder() {   # ladder OP DTYPE: check all rungs, time all, write the record and its plot
+  COLUMNS=200 hello-gpu ladder "$1" --dtype "$2" --record "$RECORDS" 2>>"$ERRORS"
+}
 
-echo "== compile gate (NVIDIA half; no clang here)"
-hello-gpu compile-check examples --no-amd | tail -n 3
+for stage in $stages; do
+  case $stage in
+    doctor) run_stage doctor doctor ;;
+    ceilings) run_stage ceilings hello-gpu ceilings --refresh --record "$RECORDS" ;;
+    gpu-tests) run_stage gpu-tests gpu_tests ;;
+    cpu-tests) run_stage cpu-tests cpu_tests ;;
+    compile-gate) run_stage compile-gate sh -c "hello-gpu compile-check examples src --no-amd | tail -n 3" ;;
+    overhead) run_stage overhead overhead ;;
+    reference) run_stage reference sh -c "python3 benchmarks/reference_check.py --records '$RECORDS' 2>>'$ERRORS'" ;;
+    flush) run_stage flush flush ;;
+    ladder:*)
+      IFS=: read -r _ op dtype <<<"$stage"
+      run_stage "$stage" ladder "$op" "${dtype:-float32}" ;;
+    *) echo "unknown stage $stage"; codes[$stage]=2; order+=("$stage") ;;
+  esac
+done
 
-echo "== runtime overhead benchmark"
-python3 benchmarks/runtime_overhead.py --out "$DEVICE_RECORDS/runtime-overhead.json" \
-  --profile "$DEVICE_RECORDS/call-profile.txt" >/dev/null 2>"$OUT/benchmark-errors.log"
-bench=$?
-echo "== reference check against triton.testing.do_bench"
-python3 benchmarks/reference_check.py --records "$RECORDS" 2>>"$OUT/benchmark-errors.log"
-reference=$?
-echo "== flush experiment (why a 7.7 us add reads below do_bench)"
-python3 benchmarks/flush_experiment.py >"$DEVICE_RECORDS/flush-experiment.json" 2>>"$OUT/benchmark-errors.log" \
-  && cat "$DEVICE_RECORDS/flush-experiment.json"
-
-python3 - "$DEVICE_RECORDS" "$commit" "$doctor" "$ceilings" "$gpu_tests" "$cpu_tests" "$bench" "$reference" <<'PY'
+summary=""
+for name in "${order[@]}"; do summary+="$name=${codes[$name]} "; done
+python3 - "$DEVICE_RECORDS" "$commit" $summary <<'PY'
 import json, sys
-out, commit, *codes = sys.argv[1:]
-names = ["doctor", "ceilings", "gpu_tests", "cpu_tests", "runtime_benchmark", "reference_check"]
+out, commit, *pairs = sys.argv[1:]
 from hello_gpu.runtime.manifest import environment_manifest
-json.dump({"commit": commit, "exit_codes": dict(zip(names, map(int, codes))), "environment": environment_manifest()},
+codes = dict(pair.split("=", 1) for pair in pairs)
+codes = {name: int(code) if code.lstrip("-").isdigit() else code for name, code in codes.items()}
+json.dump({"commit": commit, "exit_codes": codes, "environment": environment_manifest()},
           open(f"{out}/session.json", "w"), indent=2)
 PY
 tar czf "$OUT/records.tgz" -C "$OUT" records && rm -rf "$RECORDS"
-[ -s "$OUT/benchmark-errors.log" ] && tail -n 30 "$OUT/benchmark-errors.log"
-echo "exit codes: doctor=$doctor ceilings=$ceilings gpu_tests=$gpu_tests cpu_tests=$cpu_tests bench=$bench reference=$reference"
-[ "$doctor$ceilings$gpu_tests$cpu_tests$bench$reference" = "000000" ]
+[ -s "$ERRORS" ] && { echo "== errors.log (tail)"; tail -n 40 "$ERRORS"; }
+echo "exit codes: $summary"
+for name in "${order[@]}"; do [ "${codes[$name]}" = 0 ] || exit 1; done

@@ -307,6 +307,23 @@ def test_render_table_named_columns(repo):
         render_table(_record(repo), ["speed"])
 
 
+def test_render_table_keeps_shapes_and_shows_the_parent_speedup(repo):
+    record = _record(repo)
+    shape = record["entries"][1]["shape"]
+    record["entries"][1]["extra"] = {"speedup_vs_parent": {"parent": "torch.add", "value": 1.1, "ci95": [1.05, 1.15],
+                                                           "verdict": "faster"}}
+    table = render_table(record, ["variant", "vs_parent"], shapes=[shape])
+    assert "| 1.10× (1.05–1.15) vs torch.add, faster |" in table
+    with pytest.raises(RecordError, match="no entries of shape 7"):
+        render_table(record, shapes=["7"])
+    readme = repo / "README.md"
+    write_record(record, repo_root=repo)
+    readme.write_text("<!-- hello-gpu:table records/nvidia-h200/vector_add.json colour=red -->\n"
+                      "<!-- /hello-gpu:table -->\n")
+    with pytest.raises(RecordError, match="unknown table option 'colour'"):
+        update_tables([readme], repo)
+
+
 def test_suspect_entry_renders_as_suspect_never_as_a_win(repo):
     record = _record(repo, candidate_seconds=40e-6)          # 5 TB/s against a 4 TB/s copy ceiling
     assert record["entries"][1]["derived"]["suspect"]
@@ -380,3 +397,24 @@ def test_cli_records_tables_check_then_update(repo, capsys):
     assert main(["records", "tables", "--root", str(repo)]) == 0
     assert main(["records", "tables", "--check", "--root", str(repo), str(readme)]) == 0
     assert "up to date" in capsys.readouterr().out
+
+
+def test_a_rung_outcome_is_not_hashed_but_its_code_and_prediction_are(tmp_path):
+    from hello_gpu.bench.records import file_sha256
+    rung = tmp_path / "v01_x.hip"
+    header = "/*\nparent: none\nprediction: 1.0x\noutcome: {}\ndeterministic: yes\n*/\n"
+    code = "__global__ void k(float* out) { out[0] = 1.0f; }\n"
+    rung.write_text(header.format("not measured yet") + code)
+    before = file_sha256(rung)
+    rung.write_text(header.format("1.01x v00 [0.99, 1.02] at 2^28,\n  within noise, as predicted") + code)
+    assert file_sha256(rung) == before                       # the outcome is written after measuring
+    rung.write_text(header.format("x").replace("1.0x", "2.0x") + code)
+    assert file_sha256(rung) != before                       # the prediction is not
+    rung.write_text(header.format("not measured yet") + code.replace("1.0f", "2.0f"))
+    assert file_sha256(rung) != before
+    script = tmp_path / "t01_x.py"
+    script.write_text('"""Doc.\n\noutcome: a\n"""\n\noutcome: int = 3\n')
+    changed = script.read_bytes().replace(b"outcome: a", b"outcome: b").replace(b"= 3", b"= 4")
+    first = file_sha256(script)
+    script.write_bytes(changed)
+    assert file_sha256(script) != first                      # outcome: outside the header is code

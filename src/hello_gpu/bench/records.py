@@ -49,7 +49,9 @@ Checks (``hello-gpu records check``)
 
 * every managed record validates and lives at ``records/<device.slug>/<name>.json``;
 * every entry's source file still exists and still has the recorded sha256 (else the entry is STALE:
-  the code changed after it was measured, so its figures describe code that is gone);
+  the code changed after it was measured, so its figures describe code that is gone). The one part of
+  a file not hashed is the ``outcome:`` field of its leading header (a rung's ``/* */`` comment or
+  module docstring): the outcome is written from the record after the measurement, and is no code;
 * every *claim* is met. A source file under ``src/``, ``examples/`` or ``benchmarks/`` claims a record
   with a comment line of its own, ``//`` or ``#`` then ``hello-gpu: record NAME``. Some
   ``records/*/NAME.json`` must then exist with an entry whose ``source.path`` is that file.
@@ -100,7 +102,8 @@ SKIPPED_DIRECTORIES = {".git", ".venv", "venv", "build", "dist", "__pycache__", 
 # The claim must be a comment line of its own, so prose that merely mentions the syntax is no claim.
 CLAIM = re.compile(r"^\s*(?://|#|/\*)\s*hello-gpu:\s*record\s+([A-Za-z0-9][A-Za-z0-9._-]*)")
 
-TABLE_BEGIN = re.compile(r"^<!--\s*hello-gpu:table\s+(\S+)(?:\s+columns=(\S+))?\s*-->\s*$")
+TABLE_BEGIN = re.compile(r"^<!--\s*hello-gpu:table\s+(\S+)((?:\s+[a-z_]+=\S+)*)\s*-->\s*$")
+TABLE_OPTIONS = ("columns", "shapes")
 TABLE_END = re.compile(r"^<!--\s*/hello-gpu:table\s*-->\s*$")
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
@@ -125,8 +128,35 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+# A header's "outcome:" line and its indented continuation lines (see hello_gpu.ops.header).
+_OUTCOME_FIELD = re.compile(r"^outcome:.*\n(?:[ \t]+\S.*\n)*", re.M)
+_HEADER_CLOSE = {".hip": "*/", ".cu": "*/", ".py": '"""'}
+_HEADER_OPEN = {".hip": "/*", ".cu": "/*", ".py": '"""'}
+
+
+def measured_bytes(path: Path) -> bytes:
+    """The bytes a record's sha256 covers: the file, less the ``outcome:`` field of its leading header.
+
+    A rung's outcome is filled in from its record after the measurement; hashing it would make every
+    record stale the moment its result is written down. Nothing outside the leading header is touched.
+    """
+    data = Path(path).read_bytes()
+    suffix = Path(path).suffix
+    if suffix not in _HEADER_OPEN or b"outcome:" not in data:
+        return data
+    text = data.decode("utf-8", errors="surrogateescape")
+    start = len(text) - len(text.lstrip())
+    if not text.startswith(_HEADER_OPEN[suffix], start):
+        return data
+    end = text.find(_HEADER_CLOSE[suffix], start + len(_HEADER_OPEN[suffix]))
+    if end < 0:
+        return data
+    header = _OUTCOME_FIELD.sub("", text[:end])
+    return (header + text[end:]).encode("utf-8", errors="surrogateescape")
+
+
 def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(measured_bytes(path)).hexdigest()
 
 
 def source_entry(path: Path, repo_root: Path) -> dict:
@@ -706,7 +736,8 @@ DEFAULT_COLUMNS = ("variant", "shape", "dtype", "correct", "median_us", "gb_per_
                    "speedup")
 HEADERS = {"variant": "variant", "role": "role", "shape": "shape", "dtype": "dtype", "correct": "correct",
            "median_us": "median µs (95% CI)", "gb_per_s": "GB/s", "tflop_per_s": "TFLOP/s",
-           "ceiling": "% of ceiling", "count": "samples", "cache": "cache", "clock": "clock", "speedup": None}
+           "ceiling": "% of ceiling", "count": "samples", "cache": "cache", "clock": "clock", "speedup": None,
+           "vs_parent": "vs parent (95% CI)"}
 EMPTY = "—"
 
 
@@ -768,6 +799,17 @@ def _speedup_cell(entry: dict, baseline: str) -> str:
     return f"{speedup['value']:.2f}× ({low:.2f}–{high:.2f}) {speedup['verdict']}"
 
 
+def _parent_cell(entry: dict) -> str:
+    """A ladder entry's paired speedup over its parent rung (kept in ``extra``: the parent is no baseline)."""
+    speedup = (entry.get("extra") or {}).get("speedup_vs_parent")
+    if speedup is None:
+        return EMPTY
+    if _incorrect(entry) or _suspect(entry):
+        return "INCORRECT" if _incorrect(entry) else "SUSPECT"
+    low, high = speedup["ci95"]
+    return f"{speedup['value']:.2f}× ({low:.2f}–{high:.2f}) vs {speedup['parent']}, {speedup['verdict']}"
+
+
 def _correct_cell(entry: dict) -> str:
     correctness = entry.get("correctness")
     if correctness is None:
@@ -788,6 +830,8 @@ def _cell(entry: dict, column: str) -> str:
         return _rate_cell(entry, column)
     if column == "ceiling":
         return _ceiling_cell(entry)
+    if column == "vs_parent":
+        return _parent_cell(entry)
     return _speedup_cell(entry, column.split(":", 1)[1])
 
 
@@ -833,17 +877,25 @@ def _notes(record: dict) -> list[str]:
     return [_escape(note) for note in notes]
 
 
-def render_table(record: dict, columns=None) -> str:
+def render_table(record: dict, columns=None, *, shapes=None) -> str:
     """A GitHub Markdown table of the record's entries, then notes (suspect reasons, provenance).
 
     With ``columns=None`` the default columns are used and those empty in every row are dropped; named
-    columns are always shown. "speedup" becomes one column per baseline.
+    columns are always shown. "speedup" becomes one column per baseline. ``shapes`` keeps only the
+    entries of those shapes (as the record writes them: "268435456", "8192x8192").
     """
     problems = validate_record(record)
     if problems:
         raise RecordError("cannot make a table from an invalid record:\n  " + "\n  ".join(problems))
     expanded = _expand_columns(record, columns or DEFAULT_COLUMNS)
-    rows = [[_escape(_cell(entry, column)) for column in expanded] for entry in record["entries"]]
+    entries = record["entries"]
+    if shapes is not None:
+        unknown = sorted(set(shapes) - {entry["shape"] for entry in entries})
+        if unknown:
+            raise RecordError(f"{record['name']} has no entries of shape {', '.join(unknown)}; its shapes: "
+                              f"{', '.join(sorted({entry['shape'] for entry in entries}))}")
+        entries = [entry for entry in entries if entry["shape"] in shapes]
+    rows = [[_escape(_cell(entry, column)) for column in expanded] for entry in entries]
     if columns is None:
         keep = [i for i in range(len(expanded)) if any(row[i] != EMPTY for row in rows)]
         expanded, rows = [expanded[i] for i in keep], [[row[i] for i in keep] for row in rows]
@@ -867,8 +919,19 @@ def default_table_files(repo_root: Path) -> list[Path]:
     return files
 
 
+def _table_options(text: str, where: str) -> dict[str, list[str]]:
+    """``" columns=a,b shapes=4096"`` -> ``{"columns": ["a", "b"], "shapes": ["4096"]}``."""
+    options = {}
+    for token in text.split():
+        key, value = token.split("=", 1)
+        if key not in TABLE_OPTIONS:
+            raise RecordError(f"{where}: unknown table option {key!r}; known: {', '.join(TABLE_OPTIONS)}")
+        options[key] = value.split(",")
+    return options
+
+
 def _table_regions(lines: list[str], name: str) -> list[tuple[int, int, str, list[str] | None]]:
-    """(begin line, end line, record path, columns) for each marker pair outside fenced code blocks."""
+    """(begin line, end line, record path, options) for each marker pair outside fenced code blocks."""
     regions, fenced, begin = [], False, None
     for index, line in enumerate(lines):
         if FENCE.match(line):
@@ -879,7 +942,7 @@ def _table_regions(lines: list[str], name: str) -> list[tuple[int, int, str, lis
         if opened and begin is not None:
             raise RecordError(f"{name}:{index + 1}: a table marker inside the table that begins at line {begin[0] + 1}")
         if opened:
-            begin = (index, opened.group(1), opened.group(2).split(",") if opened.group(2) else None)
+            begin = (index, opened.group(1), _table_options(opened.group(2), f"{name}:{index + 1}"))
         elif closed and begin is None:
             raise RecordError(f"{name}:{index + 1}: <!-- /hello-gpu:table --> without a beginning marker")
         elif closed:
@@ -907,10 +970,10 @@ def _load_record_for_table(record_file: str, root: Path, where: str) -> dict:
 def regenerate(text: str, root: Path, name: str) -> str:
     """``text`` with every marked region replaced by the table from its record."""
     lines = text.split("\n")
-    for begin, end, record_file, columns in reversed(_table_regions(lines, name)):
+    for begin, end, record_file, options in reversed(_table_regions(lines, name)):
         record = _load_record_for_table(record_file, root, f"{name}:{begin + 1}")
         try:
-            table = render_table(record, columns)
+            table = render_table(record, options.get("columns"), shapes=options.get("shapes"))
         except RecordError as error:
             raise RecordError(f"{name}:{begin + 1}: {error}") from None
         # Blank lines around the table, so Markdown sees a table and not a continuation of the comment.

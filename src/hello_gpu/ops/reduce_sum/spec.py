@@ -18,6 +18,9 @@ DTYPES = ("float32",)
 
 EDGE_SHAPES = (1, 31, 1000, 4097, (1823, 781))
 BENCH_SHAPES = (2**20, 2**24, 2**28)
+# Every check runs on each: "large" catches a kernel that mixes in a constant, "near_overflow" one
+# that forms a wider intermediate wrongly (or adds something twice).
+DISTRIBUTIONS = ("normal", "large", "near_overflow")
 
 # A floor for tiny inputs; tolerance() below scales the absolute bound with the problem.
 TOLERANCE = {"float32": (1e-6, 1e-6)}

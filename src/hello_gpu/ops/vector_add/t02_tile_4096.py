@@ -11,6 +11,9 @@ outcome: not measured yet
 deterministic: yes, one writer per element
 """
 
+# hello-gpu: record vector_add.float32
+# hello-gpu: record vector_add.bfloat16
+
 import torch
 import triton
 import triton.language as tl

@@ -8,6 +8,9 @@ hypothesis: bandwidth-bound (12 bytes per FLOP in float32); PyTorch's elementwis
 deterministic: yes, one writer per element
 """
 
+# hello-gpu: record vector_add.float32
+# hello-gpu: record vector_add.bfloat16
+
 import torch
 
 

@@ -16,6 +16,8 @@ dtypes: float32 bfloat16
 block: 256
 grid: ceil(n / 256)
 */
+// hello-gpu: record vector_add.float32
+// hello-gpu: record vector_add.bfloat16
 // hello-gpu: instantiate vector_add<float>
 // hello-gpu: instantiate vector_add<hip_bfloat16>
 

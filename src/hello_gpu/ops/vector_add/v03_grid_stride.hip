@@ -15,6 +15,8 @@ dtypes: float32 bfloat16
 block: 256
 grid: min(ceil(n / 256), sm_count * 8)
 */
+// hello-gpu: record vector_add.float32
+// hello-gpu: record vector_add.bfloat16
 // hello-gpu: instantiate vector_add_grid_stride<float>
 // hello-gpu: instantiate vector_add_grid_stride<hip_bfloat16>
 

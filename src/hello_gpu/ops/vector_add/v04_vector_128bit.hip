@@ -14,6 +14,8 @@ dtypes: float32 bfloat16
 block: 256
 grid: min(ceil(n / 1024), sm_count * 8)
 */
+// hello-gpu: record vector_add.float32
+// hello-gpu: record vector_add.bfloat16
 // hello-gpu: instantiate vector_add_vec128<float>
 // hello-gpu: instantiate vector_add_vec128<hip_bfloat16>
 

@@ -1,0 +1,144 @@
+"""Every shipped rung of every operator, parametrised over op x rung x dtype (x shape in the check).
+
+CPU tier: each Triton rung is checked in the interpreter (``TRITON_INTERPRET=1``) on the edge shapes
+small enough for it, every distribution and three fresh seeds; each HIP rung compiles for sm_90 with
+NVRTC for every dtype it declares, with no register spills; every header is complete. GPU tier
+(``-m gpu``): every rung is checked on every edge shape and dtype on the device itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hello_gpu.ops import check_rung, list_ops, load_op
+from hello_gpu.ops.checking import INTERPRETER_BFLOAT16
+from hello_gpu.ops.rung import TORCH_COMPILE
+from hello_gpu.runtime.compile_gate import _ptxas_section
+from hello_gpu.runtime.resources import parse_ptxas_report
+from hello_gpu.runtime.device import gpu_vendor
+
+HAS_GPU = gpu_vendor() is not None
+# The interpreter runs a program in ~0.6 ms of Python: 1823x781 would take seconds per case.
+INTERPRETER_MAX_ELEMENTS = 5000
+
+
+def _numel(shape) -> int:
+    import math
+    return math.prod(shape) if isinstance(shape, tuple) else int(shape)
+
+
+def _cases(route: str | None = None, with_dtype: bool = True):
+    """(op name, rung id[, dtype]) for every shipped rung of ``route`` (None: every route)."""
+    cases = []
+    for name in list_ops():
+        op = load_op(name)
+        for rung in op.rungs:
+            if route is not None and rung.route != route:
+                continue
+            if not with_dtype:
+                cases.append(pytest.param(name, rung.id, id=f"{name}-{rung.id}"))
+                continue
+            for dtype in op.spec.DTYPES:
+                if rung.supports(dtype):
+                    cases.append(pytest.param(name, rung.id, dtype, id=f"{name}-{rung.id}-{dtype}"))
+    return cases
+
+
+def test_every_shipped_operator_has_a_ladder():
+    names = list_ops()
+    assert {"vector_add", "reduce_sum"} <= set(names)
+    for name in names:
+        op = load_op(name)
+        routes = {rung.route for rung in op.rungs}
+        assert {"torch", "hip", "triton"} <= routes, f"{name} lacks a route: {routes}"
+
+
+@pytest.mark.parametrize("name, rung_id", _cases(with_dtype=False))
+def test_header_states_change_hypothesis_prediction_and_determinism(name, rung_id):
+    rung = load_op(name).rung(rung_id)
+    header = rung.metadata
+    assert header.change and header.hypothesis
+    if rung.route != "torch":
+        assert header.prediction, f"{rung.path}: a rung states its prediction before it is measured"
+        assert header.outcome, f"{rung.path}: outcome (the measurement, or 'not measured yet')"
+    assert header.deterministic_text, f"{rung.path}: say whether it repeats bit for bit, and why"
+    assert rung.parent is not None or header.parent_id is None
+
+
+@pytest.mark.parametrize("name, rung_id, dtype", _cases("hip"))
+def test_hip_rung_compiles_for_sm_90_without_spills(name, rung_id, dtype):
+    rung = load_op(name).rung(rung_id)
+    binary = rung.kernel(arch="sm_90", dtype=dtype).compile()
+    assert binary.arch == "sm_90" and binary.image
+    section = _ptxas_section(binary.log, binary.lowered_name)
+    if "Used " in section:          # absent when NVRTC served it from the driver's compute cache
+        report = parse_ptxas_report(section)
+        assert report["spill_stores"] == 0 and report["spill_loads"] == 0, f"{rung.path} {dtype}: {report}"
+
+
+# Run in a child process: the interpreter is chosen when @triton.jit decorates a function, and
+# triton.language's own helpers (tl.sum is a @triton.jit function) are decorated when triton is first
+# imported. A test process that imported triton earlier (any other test may) would mix a compiled
+# tl.sum into interpreted kernels ("Cannot call @triton.jit'd outside of the scope of a kernel").
+_INTERPRETER_SCRIPT = """
+import json, sys
+from hello_gpu.ops import check_rung, load_op
+name, max_elements = sys.argv[1], int(sys.argv[2])
+op = load_op(name)
+shapes = [s for s in op.spec.EDGE_SHAPES if (s if isinstance(s, int) else s[0] * s[1]) <= max_elements]
+results = {}
+for rung in op.rungs:
+    if rung.route != "triton":
+        continue
+    for dtype in op.spec.DTYPES:
+        report = check_rung(rung, op, shapes=shapes, dtypes=[dtype], device="cpu")
+        results[f"{rung.id}/{dtype}"] = {
+            "status": report.status, "reason": report.reason,
+            "skips": sorted({case.reason for case in report.cases if case.skipped}),
+            "distributions": sorted({case.distribution for case in report.ran}),
+            "seeds": sorted({case.seed for case in report.ran}), "cases": len(report.ran)}
+print(json.dumps(results))
+"""
+_interpreter_results: dict[str, dict] = {}
+
+
+def interpreter_checks(name: str) -> dict:
+    """Every Triton rung of ``name`` checked in the interpreter, in one child process per operator."""
+    if name not in _interpreter_results:
+        import json
+        import os
+        import subprocess
+        import sys
+        environment = {**os.environ, "TRITON_INTERPRET": "1"}
+        done = subprocess.run([sys.executable, "-c", _INTERPRETER_SCRIPT, name, str(INTERPRETER_MAX_ELEMENTS)],
+                              capture_output=True, text=True, env=environment, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _interpreter_results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    return _interpreter_results[name]
+
+
+@pytest.mark.parametrize("name, rung_id, dtype", _cases("triton"))
+def test_triton_rung_is_correct_in_the_interpreter(name, rung_id, dtype):
+    op = load_op(name)
+    result = interpreter_checks(name)[f"{rung_id}/{dtype}"]
+    if dtype == "bfloat16":
+        assert result["skips"] == [INTERPRETER_BFLOAT16]
+        pytest.skip(INTERPRETER_BFLOAT16)
+    assert result["status"] == "pass", result["reason"]
+    assert result["distributions"] == sorted(getattr(op.spec, "DISTRIBUTIONS", ("normal", "large")))
+    assert len(result["seeds"]) >= 3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+@pytest.mark.parametrize("name, rung_id, dtype", _cases())
+def test_rung_is_correct_on_the_gpu(name, rung_id, dtype, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    op = load_op(name)
+    rung = op.rung(rung_id)
+    if rung.id == TORCH_COMPILE and dtype == "bfloat16" and name == "reduce_sum":
+        pytest.skip("reduce_sum is float32 only")
+    report = check_rung(rung, op, dtypes=[dtype])
+    assert report.skipped is None, report.skipped
+    assert report.passed, report.reason
+    assert {case.shape for case in report.ran} >= {"1", "31", "4097"}
