@@ -45,7 +45,8 @@ run_stage() {
   fi
   echo "== $name (${left}s left)"
   local started=$SECONDS
-  timeout --signal=INT --kill-after=10 "$left" "$@"
+  # bash -c, so the stage may be one of the functions below (exported with export -f).
+  timeout --signal=INT --kill-after=10 "$left" bash -c '"$@"' stage "$@"
   codes[$name]=$?
   echo "== $name: exit ${codes[$name]} after $((SECONDS - started))s"
 }
@@ -67,6 +68,9 @@ flush() {
 ladder() {   # ladder OP DTYPE: check all rungs, time all, write the record and its plot
   COLUMNS=200 hello-gpu ladder "$1" --dtype "$2" --record "$RECORDS" 2>>"$ERRORS"
 }
+
+export -f gpu_tests cpu_tests doctor overhead flush ladder
+export DEVICE_RECORDS ERRORS RECORDS
 
 for stage in $stages; do
   case $stage in
