@@ -340,3 +340,26 @@ def test_refuses_tensor_on_another_gpu(inputs):
     a, b = inputs
     with pytest.raises(hg.KernelArgumentError, match="other tensors on cuda:0"):
         hg.hip(VECTOR_ADD)(a, b.to("cuda:1"))
+
+
+def test_a_repeated_call_reuses_its_checked_launch_and_holds_no_tensor(generator):
+    import gc
+    import weakref
+    kernel = hg.hip(VECTOR_ADD)
+    a, b = randn(4099, generator=generator), randn(4099, generator=generator)
+    out = torch.full_like(a, float("nan"))
+    assert kernel(a, b, out, a.numel()) is out and torch.equal(out, a + b)
+    assert len(kernel._recent_launches) == 1
+    a.copy_(randn(4099, generator=generator))                 # same tensors, new values: a cache hit
+    out.fill_(float("nan"))
+    assert kernel(a, b, out, a.numel()) is out and torch.equal(out, a + b)
+    assert len(kernel._recent_launches) == 1
+    # Another size, or an output left to allocate, is prepared afresh (and still checked).
+    assert torch.equal(kernel(a[:31], b[:31]), a[:31] + b[:31])
+    with pytest.raises(hg.LaunchConfigError):
+        kernel(a, b, out, a.numel(), block=4096)             # a different launch shape is checked again
+    # The cache keeps packed pointers only: the tensors can be freed.
+    probe = weakref.ref(out)
+    del out
+    gc.collect()
+    assert probe() is None

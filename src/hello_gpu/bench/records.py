@@ -638,21 +638,27 @@ def _check_sources(record: dict, name: str, root: Path, report: CheckReport) -> 
     """Adds missing sources to errors and changed ones to stale; True when every source is as measured."""
     clean = True
     for index, entry in enumerate(record["entries"]):
-        source = entry.get("source")
-        if source is None:
-            continue
-        where = f"{name}: entries[{index}] {entry['variant']}"
-        file = root / source["path"]
-        if not file.is_file():
-            report.errors.append(f"{where}: source {source['path']} no longer exists")
-            clean = False
-            continue
-        now = file_sha256(file)
-        if now != source["sha256"]:
-            report.stale.append(f"{where}: {source['path']} changed since it was measured "
-                                f"(recorded sha {source['sha256'][:12]} now {now[:12]})")
-            clean = False
+        # The kernel's source, and a launcher measured with it (a ladder rung's companion, in extra).
+        companion = (entry.get("extra") or {}).get("companion")
+        for source in (entry.get("source"), companion if isinstance(companion, dict) else None):
+            if source is not None and not _source_is_current(source, f"{name}: entries[{index}] {entry['variant']}",
+                                                             root, report):
+                clean = False
     return clean
+
+
+def _source_is_current(source: dict, where: str, root: Path, report: CheckReport) -> bool:
+    """False (with the finding added to the report) when the file is gone or changed since measured."""
+    file = root / source["path"]
+    if not file.is_file():
+        report.errors.append(f"{where}: source {source['path']} no longer exists")
+        return False
+    now = file_sha256(file)
+    if now != source["sha256"]:
+        report.stale.append(f"{where}: {source['path']} changed since it was measured "
+                            f"(recorded sha {source['sha256'][:12]} now {now[:12]})")
+        return False
+    return True
 
 
 def _check_one_record(path: Path, root: Path, report: CheckReport) -> None:

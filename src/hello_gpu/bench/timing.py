@@ -13,6 +13,11 @@ What makes a kernel timing wrong, and what this does about each:
 - **Host gaps**: a start event reached while the host is still launching the kernel counts launch
   latency as kernel time (a warm 4 MB copy timed 27 us instead of ~5). Without a flush to keep the GPU
   busy, the GPU is held by a short spin (``torch.cuda._sleep``) while a batch is queued.
+- **Queue depth**: calls are queued in batches holding ~1 ms of kernel time (10 to 100 calls) before
+  each synchronize. With batches of 10, a cold 2^20 add (7.5 us) timed 7.3-7.5 us against
+  do_bench's 7.8-8.5 us, which queues every repetition; batches of 100 read 7.9-8.3 us
+  (records/nvidia-h200/flush-experiment.json, variants A, B, H). A kernel timed right after the
+  GPU drained its queue runs faster than one in a steady stream; a steady stream is what real work is.
 - **Noise**: repeats continue until the bootstrap relative standard error of the median is under 1%
   (or a time cap); the median, p20/p80, min and a bootstrap 95% interval are reported, and the raw
   samples are kept on the result.
@@ -37,7 +42,9 @@ from .work import Rates, Work, rates
 SETTLE_TOLERANCE = 0.05       # warm-up ends when 3 window medians agree within 5%
 WARMUP_WINDOW = 5
 MAX_WARMUP_SECONDS = 2.0
-BATCH = 10                    # timed calls between convergence checks
+BATCH = 10                    # timed calls between convergence checks, at least
+MAX_BATCH = 100               # ... and at most
+QUEUE_SECONDS = 1e-3          # kernel time queued per batch: short kernels get deep queues (see batch_size)
 GRAPH_CALLS = 10              # calls captured per graph replay
 MIN_FLUSH_BYTES = 256 * 2**20
 FLUSH_L2_MULTIPLE = 4
@@ -122,6 +129,13 @@ def hold_gpu(calls: int) -> None:
     sleep = getattr(torch.cuda, "_sleep", None)
     if sleep is not None:
         sleep(HOLD_CYCLES_PER_CALL * calls)
+
+
+def batch_size(seconds_per_call: float) -> int:
+    """Calls per synchronize: about QUEUE_SECONDS of kernel time, between BATCH and MAX_BATCH."""
+    if not seconds_per_call > 0:
+        return BATCH
+    return max(BATCH, min(MAX_BATCH, round(QUEUE_SECONDS / seconds_per_call)))
 
 
 def _call(fn: Callable, inputs: Sequence[tuple] | None, index: int):
@@ -244,10 +258,11 @@ def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats,
         if len(last) == 3 and max(last) <= min(last) * (1 + SETTLE_TOLERANCE):
             break
     samples: list[float] = []
+    batch = batch_size(window_medians[-1] if window_medians else 0.0)
     started = time.perf_counter()
     stopped_by = "max repeats"
     while len(samples) < max_repeats:
-        samples += timed_batch(min(BATCH, max_repeats - len(samples)))
+        samples += timed_batch(min(batch, max_repeats - len(samples)))
         if len(samples) >= min_repeats and relative_standard_error(samples) < target_rse:
             stopped_by = "relative standard error"
             break

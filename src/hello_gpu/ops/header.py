@@ -23,6 +23,7 @@ An unknown key is an error, not prose: a typo (``hypothsis:``) must not hide a r
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -100,14 +101,22 @@ def _check_grid(expression: str, where: str) -> ast.Expression:
     return tree
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled_grid(expression: str, where: str):
+    """Checked and compiled once: parsing costs ~60 us, which a timed launch must not pay every call."""
+    tree = _check_grid(expression, where)
+    needs_sm_count = any(isinstance(node, ast.Name) and node.id == "sm_count" for node in ast.walk(tree))
+    return compile(tree, where, "eval"), needs_sm_count
+
+
 def evaluate_grid(expression: str, *, n: int, sm_count: int | None = None,
                   where: str = "evaluate_grid") -> tuple[int, ...]:
     """``"min(ceil(n / 256), sm_count * 8)"`` -> ``(grid_x,)`` (a tuple expression gives more dimensions)."""
-    tree = _check_grid(expression, where)
-    if sm_count is None and any(isinstance(node, ast.Name) and node.id == "sm_count" for node in ast.walk(tree)):
+    code, needs_sm_count = _compiled_grid(expression, where)
+    if sm_count is None and needs_sm_count:
         raise HeaderError(f"{where}: grid {expression!r} needs sm_count, which is only known on a GPU")
     names = {"n": n, "sm_count": sm_count, **GRID_FUNCTIONS}
-    value = eval(compile(tree, where, "eval"), {"__builtins__": {}}, names)   # noqa: S307 - checked above
+    value = eval(code, {"__builtins__": {}}, names)   # noqa: S307 - checked in _compiled_grid
     dims = value if isinstance(value, tuple) else (value,)
     for dim in dims:
         # A float grid means a division without ceil(): the last partial block would be dropped.

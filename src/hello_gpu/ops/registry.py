@@ -85,7 +85,8 @@ def _check_spec(spec: ModuleType, name: str, path: Path) -> None:
 
 def _compile_header(baseline: Header) -> Header:
     """The derived torch.compile rung: same file, a header of its own."""
-    return Header(path=baseline.path, parent=TORCH_BASELINE, change="torch.compile of the baseline's run()",
+    return Header(path=baseline.path, parent=TORCH_BASELINE,
+                  change="torch.compile(run, dynamic=False) of the baseline: one specialised graph per shape",
                   hypothesis="Inductor fuses and generates a Triton kernel; for one elementwise or reduction op "
                              "expect the same bandwidth as eager (~1.0x), plus compile time outside the timing",
                   prediction="1.0x v00_torch", outcome="not measured yet",

@@ -114,6 +114,26 @@ def _accepts_out(function: Callable) -> bool:
         return False
 
 
+# Shapes a ladder compiles for: 5 edge shapes and 3 benchmark shapes, each its own specialisation.
+COMPILE_SHAPES_LIMIT = 64
+
+
+def _compile_per_shape(run: Callable) -> Callable:
+    """``torch.compile(run, dynamic=False)``: one specialised graph per shape, as a user with fixed shapes gets.
+
+    With the default (dynamic after the second shape), the ladder's edge-shape checks turned the sizes
+    symbolic, and Inductor then reduced 2^28 floats in one program at ~1 GB/s (records/nvidia-h200/
+    reduce_sum.float32.json, commit d2bc961). Dynamo allows 8 recompiles per function by default; a
+    ladder sees 8 shapes or more, so the limit is raised (a process-wide Dynamo setting).
+    """
+    import torch
+    import torch._dynamo
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(getattr(config, name), COMPILE_SHAPES_LIMIT))
+    return torch.compile(run, dynamic=False)
+
+
 @dataclass
 class BuiltRung:
     """A rung ready to call: ``built(*inputs)`` or, where ``accepts_out``, ``built(*inputs, out=tensor)``."""
@@ -220,8 +240,7 @@ class Rung:
         if not callable(run):
             raise RungError(f"{self.path}: defines no run(*inputs) function")
         if self.id == TORCH_COMPILE:
-            import torch
-            return BuiltRung(self, torch.compile(run), _accepts_out(run))
+            return BuiltRung(self, _compile_per_shape(run), _accepts_out(run))
         return BuiltRung(self, run, _accepts_out(run), interpreted=self.route == "triton" and triton_interpreter_on())
 
     def _build_hip(self) -> BuiltRung:
@@ -242,14 +261,25 @@ class Rung:
                             f"{self.path.with_suffix('.py').name} with run(kernel, *inputs) to say how to launch it")
         from ..runtime.kernel import DEFAULT_BLOCK
         header, output = self.metadata, outputs[0]
+        scalars = [p for p in kernel.signature.parameters if not p.is_pointer]
+        sizes = [p.name for p in scalars]
+        explicit = all(p.is_size for p in scalars)       # n, numel...: each is the first input's numel()
 
         def launch(*inputs, out=None):
             grid = None
             if header.grid is not None:
                 from ..runtime.device import device_info
                 grid = header.grid_for(inputs[0].numel(), device_info().multiprocessors)
-            extra = {output: out} if out is not None else {}
-            return kernels.like(inputs)(*inputs, block=header.block or DEFAULT_BLOCK, grid=grid, **extra)
+            if not explicit:
+                extra = {output: out} if out is not None else {}
+                return kernels.like(inputs)(*inputs, block=header.block or DEFAULT_BLOCK, grid=grid, **extra)
+            # Every argument passed (the output allocated here, like the first input; each size its numel),
+            # so a repeated call reuses its checked launch (Kernel.__call__) and costs a few us of host time.
+            if out is None:
+                import torch
+                out = torch.empty_like(inputs[0])
+            arguments = {output: out, **{name: inputs[0].numel() for name in sizes}}
+            return kernels.like(inputs)(*inputs, block=header.block or DEFAULT_BLOCK, grid=grid, **arguments)
 
         return BuiltRung(self, launch, True)
 

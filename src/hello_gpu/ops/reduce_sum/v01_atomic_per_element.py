@@ -14,5 +14,5 @@ def run(kernel, x, out=None):
     out = torch.zeros(1, dtype=torch.float32, device=x.device) if out is None else out.zero_()
     n = x.numel()
     # max(1, ...): n = 0 launches one block that adds nothing, and out stays 0.
-    kernel(x, out, block=BLOCK, grid=max(1, math.ceil(n / BLOCK)))
+    kernel(x, out, n, block=BLOCK, grid=max(1, math.ceil(n / BLOCK)))
     return out

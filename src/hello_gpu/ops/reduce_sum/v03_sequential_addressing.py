@@ -20,7 +20,7 @@ def run(kernel, x, out=None):
         # max(1, ...): an empty input still launches one block, which writes 0.
         blocks = max(1, math.ceil(values.numel() / ELEMENTS_PER_BLOCK))
         partials = out if blocks == 1 else torch.empty(blocks, dtype=torch.float32, device=x.device)
-        kernel(values, partials, block=BLOCK, grid=blocks)
+        kernel(values, partials, values.numel(), block=BLOCK, grid=blocks)
         if blocks == 1:
             return out
         values = partials

@@ -29,9 +29,9 @@ def run(kernel, x, out=None):
     out = torch.empty(1, dtype=torch.float32, device=x.device) if out is None else out
     blocks = grid_for(x.numel(), x.device)
     if blocks == 1:
-        kernel(x, out, block=BLOCK, grid=1)
+        kernel(x, out, x.numel(), block=BLOCK, grid=1)
         return out
     partials = torch.empty(blocks, dtype=torch.float32, device=x.device)
-    kernel(x, partials, block=BLOCK, grid=blocks)
-    kernel(partials, out, block=BLOCK, grid=1)
+    kernel(x, partials, x.numel(), block=BLOCK, grid=blocks)
+    kernel(partials, out, partials.numel(), block=BLOCK, grid=1)
     return out

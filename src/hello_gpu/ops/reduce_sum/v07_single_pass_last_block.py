@@ -35,5 +35,5 @@ def run(kernel, x, out=None):
     index = x.device.index
     blocks = max(1, min(math.ceil(x.numel() / MIN_ELEMENTS_PER_BLOCK), _max_blocks(index)))
     partials, blocks_done = _workspace(index)
-    kernel(x, partials, blocks_done, out, block=BLOCK, grid=blocks)
+    kernel(x, partials, blocks_done, out, x.numel(), block=BLOCK, grid=blocks)
     return out

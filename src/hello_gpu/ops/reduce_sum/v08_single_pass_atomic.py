@@ -19,5 +19,5 @@ def run(kernel, x, out=None):
     # The blocks add into out[0], so it must start at 0: torch.zeros / zero_() is the extra launch.
     out = torch.zeros(1, dtype=torch.float32, device=x.device) if out is None else out.zero_()
     blocks = max(1, min(math.ceil(x.numel() / MIN_ELEMENTS_PER_BLOCK), _max_blocks(x.device.index)))
-    kernel(x, out, block=BLOCK, grid=blocks)
+    kernel(x, out, x.numel(), block=BLOCK, grid=blocks)
     return out
