@@ -385,7 +385,7 @@ def test_ladder_record_from_real_timings_validates_and_is_written_with_its_plot(
     assert candidate["source"]["path"] == "tests/fixtures/ops/toy_add/t01_block_per_program.py"
     assert set(candidate["speedups"]) == {"v00_torch"}
     assert candidate["extra"]["speedup_vs_parent"]["parent"] == "v00_torch"
-    assert candidate["correctness"]["passed"] and candidate["correctness"]["timed_shape"]["shapes"] == ["1024"]
+    assert candidate["correctness"]["passed"] and candidate["correctness"]["timed_shape"]["shapes"] == ["2^10"]
     assert candidate["work"]["bytes"] == 3 * 1024 * 4 and candidate["derived"]["gb_per_s"] > 0
     assert candidate["extra"]["hypothesis"].startswith("bandwidth-bound")
 
@@ -457,3 +457,9 @@ def test_fixture_ladder_on_the_gpu(op, tmp_path, monkeypatch):
     timed = {entry.rung.id for entry in result.timed}
     assert {"v00_torch", "v01_thread_per_element", "t01_block_per_program"} <= timed and "t02_drops_last" not in timed
     assert validate_record(result.record) == []
+
+
+def test_shape_labels_read_at_a_glance():
+    from hello_gpu.ops.checking import shape_label
+    assert shape_label(2**28) == "2^28" and shape_label(4097) == "4097" and shape_label(1) == "1"
+    assert shape_label(512) == "512" and shape_label((1823, 781)) == "1823x781" and shape_label((8192, 8192)) == "8192x8192"

@@ -29,8 +29,15 @@ INTERPRETER_BFLOAT16 = "bfloat16 arithmetic is wrong in the Triton interpreter (
 
 
 def shape_label(shape) -> str:
-    """4097 -> "4097", (1823, 781) -> "1823x781": how shapes read in reports, test ids and records."""
-    return "x".join(str(int(d)) for d in shape) if isinstance(shape, (tuple, list)) else str(int(shape))
+    """4097 -> "4097", 2**28 -> "2^28", (1823, 781) -> "1823x781": shapes in reports, test ids and records.
+
+    A 1-D size that is a power of two from 2^10 up is written as one: "2^28" reads at a glance,
+    "268435456" does not (rows and columns, "8192x8192", are already short).
+    """
+    if isinstance(shape, (tuple, list)):
+        return "x".join(str(int(d)) for d in shape)
+    size = int(shape)
+    return f"2^{size.bit_length() - 1}" if size >= 1024 and size & (size - 1) == 0 else str(size)
 
 
 def fresh_seeds(count: int = SEED_COUNT) -> tuple[int, ...]:
