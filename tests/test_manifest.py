@@ -24,3 +24,13 @@ def test_git_state_without_a_repository_reads_the_environment(tmp_path, monkeypa
     monkeypatch.setenv("HG_GIT_COMMIT", "0123abcd")
     monkeypatch.setenv("HG_GIT_DIRTY", "0")
     assert git_state(tmp_path) == {"commit": "0123abcd", "dirty": False, "source": "environment"}
+
+
+def test_the_sender_s_commit_wins_over_a_git_folder_in_the_copy(monkeypatch):
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.delenv("HG_GIT_COMMIT", raising=False)
+    assert git_state(repo)["source"] in ("git", "environment")
+    monkeypatch.setenv("HG_GIT_COMMIT", "feedface")
+    monkeypatch.setenv("HG_GIT_DIRTY", "1")
+    assert git_state(repo) == {"commit": "feedface", "dirty": True, "source": "environment"}

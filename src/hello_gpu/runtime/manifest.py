@@ -26,17 +26,21 @@ def _run(command: list[str], cwd: Path | None = None) -> str | None:
 def git_state(directory: Path | None = None) -> dict:
     """Commit of the source tree and whether it had uncommitted changes.
 
-    A copy of the tree without ``.git`` (as on the GPU machine) reads ``HG_GIT_COMMIT`` and
-    ``HG_GIT_DIRTY`` from the environment instead, set by whoever sent the copy.
+    ``HG_GIT_COMMIT`` (and ``HG_GIT_DIRTY``), when set, win: they are set by whoever sent a copy of
+    the tree to another machine, and that copy may carry a ``.git`` of some other commit (the GPU
+    machine's copy read as the session's first commit, dirty, in records of commit a3e1cf2).
+    Otherwise git is asked.
     """
+    if os.environ.get("HG_GIT_COMMIT"):
+        dirty = os.environ.get("HG_GIT_DIRTY")
+        return {"commit": os.environ["HG_GIT_COMMIT"], "dirty": None if dirty is None else dirty == "1",
+                "source": "environment"}
     directory = directory or Path(__file__).resolve().parent
     commit = _run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=directory)
     if commit:
         status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=directory)
         return {"commit": commit, "dirty": bool(status) if status is not None else None, "source": "git"}
-    dirty = os.environ.get("HG_GIT_DIRTY")
-    return {"commit": os.environ.get("HG_GIT_COMMIT"), "dirty": None if dirty is None else dirty == "1",
-            "source": "environment"}
+    return {"commit": None, "dirty": None, "source": "environment"}
 
 
 def package_source_sha256() -> str:
