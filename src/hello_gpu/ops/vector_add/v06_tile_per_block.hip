@@ -19,7 +19,6 @@ block: 256
 grid: ceil(n / 2048)
 */
 // hello-gpu: record vector_add.float32
-// hello-gpu: record vector_add.bfloat16
 // hello-gpu: instantiate vector_add_tile<float>
 // hello-gpu: instantiate vector_add_tile<hip_bfloat16>
 
