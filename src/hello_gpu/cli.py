@@ -289,6 +289,10 @@ def _ladder(args: argparse.Namespace, console: Console) -> int:
     op = _load_op("ladder", args.op, args.root, console)
     if op is None:
         return 2
+    if not op.rungs:
+        console.print(f"ladder: {op.name} has a spec but no rungs yet; add v00_torch.py, vNN_name.hip or tNN_name.py "
+                      f"beside {op.path / 'spec.py'}", markup=False, highlight=False, soft_wrap=True)
+        return 2
     if args.check_only:
         limit = None
         if gpu_vendor() is None:

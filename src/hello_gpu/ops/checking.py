@@ -179,12 +179,19 @@ def _compare(output, expected, rtol: float, atol: float) -> tuple[float, float, 
     got = output.to(torch.float64)
     error = (got - expected).abs()
     bad = ~(error <= atol + rtol * expected.abs())       # NaN compares False: a NaN is bad
+    # Where the reference itself is NaN (a spec's definition, e.g. softmax of a row of -inf), the
+    # output must be NaN too; those elements carry no error to report.
+    undefined = torch.isnan(expected)
+    bad = torch.where(undefined, ~torch.isnan(got), bad)
+    error = error.masked_fill(undefined, 0.0)
     max_abs = float(error.max()) if error.numel() else 0.0
-    max_rel = float((error / expected.abs().clamp_min(torch.finfo(torch.float64).tiny)).max()) if error.numel() else 0.0
+    max_rel = float((error / expected.abs().clamp_min(torch.finfo(torch.float64).tiny)).nan_to_num(0.0).max()) \
+        if error.numel() else 0.0
     count = int(bad.sum())
     if not count:
         return max_abs, max_rel, None
-    flat_error = torch.where(bad, error.nan_to_num(nan=math.inf), torch.zeros_like(error)).flatten()
+    worst_first = torch.where(undefined, math.inf, error.nan_to_num(nan=math.inf))   # a number where NaN was due
+    flat_error = torch.where(bad, worst_first, torch.zeros_like(error)).flatten()
     index = int(flat_error.argmax())
     return max_abs, max_rel, (f"{count} of {error.numel()} elements outside rtol={rtol:.3g}, atol={atol:.3g}; "
                               f"worst at flat index {index}: got {float(got.flatten()[index])!r}, "
