@@ -12,7 +12,6 @@ import pytest
 
 from hello_gpu.ops import check_rung, list_ops, load_op
 from hello_gpu.ops.checking import INTERPRETER_BFLOAT16
-from hello_gpu.ops.rung import TORCH_COMPILE
 from hello_gpu.runtime.compile_gate import _ptxas_section
 from hello_gpu.runtime.resources import parse_ptxas_report
 from hello_gpu.runtime.device import gpu_vendor
@@ -138,8 +137,6 @@ def test_rung_is_correct_on_the_gpu(name, rung_id, dtype, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     op = load_op(name)
     rung = op.rung(rung_id)
-    if rung.id == TORCH_COMPILE and dtype == "bfloat16" and name == "reduce_sum":
-        pytest.skip("reduce_sum is float32 only")
     report = check_rung(rung, op, dtypes=[dtype])
     assert report.skipped is None, report.skipped
     assert report.passed, report.reason
