@@ -11,8 +11,11 @@ What makes a kernel timing wrong, and what this does about each:
   call, outside the timed region. (Twice the L2, 120 MB, left part of a 12 MB working set cached on
   the H200: a 2^20 add timed 12% faster than do_bench's.)
 - **Host gaps**: a start event reached while the host is still launching the kernel counts launch
-  latency as kernel time (a warm 4 MB copy timed 27 us instead of ~5). Without a flush to keep the GPU
-  busy, the GPU is held by a short spin (``torch.cuda._sleep``) while a batch is queued.
+  latency as kernel time (a warm 4 MB copy timed 27 us instead of ~5). So the GPU is held by a short
+  spin (``torch.cuda._sleep``, outside the timed region) while a batch is queued. The cold flush
+  (~65 us of GPU work) is not enough on its own: a Python launcher of two or three kernels takes
+  longer than that on the host, and a 2^20 two-stage sum timed 37 us instead of ~10 before the spin
+  was added to cold batches too (records/nvidia-h200/reduce_sum.float32.json, commit a3e1cf2).
 - **Queue depth**: calls are queued in batches holding ~1 ms of kernel time (10 to 100 calls) before
   each synchronize. With batches of 10, a cold 2^20 add (7.5 us) timed 7.3-7.5 us against
   do_bench's 7.8-8.5 us, which queues every repetition; batches of 100 read 7.9-8.3 us
@@ -235,8 +238,7 @@ def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats,
     def timed_batch(count: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
-        if flush is None:
-            hold_gpu(count)
+        hold_gpu(count)
         for start, end in zip(starts, ends):
             if flush is not None:
                 flush()
