@@ -11,6 +11,9 @@ outcome: not measured yet
 deterministic: yes, tl.sum reduces a row in a fixed tree
 """
 
+# hello-gpu: record rms_norm.bfloat16
+# hello-gpu: record rms_norm.float32
+
 import torch
 import triton
 import triton.language as tl

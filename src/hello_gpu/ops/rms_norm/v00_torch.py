@@ -8,6 +8,9 @@ prediction: under 60% of copy bandwidth at 16384x8192 bfloat16 (../shared/anchor
 deterministic: yes, a fixed reduction order per row
 """
 
+# hello-gpu: record rms_norm.bfloat16
+# hello-gpu: record rms_norm.float32
+
 import torch.nn.functional as F
 
 from hello_gpu.ops.rms_norm.spec import EPS

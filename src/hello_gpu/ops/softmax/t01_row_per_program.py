@@ -12,6 +12,9 @@ outcome: not measured yet
 deterministic: yes, tl.max and tl.sum reduce a row in a fixed tree
 """
 
+# hello-gpu: record softmax.float32
+# hello-gpu: record softmax.bfloat16
+
 import torch
 import triton
 import triton.language as tl

@@ -13,6 +13,9 @@ outcome: not measured yet
 deterministic: yes, the tiles are visited in order and each tile reduces in a fixed tree
 """
 
+# hello-gpu: record softmax.float32
+# hello-gpu: record softmax.bfloat16
+
 import torch
 import triton
 import triton.language as tl

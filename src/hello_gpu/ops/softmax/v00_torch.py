@@ -9,6 +9,9 @@ prediction: ~45% of copy bandwidth at 8192x8192 float32
 deterministic: yes, one row per block in a fixed order
 """
 
+# hello-gpu: record softmax.float32
+# hello-gpu: record softmax.bfloat16
+
 import torch
 
 
