@@ -39,7 +39,15 @@ A ``spec.py`` defines:
 
 Use: ``load_op("vector_add").rungs``, :func:`check_rung`, :func:`run_ladder`, or the command line
 (``hello-gpu list``, ``hello-gpu run``, ``hello-gpu ladder``).
+
+The best rungs of two operators are plain functions (:mod:`.functions`): ``hello_gpu.ops.softmax(x)``
+and ``hello_gpu.ops.rms_norm(x, weight, eps)``. Their names are also the names of the operator
+folders; the folders are imported first below, so that a later ``from hello_gpu.ops.softmax.spec
+import ...`` finds them in ``sys.modules`` and leaves the attribute ``hello_gpu.ops.softmax`` (the
+function) alone.
 """
+
+import importlib
 
 from .checking import CaseResult, CheckReport, check_rung
 from .header import Header, HeaderError, evaluate_grid, parse_header
@@ -47,6 +55,10 @@ from .ladder import LadderResult, check_ladder, run_ladder
 from .registry import Op, SpecError, list_ops, load_op, ops_root
 from .rung import BuiltRung, Rung, RungError
 
+for _folder in ("softmax", "rms_norm"):
+    importlib.import_module(f"{__name__}.{_folder}")
+from .functions import rms_norm, softmax  # noqa: E402 - after the folders, so these names stay the functions
+
 __all__ = ["BuiltRung", "CaseResult", "CheckReport", "Header", "HeaderError", "LadderResult", "Op", "Rung",
            "RungError", "SpecError", "check_ladder", "check_rung", "evaluate_grid", "list_ops", "load_op",
-           "ops_root", "parse_header", "run_ladder"]
+           "ops_root", "parse_header", "rms_norm", "run_ladder", "softmax"]

@@ -1,0 +1,132 @@
+"""The best rung of softmax and rms_norm as plain functions, registered as torch custom ops.
+
+``hello_gpu.ops.softmax(x)`` and ``hello_gpu.ops.rms_norm(x, weight, eps)`` run the rung that the
+H200 records name fastest (``BEST``; ``tests/test_functions.py`` holds it to the committed records,
+so it cannot drift from them silently). Each is a ``torch.library.custom_op`` with a fake (meta)
+implementation, so ``torch.compile(fullgraph=True)`` keeps it as one node in the graph instead of
+breaking the graph or tracing into Triton.
+
+Forward only: the ladders have no backward pass. A call that autograd would have to differentiate
+(an input that requires grad, with grad mode on) is refused at once with an error that says so,
+instead of failing later in ``backward()``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+
+from .registry import load_op
+from .rung import triton_interpreter_on
+
+# The fastest candidate in the H200 records (softmax: 8192x8192 float32; rms_norm: 16384x8192 bfloat16).
+BEST = {"softmax": "t05_dispatch_by_width", "rms_norm": "t02_warps_by_width"}
+
+
+@functools.cache
+def _best(op_name: str):
+    """The built best rung (compiled or imported once per process)."""
+    return load_op(op_name).rung(BEST[op_name]).build()
+
+
+def _interpreted(op_name: str) -> bool:
+    """A Triton best rung under TRITON_INTERPRET=1 runs on CPU tensors (the CPU test tier uses this)."""
+    return triton_interpreter_on() and load_op(op_name).rung(BEST[op_name]).route == "triton"
+
+
+def _check_device(name: str, x: torch.Tensor) -> None:
+    """Inside the custom op, which runs eagerly (Dynamo does not trace into it: load_op reads files)."""
+    if x.device.type != "cuda" and not _interpreted(name):
+        raise ValueError(f"hello_gpu.ops.{name}: x is on {x.device}; the kernels run on a GPU (move it with .cuda())")
+
+
+def _check(name: str, x: torch.Tensor, dtypes: tuple[str, ...]) -> None:
+    """Checks on what Dynamo knows while tracing (type, shape, dtype, grad), so fullgraph stays one graph."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"hello_gpu.ops.{name}: x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < 1 or x.shape[-1] == 0:
+        raise ValueError(f"hello_gpu.ops.{name}: x needs a last dimension of at least 1 element; "
+                         f"got shape {tuple(x.shape)}")
+    dtype = str(x.dtype).removeprefix("torch.")
+    if dtype not in dtypes:
+        raise TypeError(f"hello_gpu.ops.{name}: x is {dtype}; supported: {', '.join(dtypes)}")
+    if x.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError(f"hello_gpu.ops.{name} is forward only (it has no backward pass): call it under "
+                           f"torch.no_grad() or torch.inference_mode(), or on a tensor that does not require grad")
+
+
+def _no_backward(name: str):
+    def backward(ctx, *grads):
+        raise RuntimeError(f"hello_gpu.ops.{name} is forward only: it has no backward pass")
+    return backward
+
+
+@torch.library.custom_op("hello_gpu::softmax", mutates_args=())
+def _softmax_op(x: torch.Tensor) -> torch.Tensor:
+    _check_device("softmax", x)
+    rows = x.reshape(-1, x.shape[-1])
+    return _best("softmax")(rows).reshape(x.shape)
+
+
+@_softmax_op.register_fake
+def _softmax_fake(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+_softmax_op.register_autograd(_no_backward("softmax"))
+
+
+@torch.library.custom_op("hello_gpu::rms_norm", mutates_args=())
+def _rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    _check_device("rms_norm", x)
+    rows = x.reshape(-1, x.shape[-1])
+    built = _best("rms_norm")
+    if "eps" in inspect.signature(built.function).parameters:
+        return built.function(rows, weight, eps=eps).reshape(x.shape)
+    spec_eps = load_op("rms_norm").spec.EPS
+    if eps != spec_eps:
+        raise ValueError(f"hello_gpu.ops.rms_norm: the rung it runs ({BEST['rms_norm']}) has eps fixed at {spec_eps}; "
+                         f"got eps={eps}")
+    return built(rows, weight).reshape(x.shape)
+
+
+@_rms_norm_op.register_fake
+def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+_rms_norm_op.register_autograd(_no_backward("rms_norm"))
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """``torch.softmax(x, dim=-1)`` on the GPU by the fastest softmax rung; float32, bfloat16 or float16.
+
+    A non-contiguous ``x`` is copied to a contiguous one first (the kernels read rows of stride
+    ``x.shape[-1]``). Forward only.
+    """
+    _check("softmax", x, ("float32", "bfloat16", "float16"))
+    return _softmax_op(x.contiguous())
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """``x * rsqrt(mean(x^2, -1) + eps) * weight`` on the GPU by the fastest RMSNorm rung.
+
+    ``weight`` has one element per column of ``x`` and the same dtype and device. Float32
+    accumulation whatever the dtype. Forward only.
+    """
+    _check("rms_norm", x, ("bfloat16", "float16", "float32"))
+    if not isinstance(weight, torch.Tensor) or weight.shape != (x.shape[-1],):
+        shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
+        raise ValueError(f"hello_gpu.ops.rms_norm: weight must have shape ({x.shape[-1]},), one per column of x; "
+                         f"got {shape}")
+    if weight.dtype != x.dtype or weight.device != x.device:
+        raise ValueError(f"hello_gpu.ops.rms_norm: weight is {weight.dtype} on {weight.device}; x is {x.dtype} "
+                         f"on {x.device}: they must match")
+    if weight.requires_grad and torch.is_grad_enabled():
+        raise RuntimeError("hello_gpu.ops.rms_norm is forward only (it has no backward pass): call it under "
+                           "torch.no_grad() or on a weight that does not require grad")
+    if not (isinstance(eps, (int, float)) and eps >= 0 and eps == eps):
+        raise ValueError(f"hello_gpu.ops.rms_norm: eps must be a number >= 0, got {eps!r}")
+    return _rms_norm_op(x.contiguous(), weight.contiguous(), float(eps))
