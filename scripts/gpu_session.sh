@@ -6,7 +6,10 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead reference flush
-#           ladder:OP[:DTYPE] (e.g. ladder:vector_add:bfloat16); "all" = every stage but cpu-tests
+#           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
+#           "all" = every stage but cpu-tests
+#   Peer wheels (pure-Python packages such as Liger-Kernel, fetched with `pip download --no-deps -d .whl`)
+#   travel in .whl/ (the device tool's carry) and are installed into a private folder on PYTHONPATH.
 #   HG_SESSION_SECONDS: the budget for the stages (default 540 s, under the tool's 600 s per call)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -18,6 +21,11 @@ deadline=$((SECONDS + ${HG_SESSION_SECONDS:-540}))
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
   || { echo "install failed"; cat "$OUT/install.log"; exit 1; }
 rm -f "$OUT/install.log"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-deps --no-index --target /tmp/hg-peers .whl/*.whl \
+    || { echo "peer wheels failed to install"; exit 1; }
+  export PYTHONPATH=/tmp/hg-peers${PYTHONPATH:+:$PYTHONPATH}
+fi
 # The GPU machine gets a copy of the tree without .git: the caller passes the commit it sent,
 # after committing everything.
 commit=${HG_GIT_COMMIT:-$(git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}
@@ -65,8 +73,9 @@ flush() {
   python3 benchmarks/flush_experiment.py >"$DEVICE_RECORDS/flush-experiment.json" 2>>"$ERRORS" \
     && cat "$DEVICE_RECORDS/flush-experiment.json"
 }
-ladder() {   # ladder OP DTYPE: check all rungs, time all, write the record and its plot
-  COLUMNS=200 hello-gpu ladder "$1" --dtype "$2" --record "$RECORDS" 2>>"$ERRORS"
+ladder() {   # ladder OP DTYPE [SHAPE...]: check all rungs, time all, write the record and its plot
+  local op=$1 dtype=$2; shift 2
+  COLUMNS=220 hello-gpu ladder "$op" --dtype "$dtype" ${1:+--shapes "$@"} --record "$RECORDS" 2>>"$ERRORS"
 }
 
 export -f gpu_tests cpu_tests doctor overhead flush ladder
@@ -83,8 +92,8 @@ for stage in $stages; do
     reference) run_stage reference sh -c "python3 benchmarks/reference_check.py --records '$RECORDS' 2>>'$ERRORS'" ;;
     flush) run_stage flush flush ;;
     ladder:*)
-      IFS=: read -r _ op dtype <<<"$stage"
-      run_stage "$stage" ladder "$op" "${dtype:-float32}" ;;
+      IFS=: read -r _ op dtype shapes <<<"$stage"
+      run_stage "$stage" ladder "$op" "${dtype:-float32}" ${shapes//,/ } ;;
     *) echo "unknown stage $stage"; codes[$stage]=2; order+=("$stage") ;;
   esac
 done

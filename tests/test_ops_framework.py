@@ -472,3 +472,70 @@ def test_a_nan_the_reference_defines_must_be_matched():
     failure = _compare(torch.tensor([0.0, 0.5, 0.25]), expected, 1e-6, 0.0)[2]
     assert failure.startswith("1 of 3 elements") and "flat index 0" in failure and "expected nan" in failure
     assert "flat index 2" in _compare(torch.tensor([float("nan"), 0.5, float("nan")]), expected, 1e-6, 0.0)[2]
+
+
+# ------------------------------------------------------------------------------------------ peers
+
+PEER = '''"""A peer: a library a user would pick instead.
+
+parent: none
+change: {change}
+hypothesis: as fast as torch.add
+{package}"""
+
+import torch
+
+
+def run(a, b):
+    return torch.add(a, b)
+'''
+
+
+def test_peers_are_baselines_ordered_after_torch_and_skipped_without_their_package(op_copy):
+    folder = op_copy / "toy_add"
+    (folder / "peer_stdlib.py").write_text(PEER.format(change="calls torch.add", package="package: json\n"))
+    (folder / "peer_absent.py").write_text(PEER.format(change="calls a library that is not installed",
+                                                       package="package: surely_not_installed_xyz\n"))
+    (folder / "peer_unnamed.py").write_text(PEER.format(change="names no package", package=""))
+    op = load_op("toy_add", op_copy)
+    assert [rung.id for rung in op.rungs][:5] == ["v00_torch", "v00_torch_compile", "peer_absent", "peer_stdlib",
+                                                  "peer_unnamed"]
+    assert all(op.rung(name).route == "peer" and op.rung(name).is_baseline
+               for name in ("peer_absent", "peer_stdlib", "peer_unnamed"))
+    assert op.rung("peer_stdlib").metadata.package == "json"
+    assert op.rung("peer_absent").skip_reason() == ("needs the Python package surely_not_installed_xyz, "
+                                                    "which is not installed here")
+    assert "names no package" in op.rung("peer_unnamed").skip_reason()
+    if not HAS_GPU:
+        assert op.rung("peer_stdlib").skip_reason() == "no GPU: peers are checked and timed on the GPU"
+    from hello_gpu.ops.ladder import select_rungs
+    assert "peer_stdlib" in [rung.id for rung in select_rungs(op, "hip")]     # a route keeps every baseline
+
+
+def test_the_best_rung_of_each_route_is_compared_with_every_other_baseline(op_copy, interpreter, monkeypatch):
+    """The targets (">= 1.0x the peer") need the best rung paired with the peer and with torch.compile."""
+    from hello_gpu.ops.rung import Rung
+    gpu_rule = Rung.skip_reason
+    # This peer calls torch.add, which runs on the CPU: let it past the no-GPU rule for peers.
+    monkeypatch.setattr(Rung, "skip_reason", lambda rung: None if rung.route == "peer" else gpu_rule(rung))
+    folder = op_copy / "toy_add"
+    (op_copy / "pyproject.toml").write_text("")         # records name files relative to a repository root
+    (folder / "peer_torch_again.py").write_text(PEER.format(change="calls torch.add", package="package: torch\n"))
+    op = load_op("toy_add", op_copy)
+    rungs = [op.rung(name) for name in ("v00_torch", "peer_torch_again", "t01_block_per_program")]
+    built = {rung.id: rung.build() for rung in rungs}
+    checks = check_ladder(op, rungs=rungs, shapes=[31], dtypes=["float32"], built=built)
+    result = LadderResult(op, "float32", [1024], checks)
+    _time_shape(op, "float32", 1024, rungs, built, result, lambda: None, device="cpu", seconds=0.2)
+    by_id = {timed.rung.id: timed for timed in result.timed}
+    assert set(by_id["t01_block_per_program"].vs_baselines) == {"peer_torch_again"}
+    assert by_id["peer_torch_again"].vs_torch is not None and not by_id["peer_torch_again"].vs_baselines
+    record = ladder_record(result, device={"slug": "cpu-test", "name": "CPU (test)", "arch": "x86_64"},
+                           name="toy_add.float32")
+    assert validate_record(record) == []
+    entries = {entry["variant"]: entry for entry in record["entries"]}
+    assert entries["peer_torch_again"]["role"] == "baseline"
+    assert set(entries["t01_block_per_program"]["speedups"]) == {"v00_torch", "peer_torch_again"}
+    console = Console(record=True, width=250)
+    console.print(result.table())
+    assert "peer_torch_again:" in console.export_text()

@@ -263,7 +263,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
 def _ladder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("op", help="operator, e.g. vector_add")
-    parser.add_argument("--route", choices=("hip", "triton"), help="only this route's rungs (plus the torch baselines)")
+    parser.add_argument("--route", choices=("hip", "triton"), help="only this route's rungs (plus the baselines: torch and the peers)")
     parser.add_argument("--shapes", nargs="+", type=_parse_shape, metavar="SHAPE",
                         help="shapes to time (default: the spec's BENCH_SHAPES); with --check-only, shapes to check")
     parser.add_argument("--dtype", help="dtype (default: float32; with --check-only every dtype of the spec)")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KEYS = ("parent", "change", "hypothesis", "prediction", "outcome", "requires", "deterministic", "entry",
-        "block", "grid", "dtypes")
+        "block", "grid", "dtypes", "package")
 REQUIRED = ("parent", "change", "hypothesis")
 
 _KEY_LINE = re.compile(r"^([a-z_]+):(?:\s+(.*))?$")
@@ -62,6 +62,7 @@ class Header:
     block: int | None = None
     grid: str | None = None
     dtypes: tuple[str, ...] | None = None
+    package: str | None = None                # a peer's Python package (``liger_kernel``); absent: the peer is skipped
     description: str = ""
 
     @property
@@ -191,4 +192,5 @@ def parse_header(path: Path) -> Header:
     return Header(path=path, parent=fields["parent"], change=fields["change"], hypothesis=fields["hypothesis"],
                   prediction=fields.get("prediction"), outcome=fields.get("outcome"), requires=fields.get("requires"),
                   deterministic_text=deterministic, entry=fields.get("entry") or None, block=block,
-                  grid=fields.get("grid") or None, dtypes=dtypes, description=description)
+                  grid=fields.get("grid") or None, dtypes=dtypes, package=fields.get("package") or None,
+                  description=description)

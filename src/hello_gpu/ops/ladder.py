@@ -32,6 +32,8 @@ class TimedRung:
     check: CheckReport                       # at this shape, on the timed seed
     vs_parent: object | None = None          # hello_gpu.bench.Comparison, parent = baseline side
     vs_torch: object | None = None
+    # The fastest rung of each route only: against every other baseline (torch.compile, the peers).
+    vs_baselines: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -133,7 +135,29 @@ def _time_shape(op: Op, dtype: str, shape, rungs: list[Rung], built: dict[str, B
         elif parent is not None:
             entry.vs_parent = entry.vs_torch                         # the parent is the baseline: one comparison
         advance()
+    _compare_best_with_baselines(timed, built, inputs, limits)
     result.timed += timed.values()
+
+
+def _compare_best_with_baselines(timed: dict[str, TimedRung], built: dict[str, BuiltRung], inputs, limits) -> None:
+    """The targets are ratios of a route's best rung to torch.compile and to the peers: measure those pairs.
+
+    "Best" is chosen by the separate cold medians; the figure that counts is the paired comparison.
+    Only the best of each route is compared, which keeps a ladder of ten rungs and two peers to two
+    extra comparisons per route and shape, not twenty.
+    """
+    from ..bench import compare
+    others = [entry for rung_id, entry in timed.items() if entry.rung.is_baseline and rung_id != TORCH_BASELINE]
+    for route in ROUTES:
+        candidates = [entry for entry in timed.values() if entry.rung.route == route]
+        if not candidates or not others:
+            continue
+        best = min(candidates, key=lambda entry: entry.measurement.summary.median)
+        function = built[best.rung.id]
+        for other in others:
+            baseline = built[other.rung.id]
+            best.vs_baselines[other.rung.id] = compare(lambda baseline=baseline: baseline(*inputs),
+                                                       lambda: function(*inputs), **limits)
 
 
 def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str = "float32", record_dir=None,
@@ -237,6 +261,8 @@ def ladder_record(result: LadderResult, *, route: str | None = None, device: dic
                  "derived": measurement.rates.to_dict() if measurement.rates else None, "extra": extra}
         if timed.vs_torch is not None:
             entry["speedups"] = {TORCH_BASELINE: _speedup(timed.vs_torch)}
+        if timed.vs_baselines:
+            entry.setdefault("speedups", {}).update({name: _speedup(c) for name, c in timed.vs_baselines.items()})
         entries.append(entry)
     ceilings = None
     if device.get("slug") and environment.get("gpu"):
@@ -269,12 +295,16 @@ def _speedup_cell(comparison) -> str:
 
 
 def ladder_table(result: LadderResult):
-    """Time, rate, % of ceiling and the two speedups (with their 95% intervals), one row per rung and shape."""
+    """Time, rate, % of ceiling and the speedups (with their 95% intervals), one row per rung and shape.
+
+    The last column holds the best rung of each route against the other baselines (torch.compile, peers).
+    """
     from rich.table import Table
 
     from ..bench.records import format_figure
     table = Table(title=f"{result.op.name} ladder, {result.dtype}")
-    for column in ("rung", "shape", "median µs [95% CI]", "rate", "% of copy", "vs parent", "vs v00_torch"):
+    for column in ("rung", "shape", "median µs [95% CI]", "rate", "% of copy", "vs parent", "vs v00_torch",
+                   "best of route vs"):
         table.add_column(column, justify="left" if column in ("rung", "shape") else "right")
     for timed in result.timed:
         summary, rates = timed.measurement.summary, timed.measurement.rates
@@ -292,8 +322,9 @@ def ladder_table(result: LadderResult):
                 fraction = f"{rates.bandwidth_fraction:.0%}" if rates.bandwidth_fraction else "-"
             if rates.suspect:
                 rate, fraction = "SUSPECT", rates.suspect
+        others = "\n".join(f"{name}: {_speedup_cell(comparison)}" for name, comparison in timed.vs_baselines.items())
         table.add_row(timed.rung.id, shape_label(timed.shape), time, rate, fraction,
-                      _speedup_cell(timed.vs_parent), _speedup_cell(timed.vs_torch))
+                      _speedup_cell(timed.vs_parent), _speedup_cell(timed.vs_torch), others or "-")
     return table
 
 

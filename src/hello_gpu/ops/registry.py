@@ -6,6 +6,9 @@ An operator is a folder holding ``spec.py``. In it:
   from it (``torch.compile(run)``): the second row of every table, no file of its own.
 - ``vNN_name.hip``: a HIP-dialect C++ rung; ``vNN_name.py`` beside it is its launcher (optional).
 - ``tNN_name.py``: a Triton rung.
+- ``peer_name.py``: a peer, the library a user would pick instead (``peer_liger.py``: Liger-Kernel). Its
+  ``run(*inputs)`` calls the library; its header's ``package:`` names the Python package it needs, and
+  without that package the peer is skipped with the reason shown. Peers are baselines, like torch.
 
 Anything else (``spec.py``, ``__init__.py``, notes) is not a rung. A ``vNN_name.py`` without its
 ``.hip`` is an error: it is neither a companion nor a Triton rung, and silence would hide a typo.
@@ -24,6 +27,7 @@ from .rung import TORCH_BASELINE, TORCH_COMPILE, Rung, load_module, parse_requir
 HIP_RUNG = re.compile(r"^v(\d{2})_([a-z0-9][a-z0-9_]*)\.hip$")
 TRITON_RUNG = re.compile(r"^t(\d{2})_([a-z0-9][a-z0-9_]*)\.py$")
 COMPANION = re.compile(r"^v(\d{2})_([a-z0-9][a-z0-9_]*)\.py$")
+PEER = re.compile(r"^peer_([a-z0-9][a-z0-9_]*)\.py$")
 SPEC_NAMES = ("NAME", "DTYPES", "reference", "make_inputs", "EDGE_SHAPES", "BENCH_SHAPES", "TOLERANCE", "work")
 
 
@@ -68,8 +72,10 @@ def list_ops(root: str | Path | None = None) -> list[str]:
 
 
 def _ladder_order(rung_id: str) -> tuple:
-    """The torch baseline first, then HIP rungs by number, then Triton rungs by number."""
-    return (rung_id[0] != "v", int(rung_id[1:3]), rung_id)
+    """The torch baselines first, then the peers, then HIP rungs by number, then Triton rungs by number."""
+    if PEER.match(f"{rung_id}.py"):
+        return (0, 1, rung_id)
+    return (int(rung_id[1:3]) > 0, rung_id[0] != "v", int(rung_id[1:3]), rung_id)
 
 
 def _check_spec(spec: ModuleType, name: str, path: Path) -> None:
@@ -108,6 +114,8 @@ def _discover(op: Op) -> list[Rung]:
                               companion if companion.is_file() else None))
         elif TRITON_RUNG.match(path.name):
             rungs.append(Rung(op, path.stem, "triton", path, parse_header(path)))
+        elif PEER.match(path.name):
+            rungs.append(Rung(op, path.stem, "peer", path, parse_header(path)))
         elif COMPANION.match(path.name) and path.stem not in hip_stems:
             raise SpecError(f"{path}: a vNN_name.py must sit beside its vNN_name.hip (a companion launcher); "
                             f"Triton rungs are named tNN_name.py and the baseline v00_torch.py")

@@ -8,6 +8,7 @@ Three routes, told apart by the file name (see :mod:`.registry`):
   ``vNN_name.py``'s ``run(kernel, *inputs)``.
 - ``triton``: a ``tNN_name.py`` module; its ``run(*inputs)`` launches its ``@triton.jit`` kernels.
 - ``torch``: ``v00_torch.py``'s ``run(*inputs)``, and the derived ``v00_torch_compile`` rung.
+- ``peer``: ``peer_name.py``'s ``run(*inputs)``, calling a library (Liger-Kernel) a user would pick instead.
 
 A rung whose ``run`` has an ``out`` parameter accepts an output tensor; the checker then fills it with
 NaN first, so an element the rung never writes cannot pass by luck.
@@ -31,7 +32,7 @@ from .header import Header, HeaderError
 if TYPE_CHECKING:
     from .registry import Op
 
-ROUTES = ("hip", "triton", "torch")
+ROUTES = ("hip", "triton", "torch", "peer")
 TORCH_BASELINE = "v00_torch"
 TORCH_COMPILE = "v00_torch_compile"
 
@@ -174,7 +175,8 @@ class Rung:
 
     @property
     def is_baseline(self) -> bool:
-        return self.route == "torch"
+        """torch and the peers: what the candidates are measured against, never candidates themselves."""
+        return self.route in ("torch", "peer")
 
     @property
     def deterministic(self) -> bool:
@@ -186,6 +188,16 @@ class Rung:
     # ------------------------------------------------------------------ where it can run
     def skip_reason(self) -> str | None:
         """Why this rung cannot run on this machine now, or None."""
+        if self.route == "peer":
+            package = self.metadata.package
+            if package is None:
+                return f"{self.path.name} names no package: (the Python package the peer calls)"
+            try:
+                found = importlib.util.find_spec(package) is not None
+            except (ImportError, ValueError):           # "a.b" with no package a; an empty name
+                found = False
+            if not found:
+                return f"needs the Python package {package}, which is not installed here"
         vendor, arch = _gpu()
         if self.metadata.requires:
             unmet = requirement_unmet(self.metadata.requires, vendor, arch, str(self.path))
@@ -198,6 +210,8 @@ class Rung:
                 return "no GPU (set TRITON_INTERPRET=1 to check Triton rungs on the CPU)"
             if self.id == TORCH_COMPILE:
                 return "no GPU: the torch.compile baseline is checked and timed on the GPU"
+            if self.route == "peer":
+                return "no GPU: peers are checked and timed on the GPU"
         return None
 
     def device(self) -> str:

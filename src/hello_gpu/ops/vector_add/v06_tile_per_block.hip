@@ -11,7 +11,12 @@ hypothesis: v04 and v05 stay 5-7% under torch.add at 2^28 (4086 and 4174 GB/s ag
   scheduler keep every SM full to the end. Doing the same, with two packs per thread in flight
   (the 8 elements per thread torch uses), should close the gap.
 prediction: 0.98x to 1.0x torch.add at 2^28 and 2^24; 1.05x v05
-outcome: not measured yet
+outcome: float32: 0.994x torch.add [0.993, 0.995] at 2^28 (4.3 TB/s), 1.046x v05 [1.04, 1.05]: as
+  predicted, the best HIP rung and above the 0.97x target; 0.976x at 2^24, 0.992x at 2^20.
+  bfloat16: 0.90x torch.add [0.902, 0.905] at 2^28, 0.96x v05 (predicted ~1.0x: missed). Lead, not
+  yet tested: the grid formula is in elements of float32, so in bfloat16 half of the 131072 blocks
+  find no tile and exit, and the block scheduler spends its time on them (records
+  vector_add.float32 and vector_add.bfloat16, H200, run of commit 01e365d)
 deterministic: yes, one writer per element
 entry: vector_add_tile<{T}>
 dtypes: float32 bfloat16
