@@ -82,7 +82,6 @@ profile_capture() {   # real torch.profiler traces and ncu CSVs: the parsers' fi
   done
   COLUMNS=200 hello-gpu profile vector_add v00_torch --shape 16777216 --save-raw "$raw" --no-counters 2>>"$ERRORS"
   COLUMNS=200 hello-gpu profile reduce_sum v00_torch_compile --shape 1048576 --save-raw "$raw" 2>>"$ERRORS"
-  COLUMNS=200 hello-gpu roofline vector_add --records "$RECORDS" 2>>"$ERRORS" | tail -n 30
 }
 ladder() {   # ladder OP DTYPE [SHAPE...]: check all rungs, time all, write the record and its plot
   local op=$1 dtype=$2; shift 2
