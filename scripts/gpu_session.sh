@@ -5,7 +5,7 @@
 # tool brings back few files); unpack it into the repository root and commit.
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
-#   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead reference flush
+#   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead reference flush profile
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
 #           "all" = every stage but cpu-tests
 #   Peer wheels (pure-Python packages such as Liger-Kernel, fetched with `pip download --no-deps -d .whl`)
@@ -73,12 +73,22 @@ flush() {
   python3 benchmarks/flush_experiment.py >"$DEVICE_RECORDS/flush-experiment.json" 2>>"$ERRORS" \
     && cat "$DEVICE_RECORDS/flush-experiment.json"
 }
+profile_capture() {   # real torch.profiler traces and ncu CSVs: the parsers' fixtures and the profile records
+  local raw="$DEVICE_RECORDS/profile-raw"
+  mkdir -p "$raw"
+  python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_profile_gpu.py 2>&1 | tail -n 15
+  for rung in v01_thread_per_element v02_strided_chunks v04_vector_128bit; do
+    COLUMNS=200 hello-gpu profile vector_add "$rung" --shape 16777216 --save-raw "$raw" --record "$RECORDS" 2>>"$ERRORS"
+  done
+  COLUMNS=200 hello-gpu profile vector_add v00_torch --shape 16777216 --save-raw "$raw" --no-counters 2>>"$ERRORS"
+  COLUMNS=200 hello-gpu profile reduce_sum v00_torch_compile --shape 1048576 --save-raw "$raw" 2>>"$ERRORS"
+}
 ladder() {   # ladder OP DTYPE [SHAPE...]: check all rungs, time all, write the record and its plot
   local op=$1 dtype=$2; shift 2
   COLUMNS=220 hello-gpu ladder "$op" --dtype "$dtype" ${1:+--shapes "$@"} --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f gpu_tests cpu_tests doctor overhead flush ladder
+export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture
 export DEVICE_RECORDS ERRORS RECORDS
 
 for stage in $stages; do
@@ -91,6 +101,7 @@ for stage in $stages; do
     overhead) run_stage overhead overhead ;;
     reference) run_stage reference sh -c "python3 benchmarks/reference_check.py --records '$RECORDS' 2>>'$ERRORS'" ;;
     flush) run_stage flush flush ;;
+    profile) run_stage profile profile_capture ;;
     ladder:*)
       IFS=: read -r _ op dtype shapes <<<"$stage"
       run_stage "$stage" ladder "$op" "${dtype:-float32}" ${shapes//,/ } ;;

@@ -310,6 +310,72 @@ def _ladder(args: argparse.Namespace, console: Console) -> int:
     return _show_ladder(result, console)
 
 
+# ----------------------------------------------------------------------------------- profile, roofline
+
+
+def _profile_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("op", help="operator, e.g. vector_add")
+    parser.add_argument("rung", help="rung id, e.g. v02_strided_chunks")
+    parser.add_argument("--shape", type=_parse_shape, help="shape to profile (default: the spec's largest BENCH_SHAPES)")
+    parser.add_argument("--dtype", default="float32", help="dtype (default: float32)")
+    parser.add_argument("--counters", action=argparse.BooleanOptionalAction, default=True,
+                        help="hardware counters from ncu (NVIDIA) or rocprofv3 (AMD) in a child process (default: on)")
+    parser.add_argument("--record", nargs="?", const="records", type=Path, metavar="RECORDS_DIR",
+                        help="add the result to RECORDS_DIR/<device>/OP.DTYPE.profile.json (default: records/ of the repo)")
+    parser.add_argument("--repeats", type=int, default=10, help="calls under torch.profiler (default: 10)")
+    parser.add_argument("--calls", type=int, default=3,
+                        help="calls under the counter tool, which replays each kernel once per counter pass (default: 3)")
+    parser.add_argument("--save-raw", type=Path, metavar="DIR",
+                        help="also save the torch.profiler trace and the counter tool's CSV there (test fixtures)")
+    parser.add_argument("--json", action="store_true", help="print the table as JSON")
+    _root_argument(parser)
+
+
+def _profile(args: argparse.Namespace, console: Console) -> int:
+    from .profile.rung_profile import run_profile
+
+    # A typo in the operator or rung is reported before the GPU question.
+    if _load_op("profile", args.op, args.root, console, args.rung) is None or _no_gpu("profile", console):
+        return 2
+    return run_profile(args.op, args.rung, shape=args.shape, dtype=args.dtype, counters=args.counters,
+                       record_dir=args.record, save_raw=args.save_raw, repeats=args.repeats, calls=args.calls,
+                       root=args.root, as_json=args.json, console=console)
+
+
+def _roofline_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("op", help="operator, e.g. vector_add")
+    parser.add_argument("--route", choices=("hip", "triton"), help="only this route's rungs (plus the torch baselines)")
+    parser.add_argument("--dtype", help="dtype (default: float32, or the dtype of --record's entries)")
+    parser.add_argument("--record", type=Path, metavar="FILE",
+                        help="the ladder record to place (default: RECORDS/<device>/OP[.ROUTE].DTYPE.json)")
+    parser.add_argument("--records", type=Path, metavar="DIR",
+                        help="folder of records (default: ./records, else records/ of the repository)")
+    parser.add_argument("--device", metavar="SLUG", help="device folder under the records, e.g. nvidia-h200")
+    parser.add_argument("--out", type=Path, metavar="PATH",
+                        help="where the plot goes, without suffix (default: beside the record, NAME.roofline)")
+    parser.add_argument("--json", action="store_true", help="print the roofs and verdicts as JSON")
+
+
+def _default_records_dir() -> Path:
+    """./records where it exists, else the records/ of the repository this package lives in."""
+    if Path("records").is_dir():
+        return Path("records")
+    from .bench.records import RecordError
+    from .ops.ladder import _repo_root
+    try:
+        return _repo_root(Path(__file__)) / "records"
+    except RecordError:
+        return Path("records")
+
+
+def _roofline(args: argparse.Namespace, console: Console) -> int:
+    from .profile.roofline_report import run_roofline
+
+    return run_roofline(args.op, dtype=args.dtype, route=args.route, record_file=args.record,
+                        records_dir=args.records or _default_records_dir(), device=args.device, out=args.out,
+                        as_json=args.json, console=console)
+
+
 COMMANDS: dict[str, Subcommand] = {
     "doctor": Subcommand("check that this machine can run kernels (3 gates)", _doctor_arguments, _doctor),
     "compile-check": Subcommand("compile every kernel of .hip/.cu files for NVIDIA and AMD, without a GPU",
@@ -323,6 +389,10 @@ COMMANDS: dict[str, Subcommand] = {
                       _run_arguments, _run),
     "ladder": Subcommand("check, time and compare every rung of an operator; --record writes a record (GPU); "
                          "--check-only runs anywhere", _ladder_arguments, _ladder),
+    "profile": Subcommand("the kernels one rung launches, with hardware counters and counted vs measured bytes (GPU)",
+                          _profile_arguments, _profile),
+    "roofline": Subcommand("place each rung of a ladder record under the measured and datasheet roofs; saves PNG and SVG",
+                           _roofline_arguments, _roofline),
     "version": Subcommand("print hello-gpu's version", _no_arguments, _version),
 }
 

@@ -1,0 +1,339 @@
+"""Hardware counters (CPU tier): ncu and rocprofv3 output parsed, and both tools run as fake executables on PATH.
+
+The fake tools are small Python scripts that print (ncu) or write (rocprofv3) the fixture files of
+tests/fixtures/profile/, so the real child-process code runs: command line, PATH lookup, exit
+status, output parsing, and every way of failing without a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hello_gpu.profile import counters_for_rungs, ncu, rocprof
+from hello_gpu.profile.counters import aggregate_launches
+from hello_gpu.runtime.device import gpu_vendor
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profile"
+V01 = (FIXTURES / "ncu_raw_vector_add_v01.csv").read_text()
+V02 = (FIXTURES / "ncu_raw_vector_add_v02.csv").read_text()
+DENIED = (FIXTURES / "ncu_permission_error.txt").read_text()
+
+
+# ------------------------------------------------------------------------------------------ values
+
+
+@pytest.mark.parametrize("text, value", [("134,217,728", 134217728.0), ("92.41", 92.41), ("1,048,576.50", 1048576.5),
+                                         ("n/a", None), ("", None), ("  ", None), ("inf", None), ("nan", None),
+                                         ("(!) 12", None), (None, None)])
+def test_parse_value(text, value):
+    assert ncu.parse_value(text) == value
+
+
+@pytest.mark.parametrize("value, unit, base", [(65.888, "usecond", 65.888e-6), (65888, "nsecond", 65.888e-6),
+                                               (2.5, "msecond", 2.5e-3), (134.2, "Mbyte", 134.2e6),
+                                               (4.19, "Msector", 4.19e6), (3, "Kbyte", 3000.0), (92.4, "%", 92.4),
+                                               (41.3, "", 41.3), (7, "byte", 7.0), (None, "byte", None)])
+def test_units_become_bytes_counts_and_seconds(value, unit, base):
+    result = ncu.to_base_unit(value, unit)
+    assert result is None if base is None else result == pytest.approx(base)
+
+
+# ------------------------------------------------------------------------------------------ ncu parsing
+
+
+def test_ncu_raw_csv_one_dict_per_launch_in_base_units():
+    launches = ncu.parse_ncu_csv(V01)
+    assert len(launches) == 3                                   # ==PROF== lines and the units row are not launches
+    first = launches[0]
+    assert first["name"] == "void vector_add<float>(const float *, const float *, float *, long)"
+    assert first["grid"] == "(65536, 1, 1)" and first["block"] == "(256, 1, 1)"
+    assert first["dram_read_bytes"] == 134_283_520             # "134,283,520"
+    assert first["duration_seconds"] == pytest.approx(65_888e-9)   # nsecond -> seconds
+    assert first["global_load_sectors"] / first["global_load_requests"] == 4
+    assert first["stall:long_scoreboard"] == pytest.approx(41.27)
+
+
+def test_ncu_counters_per_kernel_sum_bytes_and_weight_percentages():
+    result = ncu.counters_from_output(V01, 0, calls=3, metrics=list(ncu.CORE_METRICS) + list(ncu.STALL_METRICS))
+    assert result.available and result.tool == "ncu" and result.note is None
+    [kernel] = result.kernels
+    assert kernel.launches == 3 and kernel.key == "vector_add"
+    assert kernel.dram_read_bytes == 134_283_520 + 134_250_752 + 134_267_136
+    durations = [65_888, 65_664, 65_952]
+    occupancy = [86.95, 87.12, 86.88]
+    assert kernel.achieved_occupancy_pct == pytest.approx(sum(o * d for o, d in zip(occupancy, durations)) / sum(durations))
+    assert kernel.top_stalls()[0] == ("long_scoreboard", pytest.approx(41.27))
+    assert [reason for reason, _ in kernel.top_stalls()] == ["long_scoreboard", "lg_throttle", "wait"]
+    assert result.dram_bytes_per_call() == pytest.approx((kernel.dram_read_bytes + kernel.dram_write_bytes) / 3)
+
+
+def test_the_uncoalesced_rung_shows_eight_times_the_sectors_per_request():
+    """Issue 6: the strided rung must show more sectors per request than the coalesced one."""
+    coalesced = ncu.counters_from_output(V01, 0, calls=3, metrics=list(ncu.METRICS)).summary()
+    strided = ncu.counters_from_output(V02, 0, calls=3, metrics=list(ncu.METRICS)).summary()
+    assert coalesced["sectors_per_request"] == pytest.approx(4.0)
+    # v02's last launch printed n/a for sectors: it counts as the mean of the other two, not as 0.
+    assert strided["sectors_per_request"] == pytest.approx(32.0)
+    assert strided["top_stall"] == "long_scoreboard"
+
+
+def test_a_metric_missing_everywhere_is_named():
+    without_write = V01.replace('"dram__bytes_write.sum"', '"dram__bytes_written_typo.sum"', 1)    # the header only
+    result = ncu.counters_from_output(without_write, 0, calls=3, metrics=list(ncu.CORE_METRICS))
+    assert result.missing_metrics == ["dram__bytes_write.sum"]
+    assert result.note == f"ncu gave no value for 1 of {len(ncu.CORE_METRICS)} metrics"
+    assert result.kernels[0].dram_bytes is None and result.dram_bytes_per_call() is None
+    assert result.kernels[0].extra["dram__bytes_written_typo.sum"] > 0       # unknown columns are kept by name
+
+
+@pytest.mark.parametrize("output, returncode, expected", [
+    (DENIED, 1, "ERR_NVGPUCTRPERM"),
+    ("==PROF== Connected\n==WARNING== No kernels were profiled.\n", 0, "ncu profiled no kernels"),
+    ("==ERROR== The application returned an error code (1).\n", 1, "ncu failed: The application returned an error code (1)."),
+    ("Traceback (most recent call last):\nRuntimeError: boom\n", 1, "ncu exited with status 1: RuntimeError: boom"),
+    ("", 0, "ncu printed no CSV"),
+])
+def test_no_counters_is_one_line_that_says_why(output, returncode, expected):
+    result = ncu.counters_from_output(output, returncode, calls=3, metrics=list(ncu.METRICS))
+    assert not result.available and result.kernels == []
+    assert expected in result.note and "\n" not in result.note
+
+
+def test_rejected_metrics_are_found_by_name_or_by_ncu_regex():
+    output = ("==ERROR== Failed to find metric regex:^smsp__average_warps_issue_stalled_misc_per_issue_active"
+              "\\.ratio$\n==ERROR== Failed to find metric dram__bytes_read.sum\n")
+    requested = ["dram__bytes_read.sum", "dram__bytes_write.sum", ncu.STALL_METRIC.format("misc"),
+                 ncu.STALL_METRIC.format("membar")]
+    assert ncu.rejected_metrics(output, requested) == ["dram__bytes_read.sum", ncu.STALL_METRIC.format("misc")]
+
+
+# ------------------------------------------------------------------------------------------ fake ncu
+
+FAKE_NCU = """\
+#!{python}
+# A stand-in for ncu: logs its arguments, rejects one metric if told to, then prints a fixture.
+import json, os, sys, time
+arguments = sys.argv[1:]
+with open(os.environ["FAKE_NCU_LOG"], "a") as log:
+    log.write(json.dumps(arguments) + "\\n")
+metrics = arguments[arguments.index("--metrics") + 1].split(",") if "--metrics" in arguments else []
+reject = os.environ.get("FAKE_NCU_REJECT", "")
+if reject and reject in metrics:
+    print("==PROF== Connected to process 4242 (/usr/bin/python3.12)")
+    print("==ERROR== Failed to find metric " + reject)
+    sys.exit(1)
+time.sleep(float(os.environ.get("FAKE_NCU_SLEEP", "0")))
+sys.stdout.write(open(os.environ["FAKE_NCU_OUTPUT"]).read())
+sys.exit(int(os.environ.get("FAKE_NCU_EXIT", "0")))
+"""
+
+
+def _install(folder: Path, name: str, script: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(textwrap.dedent(script).replace("{python}", sys.executable))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch):
+    """A fake ``ncu`` first on PATH; returns a function giving the argument lists it was called with."""
+    _install(tmp_path / "bin", "ncu", FAKE_NCU)
+    log = tmp_path / "ncu-calls.jsonl"
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("HG_NCU", raising=False)
+    monkeypatch.setenv("FAKE_NCU_LOG", str(log))
+    monkeypatch.setenv("FAKE_NCU_OUTPUT", str(FIXTURES / "ncu_raw_vector_add_v01.csv"))
+    return lambda: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_collect_runs_ncu_on_the_target_and_parses_its_csv(fake_ncu):
+    result = ncu.collect("vector_add", "v01_thread_per_element", 2**24, "float32", calls=3)
+    assert result.available and result.note is None and result.calls == 3
+    assert result.kernels[0].sectors_per_request == pytest.approx(4.0)
+    [arguments] = fake_ncu()
+    assert arguments[:2] == ["--clock-control", "none"]
+    assert arguments[arguments.index("--nvtx-include") + 1] == "hello_gpu_profile/"
+    assert set(arguments[arguments.index("--metrics") + 1].split(",")) == set(ncu.CORE_METRICS) | set(ncu.STALL_METRICS)
+    assert ["--csv", "--page", "raw", "--print-units", "base"] == arguments[arguments.index("--csv"):arguments.index("--csv") + 5]
+    target = arguments[arguments.index(sys.executable):]
+    assert target[1:5] == ["-m", "hello_gpu.profile._target", "vector_add", "v01_thread_per_element"]
+    assert target[target.index("--shape") + 1] == str(2**24) and target[target.index("--calls") + 1] == "3"
+    assert "ncu" in result.command[0] and result.raw_output.count('"ID"') == 1
+
+
+def test_a_rejected_metric_is_dropped_and_the_run_repeated(fake_ncu, monkeypatch):
+    stall = ncu.STALL_METRIC.format("misc")
+    monkeypatch.setenv("FAKE_NCU_REJECT", stall)
+    result = ncu.collect("vector_add", "v01_thread_per_element", 2**24, "float32")
+    runs = fake_ncu()
+    assert len(runs) == 2
+    assert stall in runs[0][runs[0].index("--metrics") + 1] and stall not in runs[1][runs[1].index("--metrics") + 1]
+    assert result.available and stall in result.missing_metrics and "rejected 1 metric(s)" in result.note
+
+
+def test_a_rejected_dram_metric_is_renamed_as_blackwell_spells_it(fake_ncu, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_REJECT", "dram__bytes_read.sum")
+    ncu.collect("vector_add", "v01_thread_per_element", 2**24, "float32", stalls=False)
+    second = fake_ncu()[1]
+    metrics = second[second.index("--metrics") + 1].split(",")
+    assert "dram__bytes_op_read.sum" in metrics and "dram__bytes_read.sum" not in metrics
+
+
+def test_no_permission_is_a_note_not_a_crash(fake_ncu, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_OUTPUT", str(FIXTURES / "ncu_permission_error.txt"))
+    monkeypatch.setenv("FAKE_NCU_EXIT", "1")
+    result = ncu.collect("vector_add", "v01_thread_per_element", 2**24, "float32")
+    assert not result.available and "ERR_NVGPUCTRPERM" in result.note
+    assert len(fake_ncu()) == 1                       # no retries: a permission problem is not a metric problem
+
+
+def test_a_hung_ncu_is_stopped_at_the_time_limit(fake_ncu, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_SLEEP", "30")
+    result = ncu.collect("vector_add", "v01_thread_per_element", 2**24, "float32", timeout=1)
+    assert not result.available and "did not finish within 1 s" in result.note
+
+
+def test_no_ncu_anywhere(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("HG_NCU", raising=False)
+    if ncu.ncu_executable() is not None:
+        pytest.skip("an ncu is installed outside PATH here")
+    result = ncu.collect("vector_add", "v01_thread_per_element", 2**24, "float32")
+    assert not result.available and result.note.startswith("ncu not found")
+
+
+def test_hg_ncu_names_the_executable(tmp_path, monkeypatch, fake_ncu):
+    other = _install(tmp_path / "elsewhere", "my-ncu", FAKE_NCU)
+    monkeypatch.setenv("HG_NCU", str(other))
+    assert ncu.ncu_executable() == str(other)
+
+
+def test_the_target_module_accepts_what_the_parent_sends():
+    from hello_gpu.profile._target import _shape, target_arguments
+    arguments = target_arguments("softmax", "v01_row", (1823, 781), "bfloat16", calls=2, warmup=1, root="/x")
+    assert _shape(arguments[arguments.index("--shape") + 1]) == (1823, 781)
+    assert _shape(json.dumps(4097)) == 4097
+    assert arguments[-2:] == ["--root", "/x"]
+
+
+# ------------------------------------------------------------------------------------------ rocprofv3
+
+ROCPROF = FIXTURES / "rocprofv3_vector_add_v01"
+VADD = "void vector_add<float>(float const*, float const*, float*, long)"
+
+
+def test_kernel_trace_rows_grid_in_workgroups():
+    dispatches = rocprof.parse_kernel_trace((ROCPROF / "trace" / "trace_kernel_trace.csv").read_text())
+    assert len(dispatches) == 8                        # 2 randn + 3 warm-up + 3 profiled
+    last = dispatches[-1]
+    assert last["name"] == VADD and last["block"] == (256, 1, 1)
+    assert last["grid"] == (65536, 1, 1)               # 16777216 work-items / 256
+    assert (last["vgpr"], last["sgpr"], last["lds_bytes"]) == (8, 16, 0)
+
+
+def test_kernel_trace_of_older_rocprofv3_columns():
+    older = ('"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name",'
+             '"Correlation_Id","Start_Timestamp","End_Timestamp","Private_Segment_Size","Group_Segment_Size",'
+             '"Workgroup_Size_X","Workgroup_Size_Y","Workgroup_Size_Z","Grid_Size_X","Grid_Size_Y","Grid_Size_Z"\n'
+             '"KERNEL_DISPATCH",2,1,1,21228,1,11,"void addition_kernel<float>(float*, float const*, float const*, '
+             'int, int)",1937,2414192765353337,2414192765369494,0,2048,64,1,1,1024,1024,1\n')
+    [dispatch] = rocprof.parse_kernel_trace(older)
+    assert dispatch["grid"] == (16, 1024, 1) and dispatch["lds_bytes"] == 2048 and dispatch["vgpr"] is None
+
+
+def test_counter_collection_rows_fold_into_dispatches():
+    dispatches = rocprof.parse_counter_collection((ROCPROF / "pmc0" / "pmc0_counter_collection.csv").read_text())
+    assert len(dispatches) == 8
+    assert dispatches[-1]["counters"] == {"FETCH_SIZE": pytest.approx(131_104.25), "WRITE_SIZE": pytest.approx(65_552.5)}
+    assert dispatches[-1]["grid"] == 65536
+
+
+def test_rocprofv3_folder_only_the_marked_calls_count():
+    result = rocprof.counters_from_files(ROCPROF, calls=3)
+    assert result.available and result.note is None
+    [kernel] = result.kernels                          # the randn kernels and warm-up calls lie outside the range
+    assert kernel.name == VADD and kernel.launches == 3
+    assert kernel.dram_read_bytes == pytest.approx(3 * 131_104.25 * 1024)
+    assert kernel.l2_hit_rate_pct == pytest.approx(100 * 1_572_864 / (1_572_864 + 3_146_240))
+    assert kernel.achieved_occupancy_pct == pytest.approx(83.417969)
+    assert kernel.duration_seconds == pytest.approx((314_660 + 314_900 + 315_140) * 1e-9)
+    assert result.dram_bytes_per_call() == pytest.approx((131_104.25 + 65_552.5) * 1024)
+
+
+def test_rocprofv3_without_markers_counts_everything_and_says_so(tmp_path):
+    for path in ROCPROF.rglob("*.csv"):
+        if "marker" not in path.name:
+            target = tmp_path / path.relative_to(ROCPROF)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(path.read_text())
+    result = rocprof.counters_from_files(tmp_path, calls=3)
+    assert {k.key for k in result.kernels} == {"vector_add", "distribution_elementwise_grid_stride_kernel"}
+    assert "no roctx range 'hello_gpu_profile'" in result.note
+
+
+FAKE_ROCPROFV3 = """\
+#!{python}
+# A stand-in for rocprofv3: copies the fixture run matching its options into the -d folder.
+import os, shutil, sys
+arguments = sys.argv[1:]
+folder = arguments[arguments.index("-d") + 1]
+name = arguments[arguments.index("-o") + 1]
+source = os.path.join(os.environ["FAKE_ROCPROF_FIXTURE"], name)
+if os.environ.get("FAKE_ROCPROF_FAIL") == name:
+    sys.exit(3)
+shutil.copytree(source, folder)
+"""
+
+
+def test_collect_runs_rocprofv3_per_counter_group(tmp_path, monkeypatch):
+    _install(tmp_path / "bin", "rocprofv3", FAKE_ROCPROFV3)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_ROCPROF_FIXTURE", str(ROCPROF))
+    monkeypatch.setenv("FAKE_ROCPROF_FAIL", "pmc1")            # the L2 group is not available on this GPU
+    result = rocprof.collect("vector_add", "v01_thread_per_element", 2**24, "float32", calls=3)
+    [kernel] = result.kernels
+    assert kernel.dram_read_bytes == pytest.approx(3 * 131_104.25 * 1024)
+    assert kernel.l2_hit_rate_pct is None and kernel.achieved_occupancy_pct == pytest.approx(83.417969)
+    assert result.note == "rocprofv3 failed for pmc1: status 3"
+
+
+def test_no_rocprofv3_anywhere(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    if Path("/opt/rocm/bin/rocprofv3").is_file():
+        pytest.skip("a real rocprofv3 is installed here")
+    result = rocprof.collect("vector_add", "v01_thread_per_element", 2**24, "float32")
+    assert not result.available and "rocprofv3 not found" in result.note
+
+
+# ------------------------------------------------------------------------------------------ aggregation, hook
+
+
+def test_aggregation_weights_percentages_by_duration_and_keeps_others():
+    launches = [{"name": "k", "duration_seconds": 1e-3, "achieved_occupancy_pct": 50.0, "dram_read_bytes": 10.0,
+                 "SQ_WAVES": 4.0},
+                {"name": "k", "duration_seconds": 3e-3, "achieved_occupancy_pct": 90.0, "dram_read_bytes": None,
+                 "SQ_WAVES": 8.0},
+                {"name": "j", "duration_seconds": None, "sm_throughput_pct": 20.0}]
+    k, j = aggregate_launches(launches)
+    assert k.launches == 2 and k.achieved_occupancy_pct == pytest.approx(80.0)    # (50*1 + 90*3) / 4
+    assert k.dram_read_bytes == pytest.approx(20.0)        # the n/a launch counts as the mean of the others
+    assert k.extra == {"SQ_WAVES": pytest.approx((4 * 1 + 8 * 3) / 4)}
+    assert j.sm_throughput_pct == 20.0 and j.dram_bytes is None and j.sectors_per_request is None
+
+
+@pytest.mark.skipif(gpu_vendor() is not None, reason="this machine has a GPU: the hook runs the real tool there")
+def test_the_ladder_hook_without_a_gpu_says_so_per_rung():
+    results = counters_for_rungs("vector_add", ["v01_thread_per_element", "v02_strided_chunks"], 2**24, "float32")
+    assert set(results) == {"v01_thread_per_element", "v02_strided_chunks"}
+    for result in results.values():
+        assert not result.available and result.note.startswith("no GPU here")
+        assert result.summary()["dram_bytes_per_call"] is None

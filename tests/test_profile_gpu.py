@@ -1,0 +1,65 @@
+"""GPU tier for profile/ (``pytest -m gpu``): torch.profiler and ncu on the real device (the H200).
+
+Nothing here runs in the CPU tier. What the CPU tier checks with hand-made fixtures is checked here
+against the real tools; ``hello-gpu profile ... --save-raw DIR`` saves the files to replace them with
+(tests/fixtures/profile/README.md).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hello_gpu.cli import main
+from hello_gpu.profile.rung_profile import profile_rung
+from hello_gpu.profile.kernel_table import kernel_table
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
+
+SHAPE = 2**24          # 200 MB moved per float32 add: over three times the H200's 60 MB L2
+
+
+def test_kernel_table_of_a_hip_rung_names_its_own_kernel():
+    profile = profile_rung("vector_add", "v01_thread_per_element", SHAPE, counters=False)
+    [row] = profile.table.rows
+    assert row.source == "hello-gpu" and row.key == "vector_add"
+    assert row.grid == (SHAPE // 256, 1, 1) and row.block == (256, 1, 1)
+    assert row.launches == profile.table.calls and row.registers_per_thread > 0
+    assert len(profile.table.per_call_seconds) == profile.table.calls
+    assert all(20e-6 < t < 1e-3 for t in profile.table.per_call_seconds)
+
+
+def test_kernel_table_of_torch_add_is_a_library_kernel():
+    a, b = torch.randn(SHAPE, device="cuda"), torch.randn(SHAPE, device="cuda")
+    table = kernel_table(torch.add, a, b, ours=["vector_add"])
+    assert {row.source for row in table.rows} == {"library"}
+    assert table.fallback_warning() is not None
+
+
+def test_triton_rung_kernels_are_labelled_triton():
+    profile = profile_rung("vector_add", "t01_tile_1024", SHAPE, counters=False)
+    assert [row.source for row in profile.table.rows] == ["triton"]
+
+
+def test_ncu_sees_the_strided_rung_move_more_sectors_per_request():
+    """Issue 6: the uncoalesced rung shows measurably more L1 sectors per request (or DRAM bytes)."""
+    coalesced = profile_rung("vector_add", "v01_thread_per_element", SHAPE).table
+    strided = profile_rung("vector_add", "v02_strided_chunks", SHAPE).table
+    for table in (coalesced, strided):
+        assert table.counters is not None and table.counters.available, table.counters.note if table.counters else None
+    good, bad = coalesced.counters.summary(), strided.counters.summary()
+    assert good["sectors_per_request"] == pytest.approx(4.0, rel=0.05)      # 32 lanes x 4 bytes = 4 sectors
+    assert bad["sectors_per_request"] > 2 * good["sectors_per_request"] or \
+        bad["dram_bytes_per_call"] > 1.1 * good["dram_bytes_per_call"]
+    ratio = coalesced.bytes_comparison()["measured_over_counted"]
+    assert 0.9 < ratio < 1.2                       # a coalesced add moves what the work model counts
+
+
+def test_profile_command_saves_the_raw_files(tmp_path, capsys):
+    assert main(["profile", "vector_add", "v01_thread_per_element", "--shape", str(SHAPE),
+                 "--save-raw", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "vector_add" in out and "hello-gpu" in out
+    stem = "v01_thread_per_element.float32.2^24"
+    assert (tmp_path / f"{stem}.trace.json").stat().st_size > 0
+    assert (tmp_path / f"{stem}.ncu.csv").read_text().count('"ID"') == 1
