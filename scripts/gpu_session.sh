@@ -83,12 +83,23 @@ profile_capture() {   # real torch.profiler traces and ncu CSVs: the parsers' fi
   COLUMNS=200 hello-gpu profile vector_add v00_torch --shape 16777216 --save-raw "$raw" --no-counters 2>>"$ERRORS"
   COLUMNS=200 hello-gpu profile reduce_sum v00_torch_compile --shape 1048576 --save-raw "$raw" 2>>"$ERRORS"
 }
+softmax_sweep() {   # launch-parameter sweeps and counters behind the softmax gaps (benchmarks/softmax_sweep.py)
+  python3 benchmarks/softmax_sweep.py >"$DEVICE_RECORDS/softmax-sweep.json" 2>>"$ERRORS" \
+    && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print(r) for k in d if k!='device' for r in d[k]]" \
+       "$DEVICE_RECORDS/softmax-sweep.json"
+  for rung in v05_vector_128bit t03_sixteen_warps; do
+    COLUMNS=200 hello-gpu profile softmax "$rung" --shape 8192x8192 --dtype bfloat16 --record "$RECORDS" 2>>"$ERRORS"
+  done
+  for rung in v00_torch_compile peer_liger t04_rows_per_program v06_rows_per_block; do
+    COLUMNS=200 hello-gpu profile softmax "$rung" --shape 4096x1024 --dtype float32 --record "$RECORDS" 2>>"$ERRORS"
+  done
+}
 ladder() {   # ladder OP DTYPE [SHAPE...]: check all rungs, time all, write the record and its plot
   local op=$1 dtype=$2; shift 2
   COLUMNS=220 hello-gpu ladder "$op" --dtype "$dtype" ${1:+--shapes "$@"} --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture
+export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep
 export DEVICE_RECORDS ERRORS RECORDS
 
 for stage in $stages; do
@@ -102,6 +113,7 @@ for stage in $stages; do
     reference) run_stage reference sh -c "python3 benchmarks/reference_check.py --records '$RECORDS' 2>>'$ERRORS'" ;;
     flush) run_stage flush flush ;;
     profile) run_stage profile profile_capture ;;
+    softmax-sweep) run_stage softmax-sweep softmax_sweep ;;
     ladder:*)
       IFS=: read -r _ op dtype shapes <<<"$stage"
       run_stage "$stage" ladder "$op" "${dtype:-float32}" ${shapes//,/ } ;;

@@ -20,7 +20,11 @@ hypothesis: v03 reads every element three times (two of them often from L2, but 
   phases that other SMs overlap: ~3.3 TB/s (1.25x torch, 2637 GB/s).
 prediction: 2.2x v03 at 8192x8192 float32 (1.8x torch.softmax); 2.2x torch in bfloat16; 1.25x torch
   at 4096x32768; ~1.0x torch at 4096x1024
-outcome: not measured yet
+outcome: 1.31x v03 [1.30, 1.32] at 8192x8192 float32, 1.89x torch.softmax (predicted 1.8x); 1.51x
+  v03 at 4096x32768 (1.16x torch; predicted 1.25x); but 0.84x v03 in bfloat16 [0.83, 0.84] (1.93x
+  torch; predicted 2.2x): 32 loads of 2 bytes a thread, one instruction each, cost more than
+  re-reading a 16 KiB row from L2 (record softmax.float32 and softmax.bfloat16, H200, run of commit
+  2c2a085)
 deterministic: yes, each thread reduces its registers in a fixed order, then fixed butterflies
 entry: softmax_row_in_registers<{T}>
 dtypes: float32 bfloat16 float16

@@ -19,7 +19,11 @@ hypothesis: v04 holds the row on chip but issues one load instruction per value:
   At 4096x1024 each row is one block of 32 threads; the limit is latency, not bytes: ~1.0x torch.
 prediction: 1.1x v04 at 8192x8192 float32 (0.97x Liger-Kernel, 2.0x torch.softmax); 1.6x v04 in
   bfloat16 (3.6x torch); 1.48x torch at 4096x32768; ~1.0x torch at 4096x1024
-outcome: not measured yet
+outcome: 1.08x v04 [1.07, 1.09] at 8192x8192 float32, 2.03x torch.softmax (predicted 2.0x), 3894
+  GB/s; 1.67x v04 in bfloat16 [1.66, 1.68] (predicted 1.6x) but only 3.19x torch (predicted 3.6x),
+  3362 GB/s against Triton's 3914: the gap issue 5's bfloat16 target falls into; 1.32x torch at
+  4096x32768 (predicted 1.48x); 1.12x torch at 4096x1024 (predicted ~1.0x) (record softmax.float32
+  and softmax.bfloat16, H200, run of commit 2c2a085)
 deterministic: yes, each thread reduces its registers in a fixed order, then fixed butterflies
 entry: softmax_vector_128bit<{T}>
 dtypes: float32 bfloat16 float16

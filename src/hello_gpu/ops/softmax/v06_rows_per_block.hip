@@ -14,7 +14,11 @@ hypothesis: at 4096x1024 (16 MiB in, 16 MiB out; torch.softmax 14.6 us, torch.co
   Long rows run v05's code unchanged.
 prediction: 1.15x v05 at 4096x1024 float32 (1.3x torch.softmax, 1.1x torch.compile); 1.0x v05 at the
   other shapes
-outcome: not measured yet
+outcome: 1.02x v05 [1.02, 1.03] at 4096x1024 float32 (predicted 1.15x): 1.15x torch.softmax, 1.01x
+  Liger [1.00, 1.02], 0.95x torch.compile [0.945, 0.964]; at 8192x8192 float32 1.015x v05, 2.07x
+  torch, 0.997x Liger [0.991, 1.000] (the best HIP rung there); 1.12x v05 at 4096x32768 [1.12, 1.13]
+  (predicted 1.0x), 0.97x Liger; 0.965x v05 in bfloat16 (record softmax.float32 and
+  softmax.bfloat16, H200, run of commit 2c2a085)
 deterministic: yes, each row is reduced by one warp or one block in a fixed order
 entry: softmax_rows_per_block<{T}>
 dtypes: float32 bfloat16 float16
