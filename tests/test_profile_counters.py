@@ -2,11 +2,13 @@
 
 The fake tools are small Python scripts that print (ncu) or write (rocprofv3) the fixture files of
 tests/fixtures/profile/, so the real child-process code runs: command line, PATH lookup, exit
-status, output parsing, and every way of failing without a crash.
+status, output parsing, and every way of failing without a crash. The ncu files are the real output
+of ncu (CUDA 13) on the H200; the rocprofv3 files are hand-made (see the README there).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import stat
@@ -21,8 +23,11 @@ from hello_gpu.profile.counters import aggregate_launches
 from hello_gpu.runtime.device import gpu_vendor
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "profile"
-V01 = (FIXTURES / "ncu_raw_vector_add_v01.csv").read_text()
-V02 = (FIXTURES / "ncu_raw_vector_add_v02.csv").read_text()
+V01 = (FIXTURES / "ncu_raw_vector_add_v01.csv").read_text()             # coalesced: thread i adds element i
+V02 = (FIXTURES / "ncu_raw_vector_add_v02.csv").read_text()             # strided: each thread adds a chunk
+V04 = (FIXTURES / "ncu_raw_vector_add_v04.csv").read_text()             # 128-bit loads
+COMPILED_SUM = (FIXTURES / "ncu_raw_reduce_sum_v00_compile.csv").read_text()   # torch.compile: two Triton kernels
+ALL_METRICS = list(ncu.CORE_METRICS) + list(ncu.STALL_METRICS)
 DENIED = (FIXTURES / "ncu_permission_error.txt").read_text()
 
 
@@ -52,36 +57,100 @@ def test_ncu_raw_csv_one_dict_per_launch_in_base_units():
     launches = ncu.parse_ncu_csv(V01)
     assert len(launches) == 3                                   # ==PROF== lines and the units row are not launches
     first = launches[0]
-    assert first["name"] == "void vector_add<float>(const float *, const float *, float *, long)"
+    assert first["name"] == "void vector_add<float>(const T1 *, const T1 *, T1 *, long long)"   # ncu's spelling
     assert first["grid"] == "(65536, 1, 1)" and first["block"] == "(256, 1, 1)"
-    assert first["dram_read_bytes"] == 134_283_520             # "134,283,520"
-    assert first["duration_seconds"] == pytest.approx(65_888e-9)   # nsecond -> seconds
-    assert first["global_load_sectors"] / first["global_load_requests"] == 4
-    assert first["stall:long_scoreboard"] == pytest.approx(41.27)
+    assert first["dram_read_bytes"] == 134_231_808             # "134,231,808" (unit "byte")
+    assert first["dram_write_bytes"] == 55_151_616
+    assert first["duration_seconds"] == pytest.approx(58_528e-9)   # "58,528", unit "ns" -> seconds
+    assert (first["global_load_sectors"], first["global_load_requests"]) == (4_194_304, 1_048_576)
+    assert first["achieved_occupancy_pct"] == pytest.approx(73.93)
+    assert first["l2_hit_rate_pct"] == pytest.approx(33.83)
+    assert first["stall:long_scoreboard"] == pytest.approx(41.14)
+
+
+def test_only_the_metrics_asked_for_are_read_from_the_raw_page():
+    """The raw page holds 321 columns: ~300 are ncu's own (device__attribute_*, launch__*, profiler__*,
+    the .avg/.min/.max of each .sum); none of them may reach a record."""
+    header = next(line for line in V01.splitlines() if line.startswith('"ID"'))
+    assert header.count('","') + 1 == 321 and '"device__attribute_display_name"' in header
+    assert '"dram__bytes_read.avg"' in header and '"launch__registers_per_thread"' in header
+    [kernel] = ncu.counters_from_output(V01, 0, calls=3, metrics=ALL_METRICS).kernels
+    assert kernel.extra == {}
+    assert set(kernel.stalls) == set(ncu.STALL_REASONS)
+    asked = ncu.parse_ncu_csv(V01, ["launch__registers_per_thread"])[0]      # another metric, asked for by name
+    assert asked["launch__registers_per_thread"] == 16 and "device__attribute_clock_rate" not in asked
 
 
 def test_ncu_counters_per_kernel_sum_bytes_and_weight_percentages():
-    result = ncu.counters_from_output(V01, 0, calls=3, metrics=list(ncu.CORE_METRICS) + list(ncu.STALL_METRICS))
-    assert result.available and result.tool == "ncu" and result.note is None
+    result = ncu.counters_from_output(V01, 0, calls=3, metrics=ALL_METRICS)
+    assert result.available and result.tool == "ncu" and result.note is None and result.missing_metrics == []
     [kernel] = result.kernels
     assert kernel.launches == 3 and kernel.key == "vector_add"
-    assert kernel.dram_read_bytes == 134_283_520 + 134_250_752 + 134_267_136
-    durations = [65_888, 65_664, 65_952]
-    occupancy = [86.95, 87.12, 86.88]
+    assert kernel.dram_read_bytes == 134_231_808 + 134_226_688 + 134_227_200
+    assert kernel.dram_write_bytes == 55_151_616 + 55_452_672 + 55_282_176
+    durations = [58_528, 57_344, 58_144]
+    occupancy = [73.93, 73.80, 73.95]
+    assert kernel.duration_seconds == pytest.approx(sum(durations) * 1e-9)
     assert kernel.achieved_occupancy_pct == pytest.approx(sum(o * d for o, d in zip(occupancy, durations)) / sum(durations))
-    assert kernel.top_stalls()[0] == ("long_scoreboard", pytest.approx(41.27))
-    assert [reason for reason, _ in kernel.top_stalls()] == ["long_scoreboard", "lg_throttle", "wait"]
-    assert result.dram_bytes_per_call() == pytest.approx((kernel.dram_read_bytes + kernel.dram_write_bytes) / 3)
+    assert kernel.top_stalls()[0] == ("long_scoreboard", pytest.approx(40.96, abs=0.01))
+    assert [reason for reason, _ in kernel.top_stalls()] == ["long_scoreboard", "wait", "short_scoreboard"]
+    assert result.dram_bytes_per_call() == pytest.approx(189_524_053.33)
 
 
-def test_the_uncoalesced_rung_shows_eight_times_the_sectors_per_request():
-    """Issue 6: the strided rung must show more sectors per request than the coalesced one."""
-    coalesced = ncu.counters_from_output(V01, 0, calls=3, metrics=list(ncu.METRICS)).summary()
-    strided = ncu.counters_from_output(V02, 0, calls=3, metrics=list(ncu.METRICS)).summary()
-    assert coalesced["sectors_per_request"] == pytest.approx(4.0)
-    # v02's last launch printed n/a for sectors: it counts as the mean of the other two, not as 0.
-    assert strided["sectors_per_request"] == pytest.approx(32.0)
-    assert strided["top_stall"] == "long_scoreboard"
+def test_the_strided_rung_moves_more_dram_bytes_and_sectors_per_request_on_the_h200():
+    """Issue 6, part 5: on the H200, the strided vector-add rung (v02_strided_chunks: thread t adds
+    elements 16t .. 16t+15, so the lanes of one warp load are 64 bytes apart and touch 32 sectors)
+    shows measurably more DRAM traffic and sectors per request than the coalesced one
+    (v01_thread_per_element). Real ncu output of 3 calls each at 2^24 float32."""
+    coalesced = ncu.counters_from_output(V01, 0, calls=3, metrics=ALL_METRICS)
+    strided = ncu.counters_from_output(V02, 0, calls=3, metrics=ALL_METRICS)
+    [v01], [v02] = coalesced.kernels, strided.kernels
+    assert (v01.key, v02.key) == ("vector_add", "vector_add_chunked")
+    # Sectors per request: 4 (32 lanes x 4 bytes = 128 bytes = 4 sectors) against 32 (one sector per lane).
+    assert coalesced.summary()["sectors_per_request"] == pytest.approx(4.0)
+    assert strided.summary()["sectors_per_request"] == pytest.approx(32.0)
+    assert v01.global_load_requests == v02.global_load_requests == 3 * 2**20    # the same loads, 8x the sectors
+    # DRAM bytes per call: 190 MB against 255 MB (the work model counts 201 MB): 1.34x.
+    assert coalesced.dram_bytes_per_call() == pytest.approx(189_524_053.33)
+    assert strided.dram_bytes_per_call() == pytest.approx(254_689_877.33)
+    assert strided.dram_bytes_per_call() > 1.3 * coalesced.dram_bytes_per_call()
+    assert strided.kernels[0].dram_read_bytes / 3 > 1.3 * coalesced.kernels[0].dram_read_bytes / 3
+    # And the warps of the strided rung wait on the load/store queue, not on memory latency.
+    assert (coalesced.summary()["top_stall"], strided.summary()["top_stall"]) == ("long_scoreboard", "lg_throttle")
+
+
+def test_128_bit_loads_read_four_times_the_sectors_per_request_with_a_quarter_of_the_requests():
+    v01 = ncu.counters_from_output(V01, 0, calls=3, metrics=ALL_METRICS).kernels[0]
+    [v04] = ncu.counters_from_output(V04, 0, calls=3, metrics=ALL_METRICS).kernels
+    assert v04.key == "vector_add_vec128"
+    assert v04.sectors_per_request == pytest.approx(16.0) and v04.global_load_requests == v01.global_load_requests / 4
+    assert v04.global_load_sectors == v01.global_load_sectors                 # the same bytes, in fewer requests
+    assert v04.dram_bytes == pytest.approx(v01.dram_bytes, rel=0.05)
+    assert v04.duration_seconds < v01.duration_seconds
+
+
+def test_two_kernels_of_one_call_each_get_their_counters():
+    result = ncu.counters_from_output(COMPILED_SUM, 0, calls=3, metrics=ALL_METRICS)
+    first, second = result.kernels                            # in order of first launch
+    assert (first.name, second.name) == ("triton_red_fused_sum_0", "triton_per_fused_sum_1")
+    assert first.launches == second.launches == 3
+    assert first.dram_read_bytes == 4_198_144 + 4_197_888 + 4_198_144 and first.dram_write_bytes == 0
+    assert first.sectors_per_request == pytest.approx(16.0) and second.sectors_per_request == pytest.approx(8.0)
+    assert result.for_kernel("triton_per_fused_sum_1") is second
+    assert result.dram_bytes_per_call() == pytest.approx((first.dram_bytes + second.dram_bytes) / 3)
+    assert result.dram_bytes_per_call() == pytest.approx(4_201_899, rel=1e-6)   # 4 MB: the 2^20 floats, read once
+
+
+def test_a_launch_with_n_a_counts_as_the_mean_of_the_others():
+    lines = V02.splitlines()
+    header = next(csv.reader([next(line for line in lines if line.startswith('"ID"'))]))
+    column = header.index("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")
+    last = next(csv.reader([lines[-1]]))
+    last[column] = "n/a"
+    text = "\n".join(lines[:-1] + [",".join(f'"{cell}"' for cell in last)]) + "\n"
+    result = ncu.counters_from_output(text, 0, calls=3, metrics=ALL_METRICS)
+    assert ncu.parse_ncu_csv(text)[-1]["global_load_sectors"] is None
+    assert result.summary()["sectors_per_request"] == pytest.approx(32.0)   # not 2/3 of it
 
 
 def test_a_metric_missing_everywhere_is_named():
@@ -90,7 +159,7 @@ def test_a_metric_missing_everywhere_is_named():
     assert result.missing_metrics == ["dram__bytes_write.sum"]
     assert result.note == f"ncu gave no value for 1 of {len(ncu.CORE_METRICS)} metrics"
     assert result.kernels[0].dram_bytes is None and result.dram_bytes_per_call() is None
-    assert result.kernels[0].extra["dram__bytes_written_typo.sum"] > 0       # unknown columns are kept by name
+    assert result.kernels[0].extra == {}                 # a column nobody asked for is not kept
 
 
 @pytest.mark.parametrize("output, returncode, expected", [

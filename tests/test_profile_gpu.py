@@ -1,8 +1,7 @@
 """GPU tier for profile/ (``pytest -m gpu``): torch.profiler and ncu on the real device (the H200).
 
-Nothing here runs in the CPU tier. What the CPU tier checks with hand-made fixtures is checked here
-against the real tools; ``hello-gpu profile ... --save-raw DIR`` saves the files to replace them with
-(tests/fixtures/profile/README.md).
+Nothing here runs in the CPU tier, which parses files these tools wrote on the H200 (2026-12-03);
+``hello-gpu profile ... --save-raw DIR`` saves such files again (tests/fixtures/profile/README.md).
 """
 
 from __future__ import annotations

@@ -24,6 +24,20 @@ __all__ = ["CompileError", "HelloGpuError", "Kernel", "KernelArgumentError", "La
            "SignatureError", "cuda", "hip", "__version__"]
 
 
+def __getattr__(name: str):
+    """``hello_gpu.profile`` after a bare ``import hello_gpu``: the profile subpackage (callable as
+    ``hello_gpu.profile(fn, *args)``), imported on first use so that ``import hello_gpu`` stays light."""
+    if name == "profile":
+        # Not "from . import profile": that looks the attribute up first, which lands here again.
+        import importlib
+        return importlib.import_module(f"{__name__}.profile")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"profile"})
+
+
 def load_ipython_extension(ipython) -> None:
     """``%load_ext hello_gpu``: registers the ``%%hip`` and ``%%cuda`` cell magics."""
     from .magic import register

@@ -1,9 +1,9 @@
 """What a kernel's name says: which function it is, and who wrote it (hello-gpu, Triton, or a library).
 
-Profilers print kernel names in different spellings. torch.profiler (CUPTI) writes
-``void vector_add<float>(float const*, float const*, float*, long)``, ncu writes
-``void vector_add<float>(const float *, const float *, float *, long)`` and rocprofv3 may truncate to
-``vector_add``. :func:`kernel_key` reduces each to the bare function name (``vector_add``), so rows
+Profilers print kernel names in different spellings. On the H200, torch.profiler (CUPTI) writes
+``void vector_add<float>(float const*, float const*, float*, long long)`` and ncu writes
+``void vector_add<float>(const T1 *, const T1 *, T1 *, long long)`` (template parameters left as
+``T1``); rocprofv3 may truncate to ``vector_add``. :func:`kernel_key` reduces each to the bare function name (``vector_add``), so rows
 from different tools can be joined.
 
 The source label is the point of a kernel table: a rung that was meant to run its own kernel but

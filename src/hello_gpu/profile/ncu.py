@@ -12,7 +12,11 @@ The command (see :func:`ncu_command`)::
   kernel a rung falls back to is.
 - ``--page raw --csv``: one header row of column names, one row of units, then one row per kernel
   launch; values carry thousands separators ("134,217,728") and ``n/a`` where a metric does not apply.
-  ``--print-units base`` keeps bytes in bytes (the default scales to Mbyte, Gbyte per row).
+  ``--print-units base`` keeps bytes in bytes (the default scales to Mbyte, Gbyte per row). Besides
+  the metrics asked for, the raw page prints ~300 columns of its own (seen with the ncu of CUDA 13 on
+  the H200): device attributes (``device__attribute_*``), launch statistics (``launch__*``), replay
+  bookkeeping (``profiler__*``, ``nvlink__*``, ...) and the ``.avg``/``.min``/``.max`` siblings of
+  each ``.sum`` asked for. Only the metrics asked for are read.
 
 Each metric is turned into a canonical field of :class:`~hello_gpu.profile.counters.KernelCounters`.
 A metric this ncu does not know is dropped (or renamed: Blackwell's DRAM byte counters) and the run
@@ -34,7 +38,8 @@ from ._target import NVTX_RANGE, child_environment, target_arguments
 from .counters import STALL_PREFIX, CounterResult, aggregate_launches, unavailable
 
 # metric -> canonical field. Names as Nsight Compute 2023-2025 spells them (the SpeedOfLight,
-# Occupancy, MemoryWorkloadAnalysis and WarpStateStats sections use these).
+# Occupancy, MemoryWorkloadAnalysis and WarpStateStats sections use these); the ncu of CUDA 13 on the
+# H200 gave a value for every one of them.
 CORE_METRICS = {
     "dram__bytes_read.sum": "dram_read_bytes",
     "dram__bytes_write.sum": "dram_write_bytes",
@@ -58,7 +63,7 @@ STALL_METRICS = {STALL_METRIC.format(reason): STALL_PREFIX + reason for reason i
 ALTERNATIVES = {"dram__bytes_read.sum": "dram__bytes_op_read.sum", "dram__bytes_write.sum": "dram__bytes_op_write.sum"}
 METRICS = {**CORE_METRICS, **STALL_METRICS, **{new: CORE_METRICS[old] for old, new in ALTERNATIVES.items()}}
 
-# Columns of --page raw before the metrics (ncu 2023-2025).
+# Columns of --page raw before the metrics (ncu 2023-2025, and CUDA 13's): "(256, 1, 1)" for grid and block.
 NAME_COLUMN, GRID_COLUMN, BLOCK_COLUMN = "Kernel Name", "Grid Size", "Block Size"
 MISSING_VALUES = {"", "n/a", "N/A", "nan", "NaN", "-"}
 UNIT_PREFIXES = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}     # ncu scales by 1000, not 1024
@@ -108,11 +113,15 @@ def _csv_rows(text: str) -> list[list[str]]:
     return list(csv.reader(line for line in lines[start:] if line.strip() and not line.startswith("==")))
 
 
-def parse_ncu_csv(text: str) -> list[dict]:
+def parse_ncu_csv(text: str, metrics=()) -> list[dict]:
     """One dict per kernel launch from ``ncu --csv --page raw`` output: ``name``, ``grid``, ``block`` and
     the canonical fields of the metrics present (bytes in bytes, time in seconds, None where n/a).
 
-    Metrics outside :data:`METRICS` are kept under their own names. Returns [] when there is no CSV.
+    The columns read are those of :data:`METRICS` and of ``metrics`` (what the command asked for); one
+    of ``metrics`` outside :data:`METRICS` is kept under its own name. Every other column ncu prints
+    (device attributes, launch statistics, rollup siblings) is left out: it is not a counter of the
+    kernel, and the 276 of them per kernel made up 55 of the 78 KB of the first H200 profile record.
+    Returns [] when there is no CSV.
     """
     rows = _csv_rows(text)
     if not rows:
@@ -122,7 +131,8 @@ def parse_ncu_csv(text: str) -> list[dict]:
     if body and body[0] and body[0][0] == "":        # the units row: no launch ID
         units, body = body[0] + [""] * (len(header) - len(body[0])), body[1:]
     index = {name: i for i, name in enumerate(header)}
-    metric_columns = [i for i, name in enumerate(header) if "__" in name]
+    wanted = set(METRICS) | set(metrics)
+    metric_columns = [i for i, name in enumerate(header) if name in wanted]
     launches = []
     for row in body:
         if len(row) != len(header) or not row[0].strip():
@@ -217,7 +227,7 @@ def _run(command: list[str], timeout: float) -> tuple[str, int | None]:
 
 def counters_from_output(output: str, returncode: int | None, *, calls: int, metrics, command=()) -> CounterResult:
     """A :class:`CounterResult` from ncu's output: counters per kernel, or the reason there are none."""
-    launches = parse_ncu_csv(output)
+    launches = parse_ncu_csv(output, metrics)
     if not launches:
         return unavailable(explain_failure(output, returncode), tool="ncu", calls=calls, command=command,
                            raw_output=output)
