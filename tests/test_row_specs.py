@@ -100,7 +100,12 @@ def test_rms_norm_inputs_and_work():
     assert math.isclose(RMS_NORM.EPS, 1e-6)
 
 
-def test_ladder_of_a_spec_without_rungs_says_so(capsys):
+def test_ladder_of_a_spec_without_rungs_says_so(capsys, tmp_path):
+    import shutil
+
     from hello_gpu.cli import main
-    assert main(["ladder", "softmax", "--check-only"]) == 2
+    from hello_gpu.ops import ops_root
+    (tmp_path / "softmax").mkdir()
+    shutil.copy(ops_root() / "softmax" / "spec.py", tmp_path / "softmax" / "spec.py")   # the spec alone
+    assert main(["ladder", "softmax", "--check-only", "--root", str(tmp_path)]) == 2
     assert "softmax has a spec but no rungs yet" in capsys.readouterr().out
