@@ -54,7 +54,10 @@ def test_ncu_sees_the_strided_rung_move_more_sectors_per_request():
     assert 0.9 < ratio < 1.2                       # a coalesced add moves what the work model counts
 
 
-def test_profile_command_saves_the_raw_files(tmp_path, capsys):
+def test_profile_command_saves_the_raw_files(tmp_path, capsys, monkeypatch):
+    # Wide enough that rich does not fold "hello-gpu" in the source column (the H200 run of 152c451
+    # failed here at the default 80 columns: the cell read "hello" over "-gpu").
+    monkeypatch.setenv("COLUMNS", "250")
     assert main(["profile", "vector_add", "v01_thread_per_element", "--shape", str(SHAPE),
                  "--save-raw", str(tmp_path)]) == 0
     out = capsys.readouterr().out
