@@ -539,3 +539,21 @@ def test_the_best_rung_of_each_route_is_compared_with_every_other_baseline(op_co
     console = Console(record=True, width=250)
     console.print(result.table())
     assert "peer_torch_again:" in console.export_text()
+
+
+@no_gpu_here
+def test_ladder_profile_table_says_why_there_are_no_counters(op, interpreter):
+    """``ladder --profile``: one row per timed rung at the largest shape; without a GPU, the reason."""
+    from hello_gpu.cli import _ladder_counters_table
+    rungs = [op.rung("v00_torch"), op.rung("t01_block_per_program")]
+    built = {rung.id: rung.build() for rung in rungs}
+    checks = check_ladder(op, rungs=rungs, shapes=[31], dtypes=["float32"], built=built)
+    result = LadderResult(op, "float32", [64, 1024], checks)
+    for shape in result.shapes:
+        _time_shape(op, "float32", shape, rungs, built, result, lambda: None, device="cpu", seconds=0.1)
+    console = Console(record=True, width=250)
+    console.print(_ladder_counters_table(result))
+    text = console.export_text()
+    assert "toy_add counters at 2^10 float32" in text
+    assert "t01_block_per_program" in text and "v00_torch" in text
+    assert "no GPU here: hardware counters are read on the GPU that runs the kernel" in text

@@ -272,6 +272,9 @@ def _ladder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-only", action="store_true",
                         help="check correctness only; without a GPU, Triton rungs run in the interpreter "
                              "on small shapes")
+    parser.add_argument("--profile", action="store_true",
+                        help="after timing, read each rung's hardware counters (ncu / rocprofv3, one child process "
+                             "per rung) at the largest shape: DRAM bytes, sectors per request, occupancy, top stall")
     _root_argument(parser)
 
 
@@ -307,7 +310,37 @@ def _ladder(args: argparse.Namespace, console: Console) -> int:
         return 2
     result = run_ladder(op, route=args.route, shapes=args.shapes, dtype=args.dtype or "float32",
                         record_dir=args.record, progress=console.is_terminal)
-    return _show_ladder(result, console)
+    status = _show_ladder(result, console)
+    if args.profile and result.timed:
+        console.print(_ladder_counters_table(result))
+    return status
+
+
+def _ladder_counters_table(result):
+    """The counter columns of ``ladder --profile``: each timed rung at the ladder's largest shape."""
+    import math
+
+    from rich.table import Table
+
+    from .ops.checking import shape_label
+    from .profile.counters import counters_for_rungs
+    shape = max(result.shapes, key=lambda s: math.prod(s) if isinstance(s, tuple) else s)
+    rungs = [timed.rung for timed in result.timed if timed.shape == shape]
+    counted = {timed.rung.id: timed.measurement.work.bytes for timed in result.timed
+               if timed.shape == shape and timed.measurement.work is not None}
+    counters = counters_for_rungs(result.op, rungs, shape, result.dtype)
+    table = Table(title=f"{result.op.name} counters at {shape_label(shape)} {result.dtype}")
+    for column in ("rung", "DRAM MB/call", "measured / counted", "sectors/request", "occupancy", "top stall", "note"):
+        table.add_column(column, justify="left" if column in ("rung", "top stall", "note") else "right")
+    for rung_id, found in counters.items():
+        summary = found.summary()
+        dram = summary["dram_bytes_per_call"]
+        ratio = dram / counted[rung_id] if dram is not None and counted.get(rung_id) else None
+        table.add_row(rung_id, f"{dram / 1e6:,.1f}" if dram is not None else "-", f"{ratio:.2f}x" if ratio else "-",
+                      f"{summary['sectors_per_request']:.1f}" if summary["sectors_per_request"] is not None else "-",
+                      f"{summary['achieved_occupancy_pct']:.0f}%" if summary["achieved_occupancy_pct"] is not None
+                      else "-", summary["top_stall"] or "-", summary["note"] or "")
+    return table
 
 
 # ----------------------------------------------------------------------------------- profile, roofline
