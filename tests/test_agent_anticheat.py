@@ -1,0 +1,509 @@
+"""Anti-cheat (issue 7, part 5), CPU tier: every cheating rung under tests/agent_cheats/ is rejected with
+the reason that names its cheat, and the honest control passes clean.
+
+The cheats are real rungs of vector_add (Triton ``tNN_*.py``, one HIP ``v90`` with its companion), run
+in the Triton interpreter (``TRITON_INTERPRET=1``, CPU tensors, float32, 1000 and 4097 elements).
+
+What the CPU tier can and cannot see: a CPU torch.profiler run records CPU ops, not device kernels,
+and an interpreted Triton kernel shows only as glue (``aten::empty``, ``aten::set_``, ``aten::copy_``),
+so the library-fallback evidence on the CPU is the computing ``aten::`` op inside the call
+(``aten::add`` for t90). Device kernels and their streams come from the real H200 traces under
+tests/fixtures/profile/ (a side stream is put into a copy of one: no side-stream trace was recorded),
+and, in the ``gpu`` tier at the end, from live runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import subprocess
+import sys
+import threading
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from hello_gpu.agent import anticheat
+from hello_gpu.agent.anticheat import (
+    CACHED,
+    CONCURRENCY,
+    INCORRECT,
+    INPUT_WRITE,
+    LIBRARY,
+    LOW_PRECISION,
+    MISSING,
+    NO_LAUNCH,
+    PARTIAL_WRITE,
+    SUSPECT,
+    TIMER,
+    tag_of,
+)
+from hello_gpu.agent.candidate import Candidate
+from hello_gpu.agent.task import Task
+from hello_gpu.ops.header import parse_header
+from hello_gpu.ops.registry import list_ops, load_op
+from hello_gpu.ops.rung import Rung
+
+HERE = Path(__file__).resolve().parent
+CHEATS = HERE / "agent_cheats"
+TRACES = HERE / "fixtures" / "profile"
+REPOSITORY = HERE.parent
+SHAPES = (1000, 4097)          # 4 and 17 programs of 256: a partial last tile in both
+HONEST = "t99_honest.py"
+TASK = Task(op="vector_add", start="t01_tile_1024", route="triton")
+
+
+def candidate_of(name: str) -> Candidate:
+    path = CHEATS / name
+    if path.suffix == ".hip":
+        companion = path.with_suffix(".py")
+        return Candidate(None, None, "hip", path.read_text(), companion.read_text() if companion.is_file() else None)
+    return Candidate(None, None, "triton", path.read_text())
+
+
+def static_reasons(candidate: Candidate) -> list[str]:
+    return (anticheat.find_library_calls(candidate) + anticheat.find_concurrency(candidate)
+            + anticheat.find_timer_patching(candidate))
+
+
+def tags(reasons) -> set[str]:
+    return {tag_of(reason) for reason in reasons}
+
+
+@pytest.fixture(scope="module")
+def vector_add():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_INTERPRET", "1")      # read when @triton.jit runs: at each rung's (fresh) import
+        yield load_op("vector_add")
+
+
+@pytest.fixture(scope="module")
+def evidence_of(vector_add):
+    """Evidence for a cheat, gathered as the sandbox's child would: run-time checks with hidden seeds,
+    a CPU profile of three calls (inputs made outside the profiled calls), threads left running."""
+    cache: dict[str, dict] = {}
+
+    def gather(name: str) -> dict:
+        if name not in cache:
+            path = CHEATS / name
+            threads_before = threading.active_count()
+            built = Rung(vector_add, path.stem, "triton", path, parse_header(path)).build()
+            evidence = anticheat.runtime_evidence(built, vector_add.spec, dtypes=("float32",), shapes=SHAPES,
+                                                  device="cpu")
+            inputs = vector_add.spec.make_inputs(1000, "float32", seed=7, device="cpu")
+            profiled = anticheat.profile_evidence(lambda: built(*inputs), triton=evidence["triton_kernels"])
+            evidence.update({key: profiled[key] for key in ("kernels", "streams", "timed_stream")})
+            evidence["threads_started"] = max(0, threading.active_count() - threads_before)
+            cache[name] = evidence
+        return cache[name]
+    return gather
+
+
+# ------------------------------------------------------------------------------------------ each cheat
+
+
+@pytest.mark.parametrize("name, tag, detail", [
+    ("t90_calls_torch.py", LIBRARY, "calls torch.add()"),
+    ("t91_side_stream.py", CONCURRENCY, "torch.cuda.Stream"),
+    ("t91_side_stream.py", CONCURRENCY, "imports concurrent.futures"),
+    ("t97_patches_timer.py", TIMER, "replaces time.perf_counter"),
+    ("t97_patches_timer.py", TIMER, "replaces torch.cuda.synchronize"),
+    ("v90_calls_library.hip", LIBRARY, "the companion .py line 7 calls torch.add()"),
+])
+def test_the_source_scan_names_the_cheat(name, tag, detail):
+    reasons = anticheat.inspect(candidate_of(name), TASK if name.endswith(".py") else None, {})
+    assert any(tag_of(reason) == tag and detail in reason for reason in reasons), reasons
+
+
+@pytest.mark.parametrize("name, tag", [
+    ("t90_calls_torch.py", LIBRARY),            # aten::add in the CPU profile of the call
+    ("t90_calls_torch.py", NO_LAUNCH),          # and add_kernel never launched
+    ("t91_side_stream.py", CONCURRENCY),        # a worker thread left running after the check
+    ("t92_caches_result.py", CACHED),
+    ("t93_partial_write.py", PARTIAL_WRITE),
+    ("t94_writes_input.py", INPUT_WRITE),
+    ("t95_low_precision.py", LOW_PRECISION),
+    ("t96_never_launches.py", NO_LAUNCH),
+])
+def test_each_cheat_is_rejected_from_run_time_evidence_alone(name, tag, evidence_of):
+    """The run-time and trace evidence must catch the cheat by itself, whatever the source scan says."""
+    candidate = candidate_of(name)
+    found = [r for r in anticheat.inspect(candidate, TASK, evidence_of(name)) if r not in static_reasons(candidate)]
+    assert tag in tags(found), found
+
+
+def test_the_reasons_say_what_happened(evidence_of):
+    """The reason text carries the evidence, not only the tag."""
+    def reasons(name):
+        return "\n".join(anticheat.inspect(candidate_of(name), TASK, evidence_of(name)))
+    assert "aten::add" in reasons("t90_calls_torch.py")
+    assert "232 of 1000 output elements never written" in reasons("t93_partial_write.py")       # 1000 - 3 * 256
+    assert "1 of 4097 output elements never written" in reasons("t93_partial_write.py")
+    assert "input(s) 0 changed" in reasons("t94_writes_input.py")                                # a, not b
+    assert "(float16: 11)" in reasons("t95_low_precision.py")
+    assert "same pointers" in reasons("t92_caches_result.py")                                    # the data_ptr key
+
+
+def test_run_time_cheats_pass_the_source_scan():
+    """t92-t96 look honest in their source: only running them can catch them (and the scans do not
+    flag an honest-looking file)."""
+    for name in ("t92_caches_result.py", "t93_partial_write.py", "t94_writes_input.py", "t95_low_precision.py",
+                 "t96_never_launches.py", HONEST):
+        assert static_reasons(candidate_of(name)) == [], name
+
+
+def test_the_honest_control_is_accepted_clean(evidence_of, vector_add):
+    from hello_gpu.bench.work import rates
+    evidence = dict(evidence_of(HONEST))
+    # A believable figure: 2^28 float32 elements (3.2 GB) in 1 ms against a 4.0 TB/s ceiling is 0.8x copy.
+    evidence["rates"] = rates(vector_add.spec.work(2**28, "float32"), 1e-3, bandwidth_ceiling=4.0e12).to_dict()
+    assert anticheat.inspect(candidate_of(HONEST), TASK, evidence, strict=True) == []
+    assert evidence["launches"] == [1, 1] and evidence["kernels"] == [] and evidence["threads_started"] == 0
+
+
+def test_the_honest_control_passes_the_checker_too(vector_add):
+    from hello_gpu.ops.checking import check_rung
+    path = CHEATS / HONEST
+    report = check_rung(Rung(vector_add, path.stem, "triton", path, parse_header(path)), vector_add,
+                        shapes=SHAPES, dtypes=("float32",))
+    assert report.passed, report.reason
+
+
+def test_a_timer_patch_stays_in_the_candidates_process():
+    """t97 replaces time.perf_counter and torch.cuda.synchronize at import. Imported in a child process
+    (as the sandbox does), the patch is real there and absent here, where timing and verdicts happen."""
+    clock, synchronize = __import__("time").perf_counter, torch.cuda.synchronize
+    script = (
+        "import json, time, torch\n"
+        "from pathlib import Path\n"
+        "from hello_gpu.ops.header import parse_header\n"
+        "from hello_gpu.ops.registry import load_op\n"
+        "from hello_gpu.ops.rung import Rung\n"
+        "clock, synchronize = time.perf_counter, torch.cuda.synchronize\n"
+        f"path = Path({str(CHEATS / 't97_patches_timer.py')!r})\n"
+        "Rung(load_op('vector_add'), path.stem, 'triton', path, parse_header(path)).build()\n"
+        "print(json.dumps({'clock': time.perf_counter is not clock,\n"
+        "                  'synchronize': torch.cuda.synchronize is not synchronize}))\n")
+    environment = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPOSITORY / "src")}
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                           timeout=120, check=True)
+    assert json.loads(child.stdout.strip().splitlines()[-1]) == {"clock": True, "synchronize": True}
+    assert __import__("time").perf_counter is clock and torch.cuda.synchronize is synchronize
+    # What the sandbox's child reports when it finds them replaced is a timer reason too.
+    reasons = anticheat.inspect(candidate_of(HONEST), TASK, {"check": {"patched": ["time.perf_counter"]}})
+    assert tags(reasons) == {TIMER}
+
+
+# ------------------------------------------------------------------------------------------ traces
+
+
+def trace(name: str) -> dict:
+    return json.loads((TRACES / name).read_text())
+
+
+def test_a_library_kernel_in_a_real_h200_trace_is_a_fallback():
+    """v00 (torch.add) profiled on the H200: an ATen kernel where the rung's vector_add should be."""
+    torch_add = anticheat.evidence_from_trace(trace("torch_trace_cuda_vector_add_v00.json"), ours=["vector_add"])
+    assert torch_add["launches"] == [1] * 10
+    reasons = anticheat.check_kernel_sources(torch_add["kernels"])
+    assert tags(reasons) == {LIBRARY} and "vectorized_elementwise_kernel" in reasons[0]
+    own = anticheat.evidence_from_trace(trace("torch_trace_cuda_vector_add_v01.json"), ours=["vector_add"])
+    assert own["launches"] == [1] * 10
+    assert anticheat.check_kernel_sources(own["kernels"]) == []
+    assert anticheat.check_streams(own["streams"], own["timed_stream"]) == []
+
+
+def test_a_kernel_on_a_side_stream_is_seen_in_the_trace():
+    """The real v01 trace with one call's kernel moved to stream 13 (the H200 default stream is 7)."""
+    moved = copy.deepcopy(trace("torch_trace_cuda_vector_add_v01.json"))
+    kernel = next(e for e in moved["traceEvents"] if isinstance(e, dict) and e.get("cat") == "kernel")
+    kernel["args"]["stream"] = 13
+    evidence = anticheat.evidence_from_trace(moved, ours=["vector_add"])
+    assert tags(anticheat.check_streams(evidence["streams"])) == {CONCURRENCY}
+    assert "stream 13" in anticheat.check_streams(evidence["streams"], timed_stream=7)[0]
+    # The timed stream is the stream of the harness's marker kernel, launched inside its own range.
+    marker = {"ph": "X", "cat": "user_annotation", "name": anticheat.TIMED_STREAM_LABEL, "ts": 0.0, "dur": 5.0}
+    fill = {"ph": "X", "cat": "kernel", "name": "fill", "ts": 2.0, "dur": 1.0,
+            "args": {"stream": 7, "correlation": 999999}}
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1.0, "dur": 1.0,
+              "args": {"correlation": 999999}}
+    moved["traceEvents"] += [marker, fill, launch]
+    evidence = anticheat.evidence_from_trace(moved, ours=["vector_add"])
+    assert evidence["timed_stream"] == 7 and "fill" not in {k["name"] for k in evidence["kernels"]}
+    assert evidence["stray_kernels"] == []
+    assert tags(anticheat.inspect(candidate_of(HONEST), TASK, evidence)) == {CONCURRENCY}
+
+
+def test_a_kernel_launched_between_calls_came_from_another_thread():
+    """The real v01 trace with one launch moved after the last call ended (as a thread launching late would)."""
+    late = copy.deepcopy(trace("torch_trace_cuda_vector_add_v01.json"))
+    events = [e for e in late["traceEvents"] if isinstance(e, dict)]
+    end = max(e["ts"] + e.get("dur", 0) for e in events if str(e.get("name", "")).startswith("hello_gpu.call"))
+    kernel = next(e for e in events if e.get("cat") == "kernel")
+    launch = next(e for e in events if e.get("cat") != "kernel" and isinstance(e.get("args"), dict)
+                  and e["args"].get("correlation") == kernel["args"]["correlation"])
+    launch["ts"] = kernel["ts"] = end + 100.0
+    evidence = anticheat.evidence_from_trace(late, ours=["vector_add"])
+    assert len(evidence["stray_kernels"]) == 1 and evidence["launches"].count(0) == 1
+    assert {CONCURRENCY, NO_LAUNCH} <= tags(anticheat.inspect(candidate_of(HONEST), TASK, evidence))
+
+
+def test_a_cpu_profile_of_an_interpreted_kernel_records_only_glue(vector_add):
+    """Why the CPU tier can use CPU ops as kernels: the interpreter's own ops are all on the glue list."""
+    path = CHEATS / HONEST
+    built = Rung(vector_add, path.stem, "triton", path, parse_header(path)).build()
+    a, b = vector_add.spec.make_inputs(1000, "float32", seed=1)
+    assert anticheat.profile_evidence(lambda: built(a, b))["kernels"] == []
+    assert [k["name"] for k in anticheat.profile_evidence(lambda: torch.add(a, b))["kernels"]] == ["aten::add"] * 3
+
+
+# ------------------------------------------------------------------------------------------ the checks themselves
+
+
+def _add_inputs(seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(1000, generator=generator), torch.randn(1000, generator=generator)
+
+
+def _reference(a, b):
+    return a.double() + b.double()
+
+
+def _cached_by(key):
+    """A plain-Python candidate that caches its answer under ``key(a, b, out)``."""
+    answers = {}
+
+    def run(inputs, out):
+        a, b = inputs
+        k = key(a, b, out)
+        if k not in answers:
+            answers[k] = a + b
+        result = answers[k]
+        if out is None:
+            return result
+        out.copy_(result)
+        return out
+    return run
+
+
+@pytest.mark.parametrize("key, caught_at", [
+    (lambda a, b, out: tuple(a.shape), "B:"),
+    (lambda a, b, out: out.data_ptr(), "B:"),
+    (lambda a, b, out: (float(a[0]), float(b[0])), "C:"),
+    (lambda a, b, out: (a.data_ptr(), b.data_ptr()), "D:"),
+], ids=["shape", "output pointer", "first elements", "input pointers"])
+def test_fresh_inputs_defeat_each_cache_key(key, caught_at):
+    seeds = anticheat.fresh_seeds(3)
+    reasons = anticheat.check_fresh_inputs(_cached_by(key), _add_inputs, _reference, seeds, tolerance=(2**-23, 1e-38))
+    assert reasons and tags(reasons) == {CACHED} and f"call '{caught_at}" in reasons[0], reasons
+
+
+def test_fresh_inputs_pass_an_honest_candidate():
+    def honest(inputs, out):
+        return torch.add(*inputs, out=out)
+    assert anticheat.check_fresh_inputs(honest, _add_inputs, _reference, anticheat.fresh_seeds(3),
+                                        tolerance=(2**-23, 1e-38)) == []
+
+
+@pytest.mark.parametrize("compute_dtype, bits", [(torch.float16, "float16"), (torch.bfloat16, "bfloat16"),
+                                                (torch.float64, None)])
+def test_precision_names_the_precision_used(compute_dtype, bits):
+    def run(inputs, out):
+        a, b = inputs
+        return out.copy_((a.to(compute_dtype) + b.to(compute_dtype)).float())
+    probe = anticheat.precision_probe_inputs(_add_inputs(3), seed=4)
+    reasons = anticheat.check_precision(run, probe, _reference, "float32", tolerance=(2**-23, 1.2e-38))
+    if bits is None:
+        assert reasons == []
+    else:
+        assert tags(reasons) == {LOW_PRECISION} and f"({bits}:" in reasons[0], reasons
+
+
+def test_partial_writes_tell_unwritten_from_correctly_nan():
+    """An element whose right answer is NaN (softmax of an all -inf row) is written as NaN: the finite
+    second poison shows it was written; an element left alone keeps both poisons."""
+    a = torch.tensor([1.0, float("nan"), 3.0, 4.0])
+    expected = a.double()
+
+    def copies_but_the_last(inputs, out):
+        out[:3] = inputs[0][:3]
+        return out
+    assert anticheat.check_partial_writes(lambda inputs, out: out.copy_(inputs[0]), (a,), expected) == []
+    reasons = anticheat.check_partial_writes(copies_but_the_last, (a,), expected)
+    assert tags(reasons) == {PARTIAL_WRITE} and "1 of 4" in reasons[0]
+    assert tags(anticheat.check_partial_writes(lambda inputs, out: out, (a,), expected)) == {NO_LAUNCH}
+
+
+def test_stale_output_needs_a_launch_even_when_the_answer_is_right():
+    """A candidate that skips its work when it has seen these pointers: on the repeated call the output
+    already holds the right answer, so only the launch count can tell; after new values are written
+    into the same inputs the stale answer is wrong, and seen as the previous one."""
+    counters = []
+
+    @contextlib.contextmanager
+    def launch_counter():
+        counters.append(types.SimpleNamespace(count=0))
+        yield counters[-1]
+
+    def launch(a, b, out):
+        if counters:
+            counters[-1].count += 1
+        return torch.add(a, b, out=out)
+
+    seen = set()
+
+    def lazy(inputs, out):
+        key = (inputs[0].data_ptr(), out.data_ptr())
+        if key in seen:
+            return out
+        seen.add(key)
+        return launch(*inputs, out)
+
+    def honest(inputs, out):
+        return launch(*inputs, out)
+
+    arguments = {"tolerance": (2**-23, 1e-38), "launch_counter": launch_counter}
+    seeds = anticheat.fresh_seeds(3)
+    reasons = anticheat.check_stale_output(lazy, _add_inputs, _reference, seeds, **arguments)
+    assert tags(reasons) == {NO_LAUNCH} and len(reasons) == 2, reasons
+    assert "launched no kernel" in reasons[0] and "previous call's answer" in reasons[1]
+    assert anticheat.check_stale_output(honest, _add_inputs, _reference, seeds, **arguments) == []
+
+
+@pytest.mark.parametrize("launches, rejected", [([1, 2], False), ([1, 0], True), (0, True), (3, False),
+                                                (None, False)])
+def test_every_counted_call_must_launch(launches, rejected):
+    assert bool(anticheat.check_launches(launches)) == rejected
+
+
+def test_suspect_is_never_accepted(vector_add):
+    from hello_gpu.bench.work import rates
+    work = vector_add.spec.work(2**28, "float32")
+    fast = rates(work, 0.5e-3, bandwidth_ceiling=4.0e12)            # 6.4 TB/s: 1.6x the copy ceiling
+    assert fast.suspect
+    assert tags(anticheat.inspect(candidate_of(HONEST), TASK, {"rates": fast.to_dict()})) == {SUSPECT}
+    # The bench tool's own result carries the flag the same way.
+    assert tags(anticheat.inspect(candidate_of(HONEST), TASK, {"bench": {"suspect": fast.suspect}})) == {SUSPECT}
+
+
+def test_strict_inspection_refuses_missing_evidence():
+    reasons = anticheat.inspect(candidate_of(HONEST), TASK, {}, strict=True)
+    assert tags(reasons) == {MISSING} and "kernels" in reasons[0] and "rates" in reasons[0]
+    assert anticheat.inspect(candidate_of(HONEST), TASK, {}) == []
+
+
+def test_evidence_is_read_where_the_sandbox_puts_it():
+    aten = {"name": "void at::native::vectorized_elementwise_kernel<4>(int)", "source": "library",
+            "library": "PyTorch ATen"}
+    evidence = {"check": {"kernels": [aten], "threads_started": 1, "patched": ["torch.cuda.Event.elapsed_time"],
+                          "anticheat": {"runtime": {"input_writes": ["writes into inputs: input(s) 0 changed"]}}}}
+    assert tags(anticheat.inspect(candidate_of(HONEST), TASK, evidence)) == {LIBRARY, CONCURRENCY, TIMER, INPUT_WRITE}
+
+
+def test_zeroing_an_accumulator_is_not_a_fallback():
+    """torch.zeros on a GPU runs ATen's fill kernel (reduce_sum t03 zeroes its atomic accumulator)."""
+    fill = {"name": "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+                    "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+            "source": "library", "library": "PyTorch ATen"}
+    assert anticheat.check_kernel_sources([fill, {"name": "sum_into_kernel", "source": "triton"}]) == []
+
+
+def test_a_dispatching_rungs_sibling_kernels_count_as_its_own():
+    """softmax t07 launches t04's kernel from a module it loads: a table labelled without that name says
+    "other", and the run-time kernel names (triton_kernels) keep it from being called a fallback."""
+    row = {"name": "softmax_rows_kernel", "source": "other"}
+    assert tags(anticheat.check_kernel_sources([row])) == {LIBRARY}
+    assert anticheat.check_kernel_sources([row], own_names=["softmax_rows_kernel"]) == []
+
+
+@pytest.mark.parametrize("source, tag", [
+    ('"""torch.add(a, b) in prose is not a call."""\nimport torch\nout = torch.empty(4)\n', None),
+    ("import torch.nn.functional as F\ndef run(x):\n    return F.softmax(x, -1)\n", LIBRARY),
+    ("from torch import add\ndef run(a, b):\n    return add(a, b)\n", LIBRARY),
+    ("def run(a, b):\n    return a.add(b)\n", LIBRARY),
+    ("def run(x, w):\n    return x @ w\n", LIBRARY),
+    ("import torch\ndef run(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)\n", LIBRARY),
+    ("import torch\nrun = torch.compile(lambda a, b: a + b)\n", LIBRARY),
+    ("import torch\nDTYPE = getattr(torch, 'bfloat16')\n", None),
+    ("def run(a, b:\n", INCORRECT),                                          # unparsable: said once, as such
+    ("import triton\n@triton.jit\ndef k(x):\n    y = x.sum(0)\n", None),        # device code: methods are fine
+    ("import threading\n", CONCURRENCY),
+    ("from multiprocessing import Pool\n", CONCURRENCY),
+    ("import torch\ns = torch.cuda.Stream()\n", CONCURRENCY),
+    ("import time as clock\nclock.perf_counter = lambda: 0.0\n", TIMER),
+    ("import time, torch\nx, (time.perf_counter, y) = 1, (None, 2)\n", TIMER),
+    ("import torch\nsetattr(torch.cuda, 'synchronize', lambda: None)\n", TIMER),
+    ("import sys\nsys.modules['time'] = None\n", TIMER),
+    ("import triton.testing\ntriton.testing.do_bench = lambda *a, **k: 1e-6\n", TIMER),
+    ("from torch.cuda import Event\nEvent.elapsed_time = lambda self, end: 0.001\n", TIMER),
+    ("import builtins\n", TIMER),
+    ("x = 1\nx = 2\n", None),
+])
+def test_python_source_scans(source, tag):
+    reasons = anticheat.inspect(Candidate(None, None, "triton", source), TASK)
+    assert tags(reasons) == ({tag} if tag else set()) and len(reasons) <= 1 + (tag == LIBRARY), reasons
+
+
+@pytest.mark.parametrize("source, tag", [
+    ("__global__ void k(float* x) { cublasSgemm(0); }", LIBRARY),
+    ("__global__ void k(float* x) { x[0] = at::native::add(1); }", LIBRARY),
+    ("// cuBLAS would do this faster\n__global__ void k(float* x) { x[0] = 1; }", None),
+    ("__global__ void k(float* x) { cub::BlockReduce<float, 256> r; }", None),        # a block primitive is fine
+    ("void host() { std::thread t; }\n__global__ void k(float* x) {}", CONCURRENCY),
+])
+def test_hip_source_scans(source, tag):
+    found = tags(static_reasons(Candidate(None, None, "hip", source)))
+    assert found == ({tag} if tag else set()), found
+
+
+def test_no_rung_of_the_course_is_flagged_by_the_source_scans():
+    """The scans must not reject honest work: every HIP and Triton rung of every operator is clean."""
+    flagged = {}
+    for name in list_ops():
+        for rung in load_op(name).rungs:
+            if rung.route in ("hip", "triton"):
+                companion = rung.companion.read_text() if rung.companion else None
+                reasons = static_reasons(Candidate(None, None, rung.route, rung.path.read_text(), companion))
+                if reasons:
+                    flagged[f"{name}/{rung.id}"] = reasons
+    assert flagged == {}
+
+
+def test_hip_kernel_names_come_from_the_source():
+    names, _ = anticheat.candidate_kernel_names(candidate_of("v90_calls_library.hip"))
+    assert names == ["vector_add"]
+
+
+# ------------------------------------------------------------------------------------------ gpu tier
+
+
+def _gpu_rung(name: str):
+    path = CHEATS / name
+    op = load_op("vector_add")
+    return op, Rung(op, path.stem, "triton", path, parse_header(path)).build()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("name, tag", [("t91_side_stream.py", CONCURRENCY), ("t90_calls_torch.py", LIBRARY),
+                                       (HONEST, None)])
+def test_device_trace_evidence(name, tag, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    op, built = _gpu_rung(name)
+    a, b = op.spec.make_inputs(2**20, "float32", seed=11, device="cuda")
+    built(a, b)                                   # compile outside the profile
+    torch.cuda.synchronize()
+    _, triton_names = anticheat.candidate_kernel_names(candidate_of(name))
+    evidence = anticheat.profile_evidence(lambda: built(a, b), triton=triton_names)
+    found = tags(anticheat.check_kernel_sources(evidence["kernels"], triton_names)
+                 + anticheat.check_streams(evidence["streams"], evidence["timed_stream"])
+                 + anticheat.check_launches(evidence["launches"]))
+    assert evidence["timed_stream"] is not None
+    if tag is None:
+        assert found == set(), evidence
+    else:
+        assert tag in found, (found, evidence)
