@@ -409,6 +409,105 @@ def _roofline(args: argparse.Namespace, console: Console) -> int:
                         as_json=args.json, console=console)
 
 
+# ------------------------------------------------------------------------------------------- agent
+
+
+def _agent_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("words", nargs="+", metavar="OP | resume RUN | report RUN",
+                        help="an operator to optimise (e.g. softmax), or 'resume RUN' / 'report RUN' for a run folder")
+    parser.add_argument("--from", dest="start", metavar="RUNG", help="the rung the search starts from (new runs)")
+    parser.add_argument("--route", choices=("hip", "triton"), help="hip or triton (new runs; default: the start rung's)")
+    parser.add_argument("--rounds", type=int, help="max rounds (default 12; on resume: the run's own, or this many in all)")
+    parser.add_argument("--policy", default="scripted", help="scripted (offline, default) or llm")
+    parser.add_argument("--run-dir", type=Path, metavar="DIR",
+                        help="the run folder (default: agent-runs/OP.ROUTE.START.<time>)")
+    parser.add_argument("--seed", type=int, default=0, help="the policy's seed (default 0)")
+    parser.add_argument("--patience", type=int, default=4, help="stop after this many rounds without an accept")
+    parser.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop after this long")
+    parser.add_argument("--target", type=float, default=0.9, help="stop at this fraction of the roofline (default 0.9)")
+    parser.add_argument("--ops-root", type=Path, metavar="DIR", help="operators folder (default: the package's ops/)")
+
+
+def _agent_progress(console: Console):
+    def show(event: dict) -> None:
+        kind = event.get("event")
+        if kind == "candidate":
+            console.print(f"  candidate {event['id']}: {event['state']}  {event.get('action', '')}  "
+                          f"{(event.get('reason') or '')[:160]}", markup=False, highlight=False, soft_wrap=True)
+        elif kind == "round":
+            console.print(f"round {event['round']} (best: candidate {event['best']})", markup=False, highlight=False)
+        elif kind in ("stop", "start"):
+            console.print(f"{kind}: {event.get('reason') or event.get('run_dir')}", markup=False, highlight=False)
+        elif kind == "final":
+            console.print(f"final re-measurement: {event.get('remeasured')} (claimed {event.get('claimed')})",
+                          markup=False, highlight=False)
+        elif kind == "report":
+            console.print(f"report: {event.get('markdown')}", markup=False, highlight=False)
+    return show
+
+
+def _agent(args: argparse.Namespace, console: Console) -> int:
+    words = args.words
+
+    def say(text: str) -> None:
+        console.print(f"agent: {text}", markup=False, highlight=False, soft_wrap=True)
+
+    if words[0] in ("resume", "report"):
+        if len(words) != 2:
+            say(f"usage: hello-gpu agent {words[0]} RUN")
+            return 2
+        run_dir = Path(words[1])
+        if not (run_dir / "candidates.sqlite").is_file():
+            say(f"{run_dir} is not a run folder (no candidates.sqlite)")
+            return 2
+        if words[0] == "report":
+            from .agent.report import write_report
+            for kind, path in write_report(run_dir).items():
+                say(f"wrote {path} ({kind})")
+            return 0
+        from .agent.loop import run_agent
+        try:
+            result = run_agent(None, None, run_dir, rounds=args.rounds, resume=True, progress=_agent_progress(console))
+        except KeyboardInterrupt:
+            say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
+            return 130
+        say(f"stopped: {result.stop_reason}")
+        return 0
+    if len(words) != 1:
+        say("give one operator, or 'resume RUN' / 'report RUN'")
+        return 2
+    if not args.start:
+        say("--from RUNG is required for a new run")
+        return 2
+    from .agent.loop import run_agent
+    from .agent.task import Task
+    from .ops import load_op
+    op_name = words[0]
+    try:
+        op = load_op(op_name, args.ops_root)
+        rung = op.rung(args.start)
+    except (KeyError, ValueError) as error:
+        say(str(error))
+        return 2
+    route = args.route or rung.route
+    if rung.route != route:
+        say(f"{args.start} is a {rung.route} rung, not {route}")
+        return 2
+    extra = {"ops_root": str(args.ops_root.resolve())} if args.ops_root else {}
+    task = Task(op_name, args.start, route, extra=extra)
+    import time as _time
+    run_dir = args.run_dir or Path("agent-runs") / f"{op_name}.{route}.{args.start}.{_time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        result = run_agent(task, args.policy, run_dir, rounds=args.rounds, seed=args.seed,
+                           time_budget_s=args.time_budget, patience=args.patience, target_fraction=args.target,
+                           progress=_agent_progress(console))
+    except KeyboardInterrupt:
+        say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
+        return 130
+    say(f"stopped: {result.stop_reason}; report in {run_dir}")
+    return 0
+
+
 COMMANDS: dict[str, Subcommand] = {
     "doctor": Subcommand("check that this machine can run kernels (3 gates)", _doctor_arguments, _doctor),
     "compile-check": Subcommand("compile every kernel of .hip/.cu files for NVIDIA and AMD, without a GPU",
@@ -426,6 +525,8 @@ COMMANDS: dict[str, Subcommand] = {
                           _profile_arguments, _profile),
     "roofline": Subcommand("place each rung of a ladder record under the measured and datasheet roofs; saves PNG and SVG",
                            _roofline_arguments, _roofline),
+    "agent": Subcommand("optimise an operator automatically: propose, check, time, accept or reject (GPU; "
+                        "'agent resume RUN', 'agent report RUN')", _agent_arguments, _agent),
     "version": Subcommand("print hello-gpu's version", _no_arguments, _version),
 }
 

@@ -1,0 +1,546 @@
+"""One step of one candidate (compile, check, bench, compare, analyze) in a child process with a time limit.
+
+``run_candidate_step(step, payload, timeout_s)`` starts ``python -m hello_gpu.agent.sandbox RESULT.json``
+in a new process group, sends ``{"step", "payload"}`` as JSON on its stdin, and reads the step's JSON
+from the result file (not stdout: a candidate may print). The parent never imports a candidate, so:
+
+- a hung kernel or an endless loop is killed with its whole process group at ``timeout_s``:
+  ``{"status": "timeout", ...}``;
+- a segfault, ``os._exit``, an illegal memory access that kills the CUDA context, or an exception in
+  the harness ends only the child: ``{"status": "crashed", "detail": ...}``;
+- otherwise ``{"status": "ok", ...the step's fields}``.
+
+In the child, the candidate's source is written into a temporary copy of its operator's folder (the
+spec and the ladder's rungs, so its header's ``parent`` resolves) as ``v9K_agent_LABEL.hip`` (+ the
+companion ``.py``) or ``t9K_agent_LABEL.py``, and the registry builds it like any rung.
+
+Before the candidate is imported, the child keeps a reference to every timing, synchronisation and
+checking function it relies on; after the step it reports in ``"patched"`` each one the candidate
+replaced (a candidate that patches the timer or the checker cheats, whatever its numbers say).
+Without a GPU the child runs Triton in the interpreter (``TRITON_INTERPRET=1``) on CPU tensors and
+times with the wall clock; the results say so (``"clock": "wall"``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+STEPS = ("compile", "check", "bench", "compare", "analyze")
+DEFAULT_TIMEOUT_S = 300.0
+TAIL_CHARACTERS = 4000
+NO_GPU_ARCH = "sm_90"        # what HIP candidates compile for where there is no GPU (NVRTC needs none)
+INPUT_SETS = 3               # timed calls rotate over this many fresh input sets: no result can be reused
+
+
+# ================================================================================== the parent side
+
+
+def _package_path() -> str:
+    """The folder holding the ``hello_gpu`` package, for the child's PYTHONPATH."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+def gpu_present() -> bool:
+    try:
+        from ..runtime.device import gpu_vendor
+        return gpu_vendor() is not None
+    except Exception:  # noqa: BLE001 - no torch, no driver: no GPU
+        return False
+
+
+def child_environment(extra: dict | None = None) -> dict:
+    """The parent's environment, the package importable, and the Triton interpreter where no GPU is."""
+    environment = dict(os.environ)
+    paths = [_package_path()] + [p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+    environment["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    if "TRITON_INTERPRET" not in environment and not gpu_present():
+        environment["TRITON_INTERPRET"] = "1"
+    environment.update(extra or {})
+    return environment
+
+
+def _tail(text: str) -> str:
+    return text[-TAIL_CHARACTERS:] if text else ""
+
+
+def describe_exit(returncode: int) -> str:
+    """-11 -> "killed by signal SIGSEGV (11)"; 139 -> "exited with status 139 (128 + SIGSEGV)"."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown signal"
+        return f"killed by signal {name} ({-returncode})"
+    text = f"exited with status {returncode}"
+    if returncode > 128:
+        try:
+            text += f" (128 + {signal.Signals(returncode - 128).name})"
+        except ValueError:
+            pass
+    return text
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+
+
+def run_candidate_step(step: str, payload: dict, timeout_s: float = DEFAULT_TIMEOUT_S, *,
+                       environment: dict | None = None) -> dict:
+    """Run ``step`` on ``payload`` in a child process; see the module docstring for the result."""
+    if step not in STEPS:
+        raise ValueError(f"unknown sandbox step {step!r}; steps: {', '.join(STEPS)}")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="hello-gpu-sandbox-") as folder:
+        result_path = Path(folder) / "result.json"
+        process = subprocess.Popen([sys.executable, "-m", "hello_gpu.agent.sandbox", str(result_path)],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=child_environment(environment), cwd=folder, start_new_session=True,
+                                   text=True)
+        request = json.dumps({"step": step, "payload": payload})
+        try:
+            stdout, stderr = process.communicate(request, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            stdout, stderr = process.communicate()
+            return {"status": "timeout", "step": step, "step_seconds": time.perf_counter() - started,
+                    "detail": f"{step} did not finish within {timeout_s:g} s; the child process group was killed",
+                    "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
+        finally:
+            if process.poll() is None:
+                _kill_group(process)
+        seconds = time.perf_counter() - started
+        result = None
+        if result_path.is_file():
+            try:
+                result = json.loads(result_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as error:
+                result = {"status": "crashed", "detail": f"unreadable result file: {error}"}
+        if result is None or process.returncode != 0:
+            detail = f"the {step} child {describe_exit(process.returncode)} without a result"
+            if result is not None:
+                detail = f"the {step} child {describe_exit(process.returncode)} after writing its result"
+            lines = [line for line in (stderr or "").strip().splitlines() if line.strip()]
+            if lines:
+                detail += f"; last stderr line: {lines[-1][:300]}"
+            return {"status": "crashed", "step": step, "step_seconds": seconds, "returncode": process.returncode,
+                    "detail": detail, "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
+        result.setdefault("status", "ok")
+        result.update(step=step, step_seconds=seconds, stdout_tail=_tail(stdout), stderr_tail=_tail(stderr))
+        return result
+
+
+# ================================================================================== the child side
+
+
+def _guarded_functions() -> dict[str, object]:
+    """Name -> the object now bound to it: what the step relies on to time and to check honestly."""
+    import importlib
+
+    names = {
+        "time": ("perf_counter", "perf_counter_ns", "time", "monotonic", "sleep"),
+        "hello_gpu.bench.timing": ("measure", "_measure_gpu", "_measure_wall", "hold_gpu", "_call"),
+        "hello_gpu.bench.compare": ("compare", "_round_ratio"),
+        "hello_gpu.bench.stats": ("summarize", "paired_ratio", "bootstrap_medians"),
+        "hello_gpu.bench.work": ("rates",),
+        "hello_gpu.ops.checking": ("check_rung", "_check_case", "_compare", "_same_bits", "_bits", "_call_poisoned",
+                                   "fresh_seeds"),
+    }
+    found: dict[str, object] = {}
+    for module_name, attributes in names.items():
+        module = importlib.import_module(module_name)
+        for attribute in attributes:
+            found[f"{module_name}.{attribute}"] = getattr(module, attribute)
+    from ..bench.compare import _DeviceTimer, _WallTimer
+    found["hello_gpu.bench.compare._DeviceTimer.time_rounds"] = _DeviceTimer.__dict__["time_rounds"]
+    found["hello_gpu.bench.compare._WallTimer.time_rounds"] = _WallTimer.__dict__["time_rounds"]
+    import torch
+    found["torch.cuda.synchronize"] = torch.cuda.synchronize
+    found["torch.cuda.Event"] = torch.cuda.Event
+    for attribute in ("record", "elapsed_time", "synchronize", "query"):
+        found[f"torch.cuda.Event.{attribute}"] = getattr(torch.cuda.Event, attribute)
+    found["torch.cuda.current_stream"] = torch.cuda.current_stream
+    found["torch.cuda.Stream.synchronize"] = torch.cuda.Stream.synchronize
+    found["torch.equal"] = torch.equal
+    found["torch.Tensor.clone"] = torch.Tensor.clone
+    return found
+
+
+def _patched(before: dict[str, object]) -> list[str]:
+    after = _guarded_functions()
+    return sorted(name for name, value in before.items() if after.get(name) is not value)
+
+
+def _task(payload: dict):
+    from .store import task_from_dict
+    return task_from_dict(payload["task"])
+
+
+def _slot_name(route: str, index: int, label: str) -> str:
+    return f"{'v' if route == 'hip' else 't'}9{index}_agent_{label}"
+
+
+def materialize(task, candidates: dict[str, dict], folder: Path):
+    """Copy the task's operator folder into ``folder`` and write each candidate as a rung of it.
+
+    Returns ``(op, {label: rung id})``. The operator's folder is ``task.extra["ops_root"]/task.op``
+    (default: the package's ``ops/``).
+    """
+    from ..ops import load_op
+    from ..ops.registry import ops_root
+    source_folder = ops_root(task.extra.get("ops_root")) / task.op
+    if not (source_folder / "spec.py").is_file():
+        raise FileNotFoundError(f"no operator folder {source_folder} (no spec.py)")
+    target = Path(folder) / task.op
+    target.mkdir(parents=True, exist_ok=True)
+    for path in source_folder.iterdir():
+        if path.is_file() and path.suffix in (".py", ".hip", ".cu", ".h", ".json"):
+            shutil.copy2(path, target / path.name)
+    names = {}
+    for index, (label, candidate) in enumerate(candidates.items()):
+        stem = _slot_name(candidate["route"], index, label)
+        if candidate["route"] == "hip":
+            (target / f"{stem}.hip").write_text(candidate["source"], encoding="utf-8")
+            if candidate.get("companion"):
+                (target / f"{stem}.py").write_text(candidate["companion"], encoding="utf-8")
+        else:
+            (target / f"{stem}.py").write_text(candidate["source"], encoding="utf-8")
+        names[label] = stem
+    op = load_op(task.op, root=folder)
+    if task.deterministic:
+        op.spec.DETERMINISTIC_REQUIRED = True
+    return op, names
+
+
+def _dtypes(task, op) -> list[str]:
+    return list(task.dtypes or op.spec.DTYPES)
+
+
+def _bench_shape(task, op):
+    return task.bench_shape if task.bench_shape is not None else op.spec.BENCH_SHAPES[-1]
+
+
+def _location_of(error: BaseException, file_name: str) -> int | None:
+    """The line of ``file_name`` an exception was raised from (a SyntaxError's own line first)."""
+    if isinstance(error, SyntaxError) and error.filename and Path(error.filename).name == file_name:
+        return error.lineno
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if Path(frame.filename).name == file_name:
+            return frame.lineno
+    return None
+
+
+def _rename(text: str, names: dict[str, str]) -> str:
+    """Say "candidate" where the child's temporary file names would confuse a reader."""
+    for label, stem in names.items():
+        text = text.replace(stem, f"candidate[{label}]")
+    return text
+
+
+def _step_compile(payload: dict, folder: Path) -> dict:
+    from ..runtime.errors import CompileError
+    task = _task(payload)
+    candidate = payload["candidate"]
+    try:
+        op, names = materialize(task, {"candidate": candidate}, folder)
+    except Exception as error:  # noqa: BLE001 - a header or file the registry refuses: a compile failure
+        stem = _slot_name(candidate["route"], 0, "candidate")
+        text = _rename(str(error).replace(f"{folder}/{task.op}/", ""), {"candidate": stem})
+        line = _location_of(error, f"{stem}.py") or _location_of(error, f"{stem}.hip")
+        if line is None:
+            found = re.search(r"\bline (\d+)", text)
+            line = int(found.group(1)) if found else None
+        return {"ok": False, "errors": [{"line": line, "column": None, "message": text}],
+                "message": f"the registry refused the candidate: {type(error).__name__}: {text}"}
+    rung = op.rung(names["candidate"])
+    if rung.route == "hip":
+        arch = payload.get("arch") or (None if gpu_present() else NO_GPU_ARCH)
+        kernels = {}
+        dtypes = [d for d in _dtypes(task, op) if rung.supports(d)]
+        try:
+            for dtype in dtypes or [None]:
+                kernel = rung.kernel(arch=arch, dtype=dtype)
+                kernel.compile()
+                resources = kernel.resources
+                kernels[dtype or "any"] = {"entry": kernel.entry, "registers_per_thread": resources.registers_per_thread,
+                                           "static_shared_bytes": resources.static_shared_bytes,
+                                           "local_bytes": resources.local_bytes,
+                                           "spill_store_bytes": resources.spill_store_bytes,
+                                           "spill_load_bytes": resources.spill_load_bytes,
+                                           "max_threads_per_block": resources.max_threads_per_block,
+                                           "source": resources.source}
+            if rung.companion is not None:
+                from ..ops.rung import load_module
+                load_module(rung.companion, f"agent_{rung.companion.stem}")
+        except CompileError as error:
+            return {"ok": False, "arch": arch or "device", "compiler": error.compiler,
+                    "errors": [{"line": d.line, "column": d.column, "severity": d.severity, "message": d.message}
+                               for d in error.diagnostics if "error" in d.severity],
+                    "message": _rename(str(error), names)}
+        except Exception as error:  # noqa: BLE001 - a signature or companion the runtime refuses
+            line = _location_of(error, f"{rung.id}.py")
+            return {"ok": False, "arch": arch or "device",
+                    "errors": [{"line": line, "column": None, "message": f"{type(error).__name__}: {error}"}],
+                    "message": _rename(f"{type(error).__name__}: {error}", names)}
+        return {"ok": True, "route": "hip", "arch": arch or "device", "resources": kernels}
+    try:
+        built = rung.build()             # imports the module: syntax errors, a missing run()
+    except Exception as error:  # noqa: BLE001
+        line = _location_of(error, rung.path.name)
+        return {"ok": False, "route": "triton",
+                "errors": [{"line": line, "column": getattr(error, "offset", None),
+                            "message": f"{type(error).__name__}: {error}"}],
+                "message": _rename(f"{type(error).__name__}: {error}" + (f" (line {line})" if line else ""), names)}
+    from ..profile.rung_profile import own_kernel_names
+    return {"ok": True, "route": "triton", "interpreted": built.interpreted,
+            "kernels": list(own_kernel_names(rung)[1]),
+            "resources": None, "note": "Triton compiles per shape at the first call; registers show in analyze on a GPU"}
+
+
+def _kernel_trace(built, rung, inputs) -> list[dict] | None:
+    """The device kernels one call launches (GPU only): a library kernel where the candidate's own
+    should be is a fallback, which the anti-cheat checks read from here."""
+    if not gpu_present():
+        return None
+    from ..profile.kernel_table import kernel_table
+    from ..profile.rung_profile import own_kernel_names
+    ours, triton = own_kernel_names(rung)
+    table = kernel_table(built, *inputs, warmup=1, repeats=2, ours=ours, triton=triton)
+    return [row.to_dict() for row in table.rows]
+
+
+def _step_check(payload: dict, folder: Path) -> dict:
+    from ..ops.checking import check_rung, fresh_seeds
+    task = _task(payload)
+    op, names = materialize(task, {"candidate": payload["candidate"]}, folder)
+    rung = op.rung(names["candidate"])
+    threads_before = threading.active_count()
+    seeds = fresh_seeds(task.seeds)                    # drawn here, after the candidate's import: unseen by it
+    shapes = list(task.check_shapes or op.spec.EDGE_SHAPES)
+    report = check_rung(rung, op, shapes, _dtypes(task, op), seeds, list(task.distributions))
+    evidence = report.evidence()
+    failures = [{"shape": c.shape, "dtype": c.dtype, "seed": c.seed, "distribution": c.distribution,
+                 "reason": c.reason} for c in report.failures[:10]]
+    skipped = sorted({f"{c.dtype}: {c.reason}" for c in report.cases if c.skipped})
+    result = {"passed": report.passed, "check_status": report.status, "reason": _rename(report.reason, names),
+              "evidence": evidence, "failures": failures, "skipped": skipped,
+              "device": rung.device(), "seeds_hidden_from_candidate": True}
+    # Threads the candidate left running, counted before the anti-cheat probes (a profiler may start its own).
+    result["threads_started"] = max(0, threading.active_count() - threads_before)
+    if report.error is None and report.skipped is None and report.ran:
+        # On failures too: a cheat should be rejected under its own name ("partial write"), not only as "incorrect".
+        try:
+            evidence = _anticheat_evidence(task, op, rung, shapes, names)
+            if evidence is not None:
+                result["anticheat"] = evidence
+        except Exception as error:  # noqa: BLE001 - no evidence is a reason to reject (tools.check), not a crash
+            result["anticheat_error"] = _rename(f"{type(error).__name__}: {error}", names)
+    return result
+
+
+def _anticheat_evidence(task, op, rung, shapes, names) -> dict | None:
+    """What :func:`hello_gpu.agent.anticheat.inspect` reads, gathered here where the candidate runs:
+    the run-time checks (fresh inputs, partial writes, input writes, precision, stale output) and the
+    kernels and streams of profiled calls at the largest check shape."""
+    import importlib
+    try:
+        anticheat = importlib.import_module("hello_gpu.agent.anticheat")
+    except ModuleNotFoundError as error:
+        if error.name == "hello_gpu.agent.anticheat":
+            return None                       # not written yet: the checker's own evidence stands alone
+        raise
+    from ..ops.checking import shape_label
+    from ..profile.rung_profile import own_kernel_names
+    built = rung.build()
+    dtypes = [d for d in _dtypes(task, op) if rung.supports(d)]
+    if built.interpreted:
+        dtypes = [d for d in dtypes if d != "bfloat16"]        # wrong in the interpreter, as in check_rung
+    evidence = anticheat.runtime_evidence(built, op.spec, dtypes=dtypes, shapes=shapes, device=rung.device())
+    largest = max(shapes, key=lambda s: math.prod(s) if isinstance(s, tuple) else int(s))
+    inputs = op.spec.make_inputs(largest, dtypes[0], seed=evidence["seeds"][0], distribution="normal",
+                                 device=rung.device())
+    ours, triton = own_kernel_names(rung)
+    evidence.update(anticheat.profile_evidence(lambda: built(*inputs), ours=ours, triton=triton))
+    evidence["profiled_shape"] = shape_label(largest)
+    return json.loads(_rename(json.dumps(evidence, default=str), names))
+
+
+def _inputs_sets(op, shape, dtype: str, device: str, count: int = INPUT_SETS) -> list[tuple]:
+    from ..ops.checking import fresh_seeds
+    return [tuple(op.spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device))
+            for seed in fresh_seeds(count)]
+
+
+def _ceilings():
+    if not gpu_present():
+        return None
+    from ..bench.ceilings import cached_ceilings
+    return cached_ceilings(allow_partial=True)
+
+
+def _timed_candidate(payload: dict, folder: Path):
+    """The candidate built at the task's bench shape: (task, op, names, rung, built, dtype, shape, work, inputs)."""
+    task = _task(payload)
+    op, names = materialize(task, {"candidate": payload["candidate"]}, folder)
+    rung = op.rung(names["candidate"])
+    dtype = payload.get("dtype") or next(d for d in _dtypes(task, op) if rung.supports(d))
+    shape = _bench_shape(task, op)
+    built = rung.build()
+    return task, op, names, rung, built, dtype, shape, op.spec.work(shape, dtype), \
+        _inputs_sets(op, shape, dtype, rung.device())
+
+
+def _step_bench(payload: dict, folder: Path) -> dict:
+    from ..bench import measure
+    from ..ops.checking import shape_label
+    _, _, _, rung, built, dtype, shape, work, inputs = _timed_candidate(payload, folder)
+    measurement = measure(built, work=work, cache="cold", inputs=inputs,
+                          max_seconds=float(payload.get("max_seconds", 2.0)), ceilings=_ceilings(),
+                          device=rung.device())
+    summary = measurement.summary
+    rates = measurement.rates
+    return {"shape": shape_label(shape), "dtype": dtype, "median_s": summary.median, "ci95": list(summary.ci95),
+            "relative_standard_error": summary.relative_standard_error if summary.count > 1 else None,
+            "count": summary.count, "clock": measurement.clock, "cache": measurement.cache,
+            "device": measurement.device, "stopped_by": measurement.stopped_by, "work": work.to_dict(),
+            "gb_per_s": rates.gb_per_s if rates else None, "tflop_per_s": rates.tflop_per_s if rates else None,
+            "bandwidth_fraction": rates.bandwidth_fraction if rates else None,
+            "compute_fraction": rates.compute_fraction if rates else None,
+            "suspect": rates.suspect if rates else None, "notes": measurement.notes,
+            "input_sets": len(inputs), "timing": measurement.timing_dict(),
+            "derived": rates.to_dict() if rates else None}
+
+
+def _rotating(function, inputs: list[tuple]):
+    counter = iter(range(2**62))
+    return lambda: function(*inputs[next(counter) % len(inputs)])
+
+
+def _step_compare(payload: dict, folder: Path) -> dict:
+    from ..bench import compare, rates
+    from ..bench.timing import _uses_gpu
+    from ..ops.checking import shape_label
+    task = _task(payload)
+    op, names = materialize(task, {"a": payload["baseline"], "b": payload["candidate"]}, folder)
+    baseline, candidate = op.rung(names["a"]), op.rung(names["b"])
+    dtype = payload.get("dtype") or next(d for d in _dtypes(task, op) if candidate.supports(d) and baseline.supports(d))
+    shape = _bench_shape(task, op)
+    inputs = _inputs_sets(op, shape, dtype, candidate.device())
+    built_a, built_b = baseline.build(), candidate.build()
+    comparison = compare(_rotating(built_a, inputs), _rotating(built_b, inputs), cache="cold",
+                         margin=float(payload.get("margin", 0.02)), min_rounds=int(payload.get("min_rounds", 10)),
+                         max_seconds=float(payload.get("max_seconds", 4.0)))
+    work = op.spec.work(shape, dtype)
+    ceilings = _ceilings()
+    bandwidth = ceilings.copy_bytes_per_s if ceilings else None
+    compute = ceilings.matmul_flops_per_s.get(dtype) if ceilings else None
+    clock = "device-events" if _uses_gpu(None) else "wall"
+    candidate_rates = rates(work, comparison.candidate.median, bandwidth_ceiling=bandwidth, compute_ceiling=compute,
+                            cold=True)
+    baseline_summary = comparison.baseline
+    noise = baseline_summary.relative_standard_error if baseline_summary.count > 1 else None
+    return {"shape": shape_label(shape), "dtype": dtype, "speedup": comparison.speedup.value,
+            "ci95": list(comparison.speedup.ci95), "pairs": comparison.speedup.pairs, "rounds": comparison.rounds,
+            "verdict": comparison.verdict, "margin": comparison.margin, "order": comparison.order,
+            "baseline_median_s": baseline_summary.median, "candidate_median_s": comparison.candidate.median,
+            "baseline_spread": ((baseline_summary.p80 - baseline_summary.p20) / baseline_summary.median
+                                if baseline_summary.median else None),
+            "noise": noise, "clock": clock, "device": candidate.device(),
+            "candidate_gb_per_s": candidate_rates.gb_per_s, "candidate_bandwidth_fraction":
+                candidate_rates.bandwidth_fraction, "suspect": candidate_rates.suspect}
+
+
+def _step_analyze(payload: dict, folder: Path) -> dict:
+    from ..bench import measure
+    from ..ops.checking import shape_label
+    from ..profile.roofline import RooflinePoint, classify, roofs_from
+    _, op, names, rung, built, dtype, shape, work, inputs = _timed_candidate(payload, folder)
+    seconds = payload.get("median_s")
+    if not seconds:
+        seconds = measure(built, work=work, cache="cold", inputs=inputs, max_seconds=1.0, device=rung.device()).median
+    notes: list[str] = []
+    result = {"shape": shape_label(shape), "dtype": dtype, "median_s": seconds, "work": work.to_dict(),
+              "intensity": work.arithmetic_intensity, "top_kernel": None, "counters": None}
+    if gpu_present():
+        from ..runtime.device import device_info
+        info = device_info()
+        ceilings = _ceilings()
+        roofs = roofs_from({"name": info.name, "arch": info.arch}, dtype,
+                           [("this machine's cache", ceilings.to_dict())] if ceilings else [],
+                           environment={"l2_bytes": info.l2_bytes})
+        verdict = classify(RooflinePoint(rung.id, shape_label(shape), dtype, rung.route, "candidate", float(seconds),
+                                         float(work.bytes), float(work.flops)), roofs)
+        result.update(bound=verdict.bound, side=verdict.side, fraction_of_attainable=verdict.fraction,
+                      reason=_rename(verdict.reason, names), roofs_sources=list(roofs.sources))
+        try:
+            rows = _kernel_trace(built, rung, inputs[0]) or []
+            if rows:
+                result["top_kernel"] = rows[0]
+        except Exception as error:  # noqa: BLE001
+            notes.append(f"no kernel table: {type(error).__name__}: {error}")
+        if payload.get("counters", True):
+            try:
+                from ..profile.counters import counters_for_rungs
+                counted = counters_for_rungs(op, [rung.id], shape, dtype, root=folder)[rung.id]
+                result["counters"] = counted.summary() if counted.available else None
+                if not counted.available:
+                    notes.append(f"counters unavailable: {counted.note}")
+            except Exception as error:  # noqa: BLE001 - counters are a bonus; their absence is a note
+                notes.append(f"counters unavailable: {type(error).__name__}: {error}")
+        else:
+            notes.append("counters not asked for")
+    else:
+        result.update(bound="unknown", side=None, fraction_of_attainable=None,
+                      reason="no GPU: no roofs to place the candidate under (wall-clock time in the CPU interpreter)")
+        notes.append("counters unavailable: no GPU here (ncu / rocprofv3 need one)")
+        notes.append("no kernel table: torch.profiler sees no device kernels without a GPU")
+    result["notes"] = notes
+    return result
+
+
+STEP_FUNCTIONS = {"compile": _step_compile, "check": _step_check, "bench": _step_bench,
+                  "compare": _step_compare, "analyze": _step_analyze}
+
+
+def _write(path: Path, data: dict) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data, default=str, allow_nan=True), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    result_path = Path(arguments[0])
+    request = json.loads(sys.stdin.read())
+    step, payload = request["step"], request["payload"]
+    guarded = _guarded_functions()          # before any candidate code is imported
+    with tempfile.TemporaryDirectory(prefix="hello-gpu-candidate-") as folder:
+        try:
+            result = {"status": "ok", **STEP_FUNCTIONS[step](payload, Path(folder))}
+        except Exception as error:  # noqa: BLE001 - the harness failed on this candidate: that candidate ends
+            result = {"status": "crashed", "detail": f"{type(error).__name__}: {error}",
+                      "traceback": traceback.format_exc()[-TAIL_CHARACTERS:]}
+        result["patched"] = _patched(guarded)
+    _write(result_path, result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not a normal exit: a thread the candidate left running must not hold the child (and the step) open.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

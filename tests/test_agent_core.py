@@ -1,0 +1,405 @@
+"""The agent's pieces on the CPU: the store survives a kill, the sandbox contains hangs and crashes,
+the tools answer in JSON, the accept and stop rules decide as written.
+
+Triton candidates run in the interpreter (the sandbox sets TRITON_INTERPRET=1 where no GPU is), on the
+fixture operator toy_add with small shapes; HIP candidates only compile (NVRTC needs no GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from hello_gpu.agent import accept, stop, tools
+from hello_gpu.agent.candidate import Candidate
+from hello_gpu.agent.sandbox import describe_exit, run_candidate_step
+from hello_gpu.agent.store import CandidateStore, task_from_dict, task_to_dict
+from hello_gpu.agent.task import Task
+
+FIXTURES = Path(__file__).parent / "fixtures" / "ops"
+TOY = FIXTURES / "toy_add"
+SRC = Path(__file__).resolve().parents[1] / "src"
+TRITON_SOURCE = (TOY / "t01_block_per_program.py").read_text(encoding="utf-8")
+HIP_SOURCE = (TOY / "v01_thread_per_element.hip").read_text(encoding="utf-8")
+
+
+def toy_task(route: str = "triton", start: str = "t01_block_per_program") -> Task:
+    return Task("toy_add", start, route, dtypes=("float32",), check_shapes=(1, 31, 1000, (37, 29)), bench_shape=4096,
+                extra={"ops_root": str(FIXTURES)})
+
+
+def triton(source: str = TRITON_SOURCE, parent_id: int | None = None, **fields) -> Candidate:
+    return Candidate(None, parent_id, "triton", source, **fields)
+
+
+def with_run(body: str) -> str:
+    """The fixture's Triton rung with ``run`` replaced by ``body`` (indented code of the function)."""
+    head = TRITON_SOURCE.split("def run(a, b, out=None):")[0]
+    return head + "def run(a, b, out=None):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+
+
+# ============================================================================================ store
+
+
+def test_store_round_trip(tmp_path):
+    task = toy_task()
+    with CandidateStore(tmp_path) as store:
+        store.start_run(task, "test-policy", 7)
+        start = store.add(triton(action="start"))
+        child = store.add(triton(TRITON_SOURCE.replace("BLOCK = 1024", "BLOCK = 2048"), parent_id=start.id,
+                                 action="BLOCK 1024 -> 2048"), round_number=1)
+        child.state, child.reason = "rejected", "not faster"
+        child.results["compare"] = {"speedup": 1.01}
+        store.update(child)
+        store.add_result(child.id, "compare", {"speedup": 1.01})
+        start.state = "accepted"
+        store.update(start)
+        with pytest.raises(ValueError, match="already holds a run"):
+            store.start_run(task, "again", 1)
+    with CandidateStore(tmp_path) as store:           # reopened: everything is there
+        info = store.run_info()
+        assert info["policy"] == "test-policy" and info["seed"] == 7
+        assert store.task() == task
+        assert [c.id for c in store.list()] == [start.id, child.id]
+        again = store.get(child.id)
+        assert again.state == "rejected" and again.results == {"compare": {"speedup": 1.01}}
+        row = store.row(child.id)
+        assert "-BLOCK = 1024" in row["diff"] and "+BLOCK = 2048" in row["diff"] and row["round"] == 1
+        assert row["source_sha256"] == again.source_sha256
+        assert store.best_accepted().id == start.id
+        assert store.by_sha256(again.source_sha256).id == child.id
+        assert [r["tool"] for r in store.results(child.id)] == ["compare"]
+        store.set_stop_reason("max rounds: 1 of 1 done")
+        assert store.run_info()["stop_reason"].startswith("max rounds")
+
+
+def test_task_json_round_trip_keeps_shapes():
+    task = toy_task()
+    again = task_from_dict(json.loads(json.dumps(task_to_dict(task))))
+    assert again == task and again.check_shapes[-1] == (37, 29)
+
+
+WRITER = """
+import sys, time
+sys.path.insert(0, {src!r})
+from hello_gpu.agent.candidate import Candidate
+from hello_gpu.agent.store import CandidateStore
+from hello_gpu.agent.task import Task
+store = CandidateStore({folder!r})
+store.start_run(Task("toy_add", "t01", "triton"), "writer", 1)
+for index in range(10_000):
+    candidate = store.add(Candidate(None, None, "triton", "source %d" % index))
+    candidate.state = "rejected"
+    store.update(candidate)
+    store.add_result(candidate.id, "check", {{"index": index}})
+    print(index, flush=True)
+    time.sleep(0.01)
+"""
+
+
+def test_store_survives_a_killed_writer(tmp_path):
+    process = subprocess.Popen([sys.executable, "-c", WRITER.format(src=str(SRC), folder=str(tmp_path))],
+                               stdout=subprocess.PIPE, text=True)
+    written = -1
+    while written < 20:
+        line = process.stdout.readline()
+        assert line, "the writer died before writing"
+        written = int(line)
+    process.send_signal(signal.SIGKILL)           # no clean-up, no close: as a crash or a power cut
+    process.wait()
+    assert process.returncode == -signal.SIGKILL
+    with CandidateStore(tmp_path) as store:
+        assert store.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        candidates = store.list()
+        # Everything the writer reported committed is there (it may have committed one more).
+        assert len(candidates) >= written + 1
+        assert all(c.state in ("rejected", "proposed") for c in candidates)
+        assert len(store.results(tool="check")) >= written + 1
+        assert store.run_info()["policy"] == "writer"
+
+
+# ============================================================================================ sandbox
+
+
+def _payload(candidate: Candidate, task: Task | None = None) -> dict:
+    return {"task": task_to_dict(task or toy_task()),
+            "candidate": {"route": candidate.route, "source": candidate.source, "companion": candidate.companion}}
+
+
+def test_sandbox_checks_a_triton_candidate_in_the_interpreter():
+    result = run_candidate_step("check", _payload(triton()), 120)
+    assert result["status"] == "ok", result
+    assert result["passed"] is True
+    evidence = result["evidence"]
+    assert len(evidence["seeds"]) >= 3 and len(evidence["distributions"]) >= 2
+    assert evidence["dtypes"] == ["float32"] and evidence["deterministic_checked"]
+    assert result["device"] == "cpu" and result["patched"] == []
+
+
+def test_sandbox_kills_a_candidate_that_never_returns():
+    started = time.perf_counter()
+    result = run_candidate_step("check", _payload(triton(with_run("while True:\n    pass\n"))), 12)
+    assert result["status"] == "timeout"
+    assert "killed" in result["detail"]
+    assert time.perf_counter() - started < 40
+
+
+def test_sandbox_contains_a_process_exit():
+    result = run_candidate_step("check", _payload(triton(with_run("import os\nos._exit(139)\n"))), 60)
+    assert result["status"] == "crashed"
+    assert "139" in result["detail"] and "SIGSEGV" in result["detail"]
+
+
+def test_sandbox_contains_a_segfault():
+    result = run_candidate_step("check", _payload(triton(with_run("import ctypes\nctypes.string_at(0)\n"))), 60)
+    assert result["status"] == "crashed"
+    assert "SIGSEGV" in result["detail"]
+
+
+def test_exit_descriptions():
+    assert describe_exit(-11) == "killed by signal SIGSEGV (11)"
+    assert describe_exit(139) == "exited with status 139 (128 + SIGSEGV)"
+
+
+def test_a_candidate_that_raises_fails_its_check_with_the_error():
+    result = tools.check(triton(with_run("raise RuntimeError('boom')\n")), toy_task())
+    assert result.status == "ok" and not result.passed
+    assert "raised RuntimeError: boom" in result.reason
+
+
+def test_a_candidate_that_raises_on_import_fails_to_compile_at_its_line():
+    source = TRITON_SOURCE.replace("BLOCK = 1024", "BLOCK = 1024\nraise ImportError('no such helper')")
+    line = source.splitlines().index("raise ImportError('no such helper')") + 1
+    result = tools.compile(triton(source), toy_task())
+    assert result.status == "ok" and not result.ok
+    assert result.errors[0]["line"] == line and "no such helper" in result.errors[0]["message"]
+
+
+def test_a_triton_syntax_error_names_its_line():
+    source = TRITON_SOURCE.replace("BLOCK = 1024", "BLOCK = = 1024")
+    line = source.splitlines().index("BLOCK = = 1024") + 1
+    result = tools.compile(triton(source), toy_task())
+    assert not result.ok and result.errors[0]["line"] == line
+
+
+def test_hip_compile_error_points_at_the_candidates_line():
+    source = HIP_SOURCE.replace("out[i] = a[i] + b[i];", "out[i] = a[i] + undefined_name;")
+    line = source.splitlines().index(next(s for s in source.splitlines() if "undefined_name" in s)) + 1
+    result = tools.compile(Candidate(None, None, "hip", source), toy_task("hip", "v01_thread_per_element"))
+    assert result.status == "ok" and not result.ok
+    assert result.errors and result.errors[0]["line"] == line
+    assert "undefined_name" in result.errors[0]["message"]
+    assert "agent_candidate" not in result.message        # the temporary file name is not shown
+
+
+def test_hip_compile_reports_registers_and_spills():
+    result = tools.compile(Candidate(None, None, "hip", HIP_SOURCE), toy_task("hip", "v01_thread_per_element"))
+    assert result.ok, result.message
+    resources = result.resources["float32"]
+    assert resources["registers_per_thread"] > 0 and resources["spill_store_bytes"] == 0
+    assert result.arch == "sm_90"
+
+
+def test_patching_the_timer_is_caught():
+    source = TRITON_SOURCE.replace("BLOCK = 1024", "BLOCK = 1024\nimport time\ntime.perf_counter = lambda: 0.0")
+    result = tools.check(triton(source), toy_task())
+    assert not result.passed
+    assert "time.perf_counter" in result.patched
+    assert "patched the harness" in result.reason
+
+
+# ============================================================================================ tools
+
+
+def test_check_result_is_json(tmp_path):
+    result = tools.check(triton(), toy_task())
+    assert result.passed
+    data = json.loads(json.dumps(result.to_dict()))
+    assert tools.CheckResult.from_dict(data) == result
+
+
+def test_a_candidate_that_drops_the_last_element_is_incorrect():
+    source = (TOY / "t02_drops_last.py").read_text(encoding="utf-8")
+    result = tools.check(triton(source), toy_task())
+    assert result.status == "ok" and not result.passed
+    assert "never written" in result.reason
+
+
+def _fake_anticheat(monkeypatch, inspect):
+    module = types.ModuleType("hello_gpu.agent.anticheat")
+    module.inspect = inspect
+    monkeypatch.setitem(sys.modules, "hello_gpu.agent.anticheat", module)
+
+
+def test_anticheat_reasons_reject(monkeypatch):
+    seen = {}
+
+    def inspect(candidate, task, evidence):
+        seen["evidence"] = evidence
+        return ["calls torch.add instead of its own kernel"]
+
+    _fake_anticheat(monkeypatch, inspect)
+    result = tools.check(triton(), toy_task())
+    assert not result.passed and result.correct and result.cheats == ["calls torch.add instead of its own kernel"]
+    assert result.reason == "calls torch.add instead of its own kernel"
+    assert seen["evidence"]["check"]["passed"] is True     # the inspection saw the checker's evidence
+
+
+def test_anticheat_that_raises_fails_closed(monkeypatch):
+    def inspect(candidate, task, evidence):
+        raise RuntimeError("bug")
+
+    _fake_anticheat(monkeypatch, inspect)
+    result = tools.check(triton(), toy_task())
+    assert not result.passed and "inspection failed" in result.cheats[0]
+
+
+def test_bench_and_analyze_on_the_cpu_say_so():
+    bench = tools.bench(triton(), toy_task(), max_seconds=0.3)
+    assert bench.ok and bench.clock == "wall" and bench.device == "cpu"
+    assert bench.median_s > 0 and bench.ci95[0] <= bench.median_s <= bench.ci95[1]
+    assert bench.gb_per_s > 0 and bench.suspect is None
+    analysis = tools.analyze(triton(), toy_task(), median_s=bench.median_s)
+    assert analysis.ok and analysis.bound == "unknown"
+    assert any("counters unavailable" in note for note in analysis.notes)
+    assert analysis.intensity == pytest.approx(4096 / 49152)
+
+
+def test_compare_finds_the_bigger_block_faster_in_the_interpreter():
+    # 4096 elements: 4 programs of 1024 or 1 of 4096; the interpreter pays ~0.6 ms per program.
+    faster = triton(TRITON_SOURCE.replace("BLOCK = 1024", "BLOCK = 4096"))
+    result = tools.compare(triton(), faster, toy_task(), max_seconds=1.0)
+    assert result.ok and result.clock == "wall"
+    assert result.speedup > 1.5 and result.ci95[0] > 1.3 and result.pairs >= 10
+    assert result.noise is not None and result.noise >= 0
+    assert tools.accept(result).accepted
+
+
+# ============================================================================================ accept
+
+
+def comparison(speedup, low, high, noise=None, suspect=None) -> dict:
+    return {"speedup": speedup, "ci95": [low, high], "noise": noise, "suspect": suspect}
+
+
+@pytest.mark.parametrize("low, noise, accepted", [
+    (1.021, None, True),          # default margin 2%
+    (1.019, None, False),
+    (1.021, 0.005, True),         # 3 x 0.5% = 1.5% < 2%: the default margin stands
+    (1.05, 0.02, False),          # 3 x 2% = 6%: 1.05 is not enough
+    (1.061, 0.02, True),
+    (0.9, None, False),
+])
+def test_accept_rule_margin(low, noise, accepted):
+    decision = accept.decide(comparison(low + 0.05, low, low + 0.1, noise))
+    assert decision.accepted is accepted
+    assert decision.margin == pytest.approx(max(0.02, 3 * (noise or 0)))
+
+
+def test_suspect_is_never_accepted():
+    decision = accept.decide(comparison(3.0, 2.9, 3.1, 0.001, suspect="5000 GB/s is 1.15x the copy bandwidth"))
+    assert not decision.accepted and decision.reason.startswith("suspect")
+    assert not accept.decide(comparison(3.0, 2.9, 3.1), suspect="above the roof").accepted
+
+
+def test_incorrect_is_never_accepted():
+    assert not accept.decide(comparison(3.0, 2.9, 3.1), correct=False).accepted
+
+
+def test_no_interval_is_not_accepted():
+    assert not accept.decide({"speedup": 2.0}).accepted
+    assert not accept.decide(comparison(2.0, float("nan"), 2.1)).accepted
+
+
+def test_decision_is_json():
+    decision = accept.decide(comparison(1.5, 1.4, 1.6, 0.01))
+    assert accept.Decision.from_dict(json.loads(json.dumps(decision.to_dict()))) == decision
+
+
+# ============================================================================================ stop
+
+
+@pytest.mark.parametrize("state, expected", [
+    (stop.SearchState(rounds_done=5), "max rounds"),
+    (stop.SearchState(rounds_done=1, elapsed_s=100), "time budget"),
+    (stop.SearchState(rounds_done=3, rounds_since_accept=3), "patience"),
+    (stop.SearchState(rounds_done=1, fraction_of_roofline=0.93), "target reached"),
+    (stop.SearchState(rounds_done=1, policy_exhausted=True), "policy exhausted"),
+    (stop.SearchState(rounds_done=1, elapsed_s=10, rounds_since_accept=2, fraction_of_roofline=0.5), None),
+])
+def test_stop_rules(state, expected):
+    rules = stop.StopRules(max_rounds=5, time_budget_s=60, patience=3, target_fraction=0.9)
+    reason = rules.reason(state)
+    assert (reason is None) if expected is None else reason.startswith(expected)
+
+
+def test_stop_rules_without_optional_limits():
+    rules = stop.StopRules(max_rounds=2, time_budget_s=None, patience=None, target_fraction=None)
+    assert rules.reason(stop.SearchState(rounds_done=1, elapsed_s=1e9, rounds_since_accept=99,
+                                         fraction_of_roofline=5.0)) is None
+    with pytest.raises(ValueError):
+        stop.StopRules(patience=0)
+
+
+def test_the_parent_never_imports_a_candidate():
+    before = set(sys.modules)
+    result = tools.compile(triton(TRITON_SOURCE.replace("BLOCK = 1024", "BLOCK = 1024\nimport json")), toy_task())
+    assert result.ok
+    assert not [name for name in set(sys.modules) - before if "agent_candidate" in name or name.startswith("_hello_gpu_ops")]
+    from hello_gpu.agent.sandbox import child_environment
+    environment = child_environment({"EXTRA": "1"})
+    assert environment["EXTRA"] == "1" and str(SRC) in environment["PYTHONPATH"].split(os.pathsep)
+    assert "EXTRA" not in os.environ
+
+
+def test_store_file_is_sqlite(tmp_path):
+    CandidateStore(tmp_path).close()
+    connection = sqlite3.connect(tmp_path / "candidates.sqlite")
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"run", "candidates", "tool_results"} <= tables
+
+
+# ============================================================================================ cheats
+
+CHEATS = Path(__file__).parent / "agent_cheats"
+CHEAT_TAGS = {"t90_": "library fallback", "t91_": "side stream or thread", "t92_": "cached result",
+              "t93_": "partial write", "t94_": "writes into inputs", "t95_": "lower precision than declared",
+              "t96_": "never launches", "t97_": "timer patching"}
+
+
+def test_every_cheating_candidate_is_rejected_through_the_sandbox():
+    """The deliberately cheating Triton rungs (tests/agent_cheats/, written for the anti-cheat checks) go
+    through tools.check as the loop calls it: each is refused, the honest one passes."""
+    from concurrent.futures import ThreadPoolExecutor
+    paths = sorted(CHEATS.glob("t9*.py"))
+    if not paths:
+        pytest.skip("no cheating candidates under tests/agent_cheats/")
+    task = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), check_shapes=(1, 31, 1000, (37, 29)),
+                bench_shape=4096)
+    with ThreadPoolExecutor(4) as pool:             # each check is its own child process
+        results = dict(zip([p.name for p in paths],
+                           pool.map(lambda p: tools.check(triton(p.read_text(encoding="utf-8")), task), paths)))
+    for name, result in results.items():
+        assert result.status == "ok", (name, result.raw.get("detail"))
+        if "honest" in name:
+            assert result.passed and not result.cheats, (name, result.reason)
+            continue
+        assert not result.passed and result.reason, name
+        expected = next((tag for prefix, tag in CHEAT_TAGS.items() if name.startswith(prefix)), None)
+        if expected is not None:                  # rejected under the cheat's own name, not only as incorrect
+            assert any(reason.startswith(expected) for reason in result.cheats), (name, result.cheats)
+
+
+def test_a_slower_candidate_is_called_slower():
+    assert accept.decide(comparison(0.6, 0.57, 0.62)).reason.endswith("slower (the whole interval is below 1)")
+    assert accept.decide(comparison(1.0, 0.98, 1.02)).reason.endswith("not faster beyond noise")
