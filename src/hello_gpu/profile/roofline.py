@@ -15,12 +15,15 @@ byte). With a memory roof ``BW`` (bytes/s) and a compute roof ``P`` (FLOP/s) it 
 
 Classification of a point (thresholds with the reason for each number):
 
-- **latency-bound** when its time is within :data:`LATENCY_LAUNCHES` = 2 launch overheads (measured
-  host time per launch: 6.6 us on the H200 -> 13 us): such a call is mostly fixed cost (the launch,
-  the ramp-up of the first wave, the tail of the last), and launched back to back from Python the GPU
-  would wait on the host about as long as it computes; its distance from the roofs says little. With
-  3 overheads (20 us) the uncoalesced vector_add rung at 2^20 (17 us, twice the others' 8 us) would
-  be called latency-bound too, hiding the access pattern that makes it slow. Or when it reaches less
+- **latency-bound** when its time is within :data:`LATENCY_DEVICE_CALLS` = 10 device call costs. The
+  device cost of a call is ``graph_call_s`` of the ceilings: a 1-element kernel replayed in a CUDA
+  graph, 1.18 us on the H200, the fixed cost of a kernel with no host in the way. Within 10 of those
+  (~12 us) a call is mostly fixed cost (the ramp-up of the first wave, the tail of the last, a few
+  DRAM round trips of ~0.7 us), so its distance from the roofs says little: the 2^20 adds (8-9 us).
+  The uncoalesced vector_add rung at 2^20 (17.9 us) stays memory-bound, as the lesson needs.
+  The threshold used to be 2 host launch overheads; that figure is host time and moved between two
+  runs from 6.6 to 9.0 us, which put the strided rung on either side of the line. Without a graph
+  figure the host launch overhead x :data:`LATENCY_LAUNCHES` = 2 is the fallback. Or when it reaches less
   than :data:`FAR_BELOW_FRACTION` = 10% of the attainable bound with a working set that fits in the
   L2 (60 MB on the H200): a tiny problem far below both roofs is not limited by either.
 - otherwise **memory-bound** left of the ridge, **compute-bound** right of it, with the % of the
@@ -38,6 +41,7 @@ from ..bench.records import RecordError, format_figure
 from ..bench.work import SUSPECT_BANDWIDTH_FRACTION
 
 LATENCY_LAUNCHES = 2
+LATENCY_DEVICE_CALLS = 10
 FAR_BELOW_FRACTION = 0.10
 # Host time per kernel launch when no ceilings were measured: PyTorch launches a CUDA kernel in ~4-7 us
 # (the H200 here: 6.6 us, records/nvidia-h200/ceilings.json); 5 us is the middle of that.
@@ -64,6 +68,7 @@ class Roofs:
     datasheet_bandwidth: float | None = None
     datasheet_compute: float | None = None
     launch_overhead_s: float | None = None       # measured host time per launch
+    graph_call_s: float | None = None            # measured device time of a 1-element call in a graph
     l2_bytes: int | None = None
     sources: tuple[str, ...] = ()
 
@@ -102,6 +107,7 @@ def roofs_from(device: dict, dtype: str, ceilings: list[tuple[str, dict]], *, en
     bandwidth = _first(*(c.get("copy_bytes_per_s") for _, c in ceilings))
     compute = _first(*((c.get("matmul_flops_per_s") or {}).get(dtype) for _, c in ceilings))
     overhead = _first(*(c.get("launch_overhead_s") for _, c in ceilings))
+    graph_call = _first(*(c.get("graph_call_s") for _, c in ceilings))
     used = [where for where, c in ceilings
             if any(_positive(v) for v in (c.get("copy_bytes_per_s"), c.get("launch_overhead_s"),
                                           (c.get("matmul_flops_per_s") or {}).get(dtype)))]
@@ -111,7 +117,7 @@ def roofs_from(device: dict, dtype: str, ceilings: list[tuple[str, dict]], *, en
     l2 = (environment or {}).get("l2_bytes") or (spec.l2_bytes if spec else None)
     return Roofs(device.get("name", "?"), dtype, bandwidth, compute,
                  spec.bandwidth_bytes_per_s if spec else None, (spec.peak_flops.get(dtype) if spec else None),
-                 overhead, int(l2) if _positive(l2) else None, tuple(sources))
+                 overhead, graph_call, int(l2) if _positive(l2) else None, tuple(sources))
 
 
 # ------------------------------------------------------------------------------------------ points
@@ -235,10 +241,14 @@ def classify(point: RooflinePoint, roofs: Roofs) -> Verdict:
         detail += f"; DRAM bytes {point.measured_over_counted:.2f}x counted"
     if point.suspect or (fraction is not None and fraction > SUSPECT_BANDWIDTH_FRACTION):
         detail += "; SUSPECT: above the measured roof" + (f" ({point.suspect})" if point.suspect else "")
-    overhead = roofs.launch_overhead_s or DEFAULT_LAUNCH_OVERHEAD_S
-    if point.seconds <= LATENCY_LAUNCHES * overhead:
-        reason = (f"{_microseconds(point.seconds)} is within {LATENCY_LAUNCHES} launch overheads of "
-                  f"{_microseconds(overhead)}: fixed costs dominate; {detail}")
+    if roofs.graph_call_s:
+        limit, what = LATENCY_DEVICE_CALLS * roofs.graph_call_s, (
+            f"{LATENCY_DEVICE_CALLS} device call costs of {_microseconds(roofs.graph_call_s)}")
+    else:
+        overhead = roofs.launch_overhead_s or DEFAULT_LAUNCH_OVERHEAD_S
+        limit, what = LATENCY_LAUNCHES * overhead, f"{LATENCY_LAUNCHES} launch overheads of {_microseconds(overhead)}"
+    if point.seconds <= limit:
+        reason = f"{_microseconds(point.seconds)} is within {what}: fixed costs dominate; {detail}"
         return Verdict(point, "latency", side, fraction, reason)
     if fraction is not None and fraction < FAR_BELOW_FRACTION and roofs.l2_bytes and point.bytes <= roofs.l2_bytes:
         reason = (f"under {FAR_BELOW_FRACTION:.0%} of the roof with {format_figure(point.bytes / 1e6)} MB, which fits in "
