@@ -29,9 +29,10 @@ from hello_gpu.ops import load_op
 SECONDS = 0.5       # per measurement and per comparison: 40 configurations in ~1 minute
 
 
-def _figures(fn, baseline) -> dict:
-    timing = measure(fn, cache="cold", max_seconds=SECONDS)
-    paired = compare(baseline, fn, max_seconds=SECONDS)
+def figures(fn, baseline, seconds: float = SECONDS) -> dict:
+    """Cold median of ``fn`` and its paired speedup over ``baseline`` (> 1: faster), with the 95% interval."""
+    timing = measure(fn, cache="cold", max_seconds=seconds)
+    paired = compare(baseline, fn, max_seconds=seconds)
     return {"median_us": timing.summary.median * 1e6, "speedup": paired.speedup.value,
             "ci95": list(paired.speedup.ci95)}
 
@@ -53,7 +54,7 @@ def hip_block_sweep(op) -> list[dict]:
         launch()
         torch.testing.assert_close(out.float(), torch.softmax(x.float(), -1), rtol=2**-7, atol=1e-6)
         results.append({"rung": "v05_vector_128bit", "threads_per_row": threads, "vs": "t03_sixteen_warps",
-                        **_figures(launch, baseline)})
+                        **figures(launch, baseline)})
     return results
 
 
@@ -77,7 +78,7 @@ def triton_rows_sweep(op) -> list[dict]:
             launch()
             torch.testing.assert_close(out, torch.softmax(x, -1), rtol=2e-5, atol=1e-7)
             results.append({"rung": "t04_rows_per_program", "rows_per_program": rows_per_program, "num_warps": warps,
-                            "vs": "v00_torch_compile", **_figures(launch, baseline)})
+                            "vs": "v00_torch_compile", **figures(launch, baseline)})
     return results
 
 

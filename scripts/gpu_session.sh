@@ -6,7 +6,10 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead reference flush profile
+#           softmax-sweep reduce-sweep profile-records
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
+#           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
+#           of search, e.g. agent:softmax:hip:v01_thread_per_row:8192x8192);
 #           "all" = every stage but cpu-tests
 #   Peer wheels (pure-Python packages such as Liger-Kernel, fetched with `pip download --no-deps -d .whl`)
 #   travel in .whl/ (the device tool's carry) and are installed into a private folder on PYTHONPATH.
@@ -99,7 +102,31 @@ ladder() {   # ladder OP DTYPE [SHAPE...]: check all rungs, time all, write the 
   COLUMNS=220 hello-gpu ladder "$op" --dtype "$dtype" ${1:+--shapes "$@"} --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep
+profile_records() {   # the profile records of reduce_sum and rms_norm (issue 6), and ladder --profile once
+  for rung in v05_warp_shuffle v07_single_pass_last_block t04_wide_finish; do
+    COLUMNS=200 hello-gpu profile reduce_sum "$rung" --shape 16777216 --record "$RECORDS" 2>>"$ERRORS"
+  done
+  # v03 is 0.81x v02 at this shape (run of 152c451): the counters are where to look for why.
+  for rung in v02_block_per_row v03_warp_shuffle_registers t02_warps_by_width; do
+    COLUMNS=200 hello-gpu profile rms_norm "$rung" --shape 8192x4096 --dtype bfloat16 --record "$RECORDS" 2>>"$ERRORS"
+  done
+  COLUMNS=200 hello-gpu ladder vector_add --route triton --shapes 16777216 --profile 2>>"$ERRORS"
+}
+reduce_sweep() {   # Triton stage-1 designs against torch.sum at 2^28 (benchmarks/reduce_sum_sweep.py)
+  python3 benchmarks/reduce_sum_sweep.py >"$DEVICE_RECORDS/reduce_sum-sweep.json" 2>>"$ERRORS" \
+    && python3 -c "import json,sys; [print(r) for r in json.load(open(sys.argv[1]))['configurations']]" \
+       "$DEVICE_RECORDS/reduce_sum-sweep.json"
+}
+agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent from START, its report and record
+  local op=$1 route=$2 start=$3 shape=${4:-} dtype=${5:-}
+  local run_dir="$DEVICE_RECORDS/agent/$op.$route"
+  rm -rf "$run_dir"
+  COLUMNS=200 hello-gpu agent "$op" --from "$start" --route "$route" --rounds 16 --patience 8 \
+    --time-budget "${HG_AGENT_SECONDS:-120}" ${shape:+--shape "$shape"} ${dtype:+--dtype "$dtype"} \
+    --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
+}
+
+export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep agent_run profile_records reduce_sweep
 export DEVICE_RECORDS ERRORS RECORDS
 
 for stage in $stages; do
@@ -114,6 +141,11 @@ for stage in $stages; do
     flush) run_stage flush flush ;;
     profile) run_stage profile profile_capture ;;
     softmax-sweep) run_stage softmax-sweep softmax_sweep ;;
+    reduce-sweep) run_stage reduce-sweep reduce_sweep ;;
+    profile-records) run_stage profile-records profile_records ;;
+    agent:*)
+      IFS=: read -r _ op route start shape dtype <<<"$stage"
+      run_stage "$stage" agent_run "$op" "$route" "$start" "$shape" "$dtype" ;;
     ladder:*)
       IFS=: read -r _ op dtype shapes <<<"$stage"
       run_stage "$stage" ladder "$op" "${dtype:-float32}" ${shapes//,/ } ;;

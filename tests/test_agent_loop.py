@@ -193,17 +193,39 @@ def test_an_incorrect_start_stops_the_run(tmp_path):
 
 
 class FailingPolicy:
+    """Raises in the first ``failures`` rounds (all of them when None), then proposes BLOCK 4096."""
+
     name = "test-failing"
     exhausted = False
 
+    def __init__(self, failures=None):
+        self.failures, self.calls = failures, 0
+
     def propose(self, context):
-        raise ConnectionError("the endpoint is down")
+        self.calls += 1
+        if self.failures is None or self.calls <= self.failures:
+            raise ConnectionError("the endpoint is down")
+        self.exhausted = True
+        return [Candidate(None, None, "triton", block(4096)(context["current"].source), action="BLOCK 4096")]
 
 
-def test_a_failing_policy_ends_the_search_cleanly(tmp_path):
+def test_a_policy_that_keeps_failing_ends_the_search_cleanly(tmp_path):
     result = run_agent(toy_task(), FailingPolicy(), tmp_path / "run", timeouts=FAST, final_remeasure=False)
-    assert result.stop_reason == "policy failed in round 1: ConnectionError: the endpoint is down"
+    assert result.stop_reason == ("the policy failed 3 rounds running; last: "
+                                  "policy failed in round 3: ConnectionError: the endpoint is down")
     assert (tmp_path / "run" / "report.md").is_file()
     with CandidateStore(tmp_path / "run") as store:
         assert [c.state for c in store.list()] == ["accepted"]
+        assert len(store.run_info()["extra"]["policy_failures"]) == 3
         assert store.run_info()["stop_reason"] == result.stop_reason
+
+
+def test_one_policy_failure_costs_a_round_not_the_search(tmp_path):
+    policy = FailingPolicy(failures=1)
+    result = run_agent(toy_task(), policy, tmp_path / "run", rounds=4, timeouts=FAST, final_remeasure=False,
+                       write_report=False)
+    assert policy.calls == 2 and result.stop_reason.startswith("policy exhausted"), result.stop_reason
+    with CandidateStore(tmp_path / "run") as store:
+        assert [c.action for c in store.list()] == ["start", "BLOCK 4096"]
+        assert store.run_info()["extra"]["policy_failures"] == [
+            "policy failed in round 1: ConnectionError: the endpoint is down"]

@@ -389,23 +389,12 @@ def _roofline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the roofs and verdicts as JSON")
 
 
-def _default_records_dir() -> Path:
-    """./records where it exists, else the records/ of the repository this package lives in."""
-    if Path("records").is_dir():
-        return Path("records")
-    from .bench.records import RecordError
-    from .ops.ladder import _repo_root
-    try:
-        return _repo_root(Path(__file__)) / "records"
-    except RecordError:
-        return Path("records")
-
-
 def _roofline(args: argparse.Namespace, console: Console) -> int:
+    from .bench.records import default_records_dir
     from .profile.roofline_report import run_roofline
 
     return run_roofline(args.op, dtype=args.dtype, route=args.route, record_file=args.record,
-                        records_dir=args.records or _default_records_dir(), device=args.device, out=args.out,
+                        records_dir=args.records or default_records_dir(), device=args.device, out=args.out,
                         as_json=args.json, console=console)
 
 
@@ -426,6 +415,15 @@ def _agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop after this long")
     parser.add_argument("--target", type=float, default=0.9, help="stop at this fraction of the roofline (default 0.9)")
     parser.add_argument("--ops-root", type=Path, metavar="DIR", help="operators folder (default: the package's ops/)")
+    parser.add_argument("--shape", type=_parse_shape,
+                        help="the shape candidates are timed at (default: the spec's last BENCH_SHAPES)")
+    parser.add_argument("--dtype", help="the dtype candidates are timed in (default: the spec's first); "
+                                        "every dtype of the spec is still checked")
+    parser.add_argument("--reference", metavar="RUNG",
+                        help="the hand-written rung the best is measured against at the end (default: the "
+                             "route's fastest in this GPU's ladder record)")
+    parser.add_argument("--record", nargs="?", const="records", type=Path, metavar="RECORDS_DIR",
+                        help="also write the run as a record agent.OP.ROUTE.DTYPE under RECORDS_DIR/<device>/")
 
 
 def _agent_progress(console: Console):
@@ -438,6 +436,8 @@ def _agent_progress(console: Console):
             console.print(f"round {event['round']} (best: candidate {event['best']})", markup=False, highlight=False)
         elif kind in ("stop", "start"):
             console.print(f"{kind}: {event.get('reason') or event.get('run_dir')}", markup=False, highlight=False)
+        elif kind == "policy-failed":
+            console.print(f"  {event['reason']}", markup=False, highlight=False, soft_wrap=True)
         elif kind == "final":
             console.print(f"final re-measurement: {event.get('remeasured')} (claimed {event.get('claimed')})",
                           markup=False, highlight=False)
@@ -494,7 +494,23 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
         say(f"{args.start} is a {rung.route} rung, not {route}")
         return 2
     extra = {"ops_root": str(args.ops_root.resolve())} if args.ops_root else {}
-    task = Task(op_name, args.start, route, extra=extra)
+    if args.reference:
+        try:
+            reference = op.rung(args.reference)
+        except (KeyError, ValueError) as error:
+            say(str(error))
+            return 2
+        if reference.route != route:
+            say(f"--reference {args.reference} is a {reference.route} rung, not {route}")
+            return 2
+        extra["reference"] = {"rung": reference.id, "why": "named with --reference"}
+    dtypes = tuple(op.spec.DTYPES)
+    if args.dtype:
+        if args.dtype not in dtypes:
+            say(f"{op_name} is defined for {', '.join(dtypes)}, not {args.dtype}")
+            return 2
+        dtypes = (args.dtype, *(d for d in dtypes if d != args.dtype))
+    task = Task(op_name, args.start, route, dtypes=dtypes, bench_shape=args.shape, extra=extra)
     import time as _time
     run_dir = args.run_dir or Path("agent-runs") / f"{op_name}.{route}.{args.start}.{_time.strftime('%Y%m%d-%H%M%S')}"
     try:
@@ -505,6 +521,15 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
         say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
         return 130
     say(f"stopped: {result.stop_reason}; report in {run_dir}")
+    if args.record:
+        from .agent.tools import record
+        from .bench.records import RecordError
+        from .ops.ladder import _repo_root
+        try:
+            say(f"wrote {record(run_dir, directory=args.record, repo_root=_repo_root(op.path))}")
+        except RecordError as error:
+            say(f"no record written: {error}")
+            return 1
     return 0
 
 

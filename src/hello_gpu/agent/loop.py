@@ -28,6 +28,7 @@ from .stop import DEFAULT_PATIENCE, DEFAULT_ROUNDS, DEFAULT_TARGET_FRACTION, Sea
 from .store import CandidateStore
 
 FINAL_PAIRS = 10                # the final re-measurement: at least this many ABBA rounds (>= 5 pairs asked)
+POLICY_FAILURES_TO_STOP = 3     # a policy that fails this many rounds running (an LLM endpoint down) ends the search
 START_ACTION = "start"
 REASON_CHARACTERS = 2000
 
@@ -42,16 +43,39 @@ class RunResult:
     report: dict = field(default_factory=dict)
 
 
-def start_candidate(task) -> Candidate:
-    """The task's start rung as a candidate (its source, and its companion launcher for HIP)."""
+def rung_candidate(task, rung_id: str, action: str, hypothesis: str) -> Candidate:
+    """A hand-written rung of the task's operator as a candidate (its source, and its companion
+    launcher for HIP)."""
     from ..ops import load_op
     op = load_op(task.op, task.extra.get("ops_root"))
-    rung = op.rung(task.start)
+    rung = op.rung(rung_id)
     if rung.route != task.route:
-        raise ValueError(f"{task.op}/{task.start} is a {rung.route} rung; the task's route is {task.route}")
+        raise ValueError(f"{task.op}/{rung_id} is a {rung.route} rung; the task's route is {task.route}")
     companion = rung.companion.read_text(encoding="utf-8") if rung.companion else None
-    return Candidate(None, None, task.route, rung.path.read_text(encoding="utf-8"), companion, action=START_ACTION,
-                     hypothesis=f"the starting rung {task.start}, as written")
+    return Candidate(None, None, task.route, rung.path.read_text(encoding="utf-8"), companion, action=action,
+                     hypothesis=hypothesis)
+
+
+def start_candidate(task) -> Candidate:
+    """The task's start rung as a candidate."""
+    return rung_candidate(task, task.start, START_ACTION, f"the starting rung {task.start}, as written")
+
+
+def reference_for(task, environment: dict) -> dict | None:
+    """The hand-written rung the run's best is measured against at the end ({"rung", "why"}), or None
+    for a problem without a ladder (KernelBench) or a run on no GPU."""
+    if task.problem_path or not environment.get("gpu"):
+        return None
+    from ..bench.records import device_from_manifest
+    from ..ops import load_op
+    from ..ops.checking import shape_label
+    from .reference import hand_written_best
+    from .sandbox import _bench_shape, _dtypes
+    op = load_op(task.op, task.extra.get("ops_root"))
+    dtype = _dtypes(task, op)[0]
+    rung, why = hand_written_best(op, task.route, dtype, shape_label(_bench_shape(task, op)),
+                                  device_from_manifest(environment)["slug"])
+    return {"rung": rung, "why": why}
 
 
 def make_policy(name: str, **options):
@@ -213,8 +237,13 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
             policy = make_policy(policy, **(policy_options or {}))
         rounds = DEFAULT_ROUNDS if rounds is None else rounds
         from ..runtime.manifest import environment_manifest
+        environment = environment_manifest()
+        if "reference" not in task.extra:
+            reference = reference_for(task, environment)
+            if reference is not None:
+                task.extra["reference"] = reference
         store.start_run(task, getattr(policy, "name", type(policy).__name__), seed, extra={
-            "environment": environment_manifest(), "elapsed_s": 0.0,
+            "environment": environment, "elapsed_s": 0.0,
             "settings": {"rounds": rounds, "time_budget_s": time_budget_s, "patience": patience,
                          "target_fraction": target_fraction, "timeouts": timeouts}})
     rules = StopRules(rounds, time_budget_s, patience, target_fraction)
@@ -239,6 +268,7 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
         rounds_done = store.last_round()
         accepted_rounds = [store.rounds()[c.id] for c in store.list("accepted")]
         rounds_since_accept = rounds_done - max(accepted_rounds, default=0)
+        policy_failures_running = 0
         while stop_reason is None:
             best = store.best_accepted()
             state = SearchState(rounds_done, elapsed_before + time.perf_counter() - started, rounds_since_accept,
@@ -253,9 +283,17 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
             run.emit("round", round=round_number, best=best.id)
             try:
                 proposals = list(policy.propose(context) or [])
-            except Exception as error:  # noqa: BLE001 - a policy's failure (an LLM endpoint down) ends the search, not the run
-                stop_reason = f"policy failed in round {round_number}: {type(error).__name__}: {error}"[:REASON_CHARACTERS]
-                break
+            except Exception as error:  # noqa: BLE001 - a policy's failure (a malformed LLM reply, a timeout) costs a round
+                failure = f"policy failed in round {round_number}: {type(error).__name__}: {error}"[:REASON_CHARACTERS]
+                failures = [*store.run_info()["extra"].get("policy_failures", []), failure]
+                store.update_run_extra(policy_failures=failures)
+                run.emit("policy-failed", round=round_number, reason=failure)
+                rounds_done, rounds_since_accept = round_number, rounds_since_accept + 1
+                policy_failures_running += 1
+                if policy_failures_running >= POLICY_FAILURES_TO_STOP:
+                    stop_reason = f"the policy failed {policy_failures_running} rounds running; last: {failure}"
+                continue
+            policy_failures_running = 0
             accepted_this_round = False
             for proposal in proposals:
                 best = store.best_accepted()
@@ -334,5 +372,22 @@ def final_measurement(store: CandidateStore, timeouts: dict | None = None) -> di
                  "verdict": comparison.verdict, "clock": comparison.clock, "claimed": claim, "agree": agree,
                  "start_id": start.id, "best_id": best.id, "status": comparison.status,
                  "detail": comparison.raw.get("detail") if not comparison.ok else None}
+    reference = store.task().extra.get("reference")
+    if reference:
+        final["vs_hand_written"] = versus_hand_written(store.task(), best, reference, timeouts)
     store.update_run_extra(final=final)
     return final
+
+
+def versus_hand_written(task, best: Candidate, reference: dict, timeouts: dict) -> dict:
+    """The best candidate's speed as a fraction of the hand-written rung's: paired, interleaved, in a
+    fresh process, like the start-vs-best re-measurement (> 1: the agent's kernel is faster)."""
+    rung = reference["rung"]
+    hand_written = rung_candidate(task, rung, f"hand-written {rung}", f"the hand-written rung {rung}, as written")
+    comparison = tools.compare(hand_written, best, task, min_rounds=FINAL_PAIRS,
+                               max_seconds=timeouts.get("compare_seconds", 4.0),
+                               timeout_s=timeouts.get("compare", tools.COMPARE_TIMEOUT_S))
+    return {"rung": rung, "why": reference.get("why"), "fraction": comparison.speedup if comparison.ok else None,
+            "ci95": comparison.ci95, "pairs": comparison.pairs, "status": comparison.status,
+            "same_source": hand_written.source_sha256 == best.source_sha256,
+            "detail": comparison.raw.get("detail") if not comparison.ok else None}

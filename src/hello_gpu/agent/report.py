@@ -110,6 +110,15 @@ def _agreement_text(final: dict | None) -> str:
             f"({difference:+.1%}): trust the re-measurement, not the claim")
 
 
+def _hand_written_text(versus: dict | None) -> str:
+    if not versus:
+        return "not measured (no hand-written rung to compare with)"
+    if versus.get("fraction") is None:
+        return f"the comparison with {versus['rung']} failed: {versus.get('detail')}"
+    return (f"the best candidate runs at {versus['fraction']:.3f}x {_interval(versus.get('ci95'))} the speed of "
+            f"{versus['rung']} ({versus.get('why')}), paired over {versus.get('pairs')} pairs in a fresh process")
+
+
 def _figure_number(value, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -130,6 +139,7 @@ def _markdown(data: dict, images: list[str]) -> str:
              f"{_figure_number(final.get('remeasured'))}x {_interval(final.get('ci95'))} over {final.get('pairs') or 0} pairs"
              f" ({final.get('clock') or 'not timed'})",
              f"- claimed vs re-measured: {data['agreement']}",
+             f"- against the hand-written ladder: {_hand_written_text(final.get('vs_hand_written'))}",
              f"- rerun: `{data['rerun']}`", ""]
     if final.get("clock") == "wall":
         lines += ["> Timed with the wall clock on the CPU (Triton interpreter): these figures test the loop; "
@@ -312,9 +322,14 @@ def build_record(run_dir: Path, *, repo_root: Path | None = None, allow_cpu: boo
             if role == "candidate" and final.get("remeasured") is not None:
                 ratio = Ratio(final["remeasured"], tuple(final["ci95"]), final["pairs"])
                 entry["speedups"] = {task["start"]: {**ratio.to_dict(), "verdict": verdict(ratio, 0.02)}}
+                versus = final.get("vs_hand_written") or {}
+                if role == "candidate" and versus.get("fraction") is not None:
+                    ratio = Ratio(versus["fraction"], tuple(versus["ci95"]), versus["pairs"])
+                    entry["speedups"][versus["rung"]] = {**ratio.to_dict(), "verdict": verdict(ratio, 0.02)}
             entries.append(entry)
     name = f"agent.{task['op']}.{task['route']}.{entries[0]['dtype'] if entries else 'unknown'}"
     return new_record(name, "agent", device=device, environment=environment, entries=entries,
                       extra={"stop_reason": data["stop_reason"], "policy": data["policy"], "seed": data["seed"],
+                             "vs_hand_written": (data["final"] or {}).get("vs_hand_written"),
                              "claimed_vs_remeasured": data["agreement"], "rerun": data["rerun"],
                              "candidates": len(data["candidates"]), "counts": data["counts"]})

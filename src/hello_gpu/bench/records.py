@@ -115,6 +115,17 @@ class RecordError(ValueError):
 # ------------------------------------------------------------------------------------------ names
 
 
+def default_records_dir() -> Path:
+    """./records where it exists, else the records/ of the repository this package lives in."""
+    if Path("records").is_dir():
+        return Path("records")
+    from ..ops.ladder import _repo_root
+    try:
+        return _repo_root(Path(__file__)) / "records"
+    except RecordError:
+        return Path("records")
+
+
 def device_slug(name: str) -> str:
     """``"NVIDIA H200"`` -> ``"nvidia-h200"``: lowercase, every run of non-alphanumerics one '-'."""
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
