@@ -84,3 +84,67 @@ def test_parameters_are_converted_too():
     independent = torch.relu(x.double() @ linear.weight.detach().T + linear.bias.detach())
     torch.testing.assert_close(expected.output, independent, rtol=1e-12, atol=1e-12)
     assert (expected.output == 0).any() and (expected.output > 0).any()     # both sides of the relu seen
+
+
+# ------------------------------------------------------------------ the problem as an operator folder
+
+
+def test_a_problem_becomes_an_operator_folder_the_checker_uses(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from hello_gpu.agent.kernelbench import write_operator
+    from hello_gpu.ops import check_rung, load_op
+    task, folder = write_operator(RMS_NORM, FIXTURES / "t01_kb_rms_norm_start.py", tmp_path)
+    assert folder == tmp_path / "kb_rms_norm_weight" and task.route == "triton"
+    assert task.start == "t01_kb_rms_norm_start" and task.extra["ops_root"] == str(tmp_path.resolve())
+    op = load_op("kb_rms_norm_weight", root=tmp_path)
+    assert op.spec.EDGE_SHAPES == ((16, 64),) and op.spec.DTYPES == ("float32",)
+    # The weight is an input of the kernel, fresh per seed, and the reference uses the one given.
+    x, weight = op.spec.make_inputs((16, 64), "float32", seed=4)
+    other = op.spec.make_inputs((16, 64), "float32", seed=5)[1]
+    assert weight.shape == (64,) and not torch.equal(weight, other)
+    xd = x.double()
+    expected = xd * torch.rsqrt(xd.pow(2).mean(dim=-1, keepdim=True) + 1e-6) * weight.double()
+    torch.testing.assert_close(op.spec.reference(x, weight), expected, rtol=1e-12, atol=1e-12)
+    assert op.spec.work((16, 64), "float32").bytes == (16 * 64 * 2 + 64) * 4
+    start = check_rung(op.rung("t01_kb_rms_norm_start"), op, seeds=[1, 2, 3])
+    assert start.passed, start.reason
+    baseline = check_rung(op.rung("v00_torch"), op, seeds=[1, 2, 3])
+    assert baseline.passed, baseline.reason
+
+
+def test_a_kernel_that_drops_the_parameter_fails_the_check(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from hello_gpu.agent.kernelbench import write_operator
+    from hello_gpu.ops import check_rung, load_op
+    write_operator(RMS_NORM, FIXTURES / "t02_kb_rms_norm_ignores_weight.py", tmp_path)
+    op = load_op("kb_rms_norm_weight", root=tmp_path)
+    report = check_rung(op.rung("t02_kb_rms_norm_ignores_weight"), op, seeds=[1, 2, 3])
+    assert not report.passed
+
+
+def test_the_agent_runs_a_problem_end_to_end_on_the_cpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from hello_gpu.agent.kernelbench import write_operator
+    from hello_gpu.agent.loop import run_agent
+    from hello_gpu.agent.store import CandidateStore
+    task, _ = write_operator(RMS_NORM, FIXTURES / "t01_kb_rms_norm_start.py", tmp_path / "run" / "ops")
+    result = run_agent(task, "scripted", tmp_path / "run", rounds=2, patience=2, final_remeasure=False,
+                       timeouts={"bench_seconds": 0.3, "compare_seconds": 0.6, "counters": False})
+    with CandidateStore(tmp_path / "run") as store:
+        candidates = store.list()
+    assert candidates[0].action == "start" and candidates[0].state == "accepted", candidates[0].reason
+    assert len(candidates) >= 2, result.stop_reason     # the scripted policy found parameter moves to try
+    assert all(c.state in ("accepted", "rejected", "compile-failed", "incorrect") for c in candidates[1:])
+
+
+def test_bad_problem_and_start_files_are_refused_by_name(tmp_path):
+    from hello_gpu.agent.kernelbench import write_operator
+    with pytest.raises(ProblemError, match="no such starting kernel"):
+        write_operator(RMS_NORM, tmp_path / "missing.py", tmp_path)
+    other = tmp_path / "kernel.cu"
+    other.write_text("// not a rung\n")
+    with pytest.raises(ProblemError, match="Triton .py or a HIP .hip"):
+        write_operator(RMS_NORM, other, tmp_path)
+    with pytest.raises(ProblemError, match="no such problem file"):
+        write_operator(tmp_path / "nope.py", FIXTURES / "t01_kb_rms_norm_start.py", tmp_path)
+    assert not (tmp_path / "nope").exists()

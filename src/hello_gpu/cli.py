@@ -402,9 +402,11 @@ def _roofline(args: argparse.Namespace, console: Console) -> int:
 
 
 def _agent_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("words", nargs="+", metavar="OP | resume RUN | report RUN",
-                        help="an operator to optimise (e.g. softmax), or 'resume RUN' / 'report RUN' for a run folder")
-    parser.add_argument("--from", dest="start", metavar="RUNG", help="the rung the search starts from (new runs)")
+    parser.add_argument("words", nargs="+", metavar="OP | PROBLEM.py | resume RUN | report RUN",
+                        help="an operator to optimise (e.g. softmax), a KernelBench-style problem file (with "
+                             "--from KERNEL_FILE), or 'resume RUN' / 'report RUN' for a run folder")
+    parser.add_argument("--from", dest="start", metavar="RUNG",
+                        help="the rung the search starts from (new runs); for a problem file, a rung file")
     parser.add_argument("--route", choices=("hip", "triton"), help="hip or triton (new runs; default: the start rung's)")
     parser.add_argument("--rounds", type=int, help="max rounds (default 12; on resume: the run's own, or this many in all)")
     parser.add_argument("--policy", default="scripted", help="scripted (offline, default) or llm")
@@ -479,9 +481,13 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
     if not args.start:
         say("--from RUNG is required for a new run")
         return 2
+    import time as _time
+
     from .agent.loop import run_agent
     from .agent.task import Task
     from .ops import load_op
+    if words[0].endswith(".py"):
+        return _agent_problem(args, console, say)
     op_name = words[0]
     try:
         op = load_op(op_name, args.ops_root)
@@ -511,7 +517,6 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
             return 2
         dtypes = (args.dtype, *(d for d in dtypes if d != args.dtype))
     task = Task(op_name, args.start, route, dtypes=dtypes, bench_shape=args.shape, extra=extra)
-    import time as _time
     run_dir = args.run_dir or Path("agent-runs") / f"{op_name}.{route}.{args.start}.{_time.strftime('%Y%m%d-%H%M%S')}"
     try:
         result = run_agent(task, args.policy, run_dir, rounds=args.rounds, seed=args.seed,
@@ -530,6 +535,38 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
         except RecordError as error:
             say(f"no record written: {error}")
             return 1
+    return 0
+
+
+def _agent_problem(args: argparse.Namespace, console: Console, say) -> int:
+    """``hello-gpu agent PROBLEM.py --from KERNEL``: a KernelBench-style problem, starting from a rung
+    file; the run folder holds the operator folder made for it (ops/), so ``resume`` finds it again."""
+    import time as _time
+
+    from .agent.kernelbench import ProblemError, write_operator
+    from .agent.loop import run_agent
+    from .ops import HeaderError, SpecError
+    problem = Path(args.words[0])
+    run_dir = args.run_dir or Path("agent-runs") / f"{problem.stem}.{_time.strftime('%Y%m%d-%H%M%S')}"
+    if (run_dir / "candidates.sqlite").exists():
+        say(f"{run_dir} already holds a run: resume it with `hello-gpu agent resume {run_dir}`")
+        return 2
+    try:
+        task, _ = write_operator(problem, Path(args.start), run_dir / "ops")
+    except (ProblemError, HeaderError, SpecError) as error:
+        say(str(error))
+        return 2
+    if args.route and args.route != task.route:
+        say(f"{args.start} is a {task.route} kernel, not {args.route}")
+        return 2
+    try:
+        result = run_agent(task, args.policy, run_dir, rounds=args.rounds, seed=args.seed,
+                           time_budget_s=args.time_budget, patience=args.patience, target_fraction=args.target,
+                           progress=_agent_progress(console))
+    except KeyboardInterrupt:
+        say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
+        return 130
+    say(f"stopped: {result.stop_reason}; report in {run_dir}")
     return 0
 
 

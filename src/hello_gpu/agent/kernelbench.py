@@ -136,3 +136,149 @@ def load_problem(path: str | Path, route: str = "triton", start: str = "problem"
                 problem_path=str(path.resolve()),
                 extra={"kind": "kernelbench", "inputs": len(inputs), "reference_dtype": REFERENCE_DTYPE})
     return task, module
+
+
+# ------------------------------------------------------------------------------------------ operator folder
+# The sandbox checks and times candidates as rungs of an operator folder (a spec and rung files), so a
+# problem becomes one: a generated spec.py that delegates to ProblemSpec, a v00_torch.py baseline that
+# is the Model's own forward, and the user's starting kernel copied in as the first rung.
+
+# Relative and absolute tolerance per dtype for a problem (KernelBench itself uses 1e-2 for both): an
+# arbitrary forward may reduce over thousands of values, so float32 gets ~100 ulps of room, not 2.
+PROBLEM_TOLERANCE = {"float32": (1e-5, 1e-6), "float16": (2**-9, 1e-4), "bfloat16": (2**-6, 1e-3),
+                     "float64": (1e-12, 1e-15)}
+# "large" multiplies the floating inputs by 16: magnitudes far from 1 catch a kernel that mixes in a
+# constant, while exp(16 x) of a normal x still fits float32 (exp(88) is its limit).
+LARGE_SCALE = 16.0
+
+
+class ProblemSpec:
+    """A KernelBench problem with the operator-spec interface (:mod:`hello_gpu.ops`).
+
+    A candidate's ``run`` receives the forward's inputs followed by the Model's parameters (in
+    ``named_parameters()`` order), so a problem with weights (a Linear, a norm's scale) is a kernel over
+    tensors like any other; the reference runs the Model in float64 with exactly those parameters.
+    The shape is fixed by the problem file: the only shape is the first input's.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.module = _load(self.path)
+        _check_module(self.module, self.path)
+        torch = _torch()
+        inputs = make_inputs(self.module, seed=0)
+        tensors = [value for value in inputs if isinstance(value, torch.Tensor)]
+        if len(tensors) != len(inputs):
+            raise ProblemError(f"{self.path}: get_inputs() must return only tensors for the agent "
+                               f"(got {', '.join(type(v).__name__ for v in inputs)})")
+        model = make_model(self.module, seed=0)
+        self.parameter_names = [name for name, _ in model.named_parameters()]
+        self.shape = tuple(tensors[0].shape) if tensors[0].dim() != 1 else int(tensors[0].numel())
+        self.dtypes = tuple(dict.fromkeys(str(t.dtype).removeprefix("torch.") for t in tensors if t.is_floating_point()))
+        if not self.dtypes:
+            raise ProblemError(f"{self.path}: no floating-point input: the checker compares floating outputs")
+        self.tolerance = {dtype: PROBLEM_TOLERANCE[dtype] for dtype in self.dtypes if dtype in PROBLEM_TOLERANCE}
+        with torch.no_grad():
+            output = model(*inputs)
+        self.output_numel = output.numel()
+
+    def make_inputs(self, shape, dtype: str, *, seed: int, distribution: str = "normal", device: str = "cpu"):
+        torch = _torch()
+        if shape != self.shape:
+            raise ValueError(f"{self.path.name} fixes its input shape at {self.shape}; got {shape}")
+        if distribution not in ("normal", "large"):
+            raise ValueError(f"unknown distribution {distribution!r}: normal or large")
+        scale = LARGE_SCALE if distribution == "large" else 1.0
+        target = getattr(torch, dtype)
+        inputs = [(value * scale).to(target) if value.is_floating_point() else value
+                  for value in make_inputs(self.module, seed=seed)]
+        parameters = [p.detach().to(target) for p in make_model(self.module, seed=seed).parameters()]
+        return tuple(value.to(device).contiguous() for value in (*inputs, *parameters))
+
+    def reference(self, *tensors):
+        """The Model's forward in float64 on the CPU, with the given parameters."""
+        torch = _torch()
+        count = len(tensors) - len(self.parameter_names)
+        inputs = [_to_float64(value.cpu()) for value in tensors[:count]]
+        model = make_model(self.module, seed=0, dtype=torch.float64)
+        parameters = {name: _to_float64(value.cpu()) for name, value in zip(self.parameter_names, tensors[count:])}
+        with torch.no_grad():
+            return torch.func.functional_call(model, parameters, tuple(inputs))
+
+    def work(self, shape, dtype: str):
+        """Every input and parameter read once and the output written once; FLOPs unknown (0)."""
+        from ..bench import Work
+        torch = _torch()
+        tensors = self.make_inputs(shape, dtype, seed=0)
+        read = sum(t.numel() * t.element_size() for t in tensors)
+        written = self.output_numel * torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+        return Work(bytes=read + written, flops=0, dtype=dtype)
+
+
+_SPEC_TEMPLATE = '''"""{name}: generated by hello_gpu.agent.kernelbench from the KernelBench problem {path}.
+
+The problem file is the truth: this spec only gives it the operator interface (hello_gpu.ops).
+"""
+
+from hello_gpu.agent.kernelbench import ProblemSpec
+
+_problem = ProblemSpec({path!r})
+NAME = {name!r}
+DTYPES = _problem.dtypes
+EDGE_SHAPES = (_problem.shape,)      # the problem fixes its shape
+BENCH_SHAPES = (_problem.shape,)
+DISTRIBUTIONS = ("normal", "large")
+TOLERANCE = _problem.tolerance
+make_inputs = _problem.make_inputs
+reference = _problem.reference
+work = _problem.work
+'''
+
+_BASELINE_TEMPLATE = '''"""The problem's own Model forward, with the parameters it is given.
+
+parent: none
+change: the KernelBench Model's forward in PyTorch, what the problem file defines
+hypothesis: the baseline every candidate is measured against
+"""
+
+import torch
+
+from hello_gpu.agent.kernelbench import ProblemSpec, make_model
+
+_problem = ProblemSpec({path!r})
+_models = {{}}
+
+
+def run(*tensors):
+    count = len(tensors) - len(_problem.parameter_names)
+    key = (tensors[0].device, tensors[0].dtype)
+    if key not in _models:
+        _models[key] = make_model(_problem.module, dtype=tensors[0].dtype, device=tensors[0].device)
+    parameters = dict(zip(_problem.parameter_names, tensors[count:]))
+    with torch.no_grad():
+        return torch.func.functional_call(_models[key], parameters, tuple(tensors[:count]))
+'''
+
+
+def write_operator(problem: str | Path, start: str | Path, folder: str | Path) -> tuple[Task, Path]:
+    """An operator folder ``folder/<problem stem>/`` for a problem, with ``start`` (a rung file: a Triton
+    ``tNN_name.py``, or a ``vNN_name.hip`` with its ``.py`` launcher beside it when it has one) as its
+    first rung. Returns the task (``ops_root`` the folder) and the operator's folder."""
+    problem, start = Path(problem).resolve(), Path(start)
+    spec = ProblemSpec(problem)                     # refuses a malformed problem before anything is written
+    if not start.is_file():
+        raise ProblemError(f"{start}: no such starting kernel file")
+    route = {".py": "triton", ".hip": "hip"}.get(start.suffix)
+    if route is None:
+        raise ProblemError(f"{start}: a starting kernel is a Triton .py or a HIP .hip rung file")
+    name = problem.stem
+    target = Path(folder) / name
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "spec.py").write_text(_SPEC_TEMPLATE.format(name=name, path=str(problem)), encoding="utf-8")
+    (target / "v00_torch.py").write_text(_BASELINE_TEMPLATE.format(path=str(problem)), encoding="utf-8")
+    files = [start] + ([start.with_suffix(".py")] if route == "hip" and start.with_suffix(".py").is_file() else [])
+    for path in files:
+        (target / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    task = Task(op=name, start=start.stem, route=route, dtypes=spec.dtypes, problem_path=str(problem),
+                extra={"kind": "kernelbench", "ops_root": str(Path(folder).resolve())})
+    return task, target

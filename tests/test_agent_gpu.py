@@ -1,0 +1,394 @@
+"""The agent's GPU tier (``pytest -m gpu``): what the CPU tests (tests/test_agent_*.py) cannot show.
+
+On the real device, every candidate step in the sandbox's child process as the loop runs it:
+
+1. A HIP candidate whose kernel writes 2^30 elements past its output faults the child's CUDA context:
+   check and bench fail ("crashed") naming the fault, the parent's CUDA still computes right, and the
+   unmodified rung then passes its check in a new child.
+2. The cheating candidates of tests/agent_cheats/ are each rejected under their own tag; the honest
+   control passes, with device evidence (its kernel in a profiled trace, the timed stream, a launch
+   in every counted call).
+3. A kernel that spins forever is killed at the step's time limit ("timeout"); the parent is unharmed.
+4. ``tools.compare`` times two real rungs with device events: v04 (128-bit loads) against v01 at 2^24.
+5. A short ``run_agent`` with the scripted policy ends cleanly, accepts only checked candidates,
+   re-measures start against best in a fresh process, and writes a report and a record naming the GPU.
+
+Each step is a child process that pays for Python, torch, a CUDA context and (Triton) the JIT: a few
+seconds each. The candidates are written here, inline, so the repository's compile gate and records
+check, which sweep files, never see a deliberately broken kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from hello_gpu.agent import tools
+from hello_gpu.agent.anticheat import (
+    CACHED,
+    CONCURRENCY,
+    INPUT_WRITE,
+    LIBRARY,
+    LOW_PRECISION,
+    NO_LAUNCH,
+    PARTIAL_WRITE,
+    TIMER,
+)
+from hello_gpu.agent.candidate import FINAL_STATES, Candidate
+from hello_gpu.agent.task import Task
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the agent's GPU tier")]
+
+HERE = Path(__file__).resolve().parent
+CHEATS = HERE / "agent_cheats"
+HONEST = "t99_honest.py"
+# The cheat each file commits, as in tests/test_agent_core.py (the tags are hello_gpu.agent.anticheat's).
+CHEAT_TAGS = {"t90_": LIBRARY, "t91_": CONCURRENCY, "t92_": CACHED, "t93_": PARTIAL_WRITE, "t94_": INPUT_WRITE,
+              "t95_": LOW_PRECISION, "t96_": NO_LAUNCH, "t97_": TIMER, "v90_": LIBRARY}
+
+# Small shapes: sizes that are multiples of no tile (1, 31, 1000) and a 2-D one, as the CPU tier uses.
+CHECK_SHAPES = (1, 31, 1000, (37, 29))
+CHECK_TIMEOUT_S = 240.0            # a bound for honest steps: only a hung step would reach it
+FAULT_TIMEOUT_S = 90.0             # a faulting child should end in seconds; a hang there is a finding too
+
+
+def hip_task(start: str = "v01_thread_per_element", bench_shape=2**20) -> Task:
+    return Task("vector_add", start, "hip", dtypes=("float32",), check_shapes=CHECK_SHAPES, bench_shape=bench_shape)
+
+
+def triton_task(start: str = "t01_tile_1024", bench_shape=2**20) -> Task:
+    return Task("vector_add", start, "triton", dtypes=("float32",), check_shapes=CHECK_SHAPES,
+                bench_shape=bench_shape)
+
+
+def rung_candidate(task: Task) -> Candidate:
+    """The task's start rung, unmodified, as the loop's first candidate."""
+    from hello_gpu.agent.loop import start_candidate
+    return start_candidate(task)
+
+
+@pytest.fixture(autouse=True)
+def _compiled_triton(monkeypatch):
+    """The children must compile Triton for the GPU: a TRITON_INTERPRET=1 left in this process's
+    environment (by another test module) would be inherited and put them on the CPU."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+def assert_parent_cuda_healthy() -> None:
+    """This process (the agent's) computes right on the GPU: the child's fault or hang did not reach it."""
+    n = 1 << 20
+    x = torch.arange(n, device="cuda", dtype=torch.float32)
+    doubled = x + x
+    total = int(x.to(torch.int64).sum())
+    torch.cuda.synchronize()
+    assert torch.equal(doubled.cpu(), torch.arange(n, dtype=torch.float32) * 2)
+    assert total == n * (n - 1) // 2
+
+
+def everything_said(result) -> str:
+    """A tool result's reason, notes, failures and the child's detail, traceback and output tails."""
+    raw = result.raw or {}
+    parts = [getattr(result, "reason", ""), *getattr(result, "notes", []),
+             *(failure.get("reason", "") for failure in getattr(result, "failures", []) or []),
+             raw.get("detail"), raw.get("traceback"), raw.get("stderr_tail"), raw.get("stdout_tail")]
+    return "\n".join(str(part) for part in parts if part)
+
+
+# ============================================================================ 1. an illegal memory access
+
+# torch says "CUDA error: an illegal memory access was encountered"; the driver API CUDA_ERROR_ILLEGAL_ADDRESS.
+DEVICE_FAULT = re.compile(r"illegal memory access|illegal address|CUDA_ERROR_ILLEGAL_ADDRESS|"
+                          r"unspecified launch failure", re.IGNORECASE)
+OOB_FROM = "if (i < n) out[i] = "
+OOB_TO = "if (i < n) out[i + (static_cast<int64_t>(1) << 30)] = "     # 4 GiB past out in float32
+
+
+def out_of_bounds_candidate(honest: Candidate) -> Candidate:
+    """v01 with every store moved 2^30 elements past the output: far outside any allocation."""
+    assert honest.source.count(OOB_FROM) == 1, "v01_thread_per_element.hip changed: update OOB_FROM"
+    return Candidate(None, None, "hip", honest.source.replace(OOB_FROM, OOB_TO), honest.companion,
+                     action="store 2^30 elements past out", hypothesis="none: the sandbox must contain the fault")
+
+
+def test_an_illegal_memory_access_ends_only_the_child():
+    task = hip_task()
+    honest = rung_candidate(task)
+    faulty = out_of_bounds_candidate(honest)
+
+    checked = tools.check(faulty, task, timeout_s=FAULT_TIMEOUT_S)
+    said = everything_said(checked)
+    assert not checked.passed, said
+    # The fault surfaces at the first synchronize: that case fails with what torch raised, and the next
+    # case's first CUDA call raises again (the context is lost), which ends the step as "crashed".
+    assert checked.status == "crashed" or (checked.status == "ok" and checked.correct is False), said
+    assert DEVICE_FAULT.search(said), said
+    if checked.status == "crashed":
+        assert checked.reason.startswith("crashed"), checked.reason
+    assert_parent_cuda_healthy()
+
+    benched = tools.bench(faulty, task, max_seconds=0.5, timeout_s=FAULT_TIMEOUT_S)
+    said = everything_said(benched)
+    assert not benched.ok and benched.status == "crashed", said
+    assert DEVICE_FAULT.search(said), said
+    assert_parent_cuda_healthy()
+
+    # A new child, a new context: the unmodified rung passes.
+    again = tools.check(honest, task, timeout_s=CHECK_TIMEOUT_S)
+    assert again.status == "ok" and again.passed, everything_said(again)
+    assert again.raw["device"] == "cuda" and again.evidence["dtypes"] == ["float32"]
+    assert_parent_cuda_healthy()
+
+
+# ============================================================================ 2. the cheats, on the device
+
+
+def cheat_candidate(path: Path) -> Candidate:
+    if path.suffix == ".hip":
+        companion = path.with_suffix(".py")
+        return Candidate(None, None, "hip", path.read_text(encoding="utf-8"),
+                         companion.read_text(encoding="utf-8") if companion.is_file() else None)
+    return Candidate(None, None, "triton", path.read_text(encoding="utf-8"))
+
+
+def test_every_cheat_is_rejected_on_the_device():
+    paths = sorted(CHEATS.glob("t9*.py")) + sorted(CHEATS.glob("v9*.hip"))
+    assert HONEST in {p.name for p in paths} and len(paths) >= 10, [p.name for p in paths]
+
+    def check(path: Path):
+        task = hip_task() if path.suffix == ".hip" else triton_task()
+        return tools.check(cheat_candidate(path), task, timeout_s=CHECK_TIMEOUT_S)
+
+    with ThreadPoolExecutor(8) as pool:             # each check is its own child process, with its own context
+        results = dict(zip([p.name for p in paths], pool.map(check, paths)))
+    assert_parent_cuda_healthy()
+    for name, result in results.items():
+        assert result.status == "ok", (name, everything_said(result))
+        assert result.raw["device"] == "cuda", (name, result.raw.get("device"))
+        if name == HONEST:
+            assert result.passed and not result.cheats, (name, result.reason)
+            # Device evidence was gathered: its own kernel in the profiled calls' trace, on the timed stream,
+            # and a launch in every counted call.
+            anticheat = result.raw.get("anticheat") or {}
+            kernels = anticheat.get("kernels") or []
+            assert kernels and all("add_kernel" in k.get("name", "") for k in kernels), anticheat
+            assert anticheat.get("timed_stream") is not None, anticheat
+            assert anticheat.get("launches") and all(anticheat["launches"]), anticheat.get("launches")
+            continue
+        assert not result.passed and result.reason, name
+        expected = next(tag for prefix, tag in CHEAT_TAGS.items() if name.startswith(prefix))
+        assert any(reason.startswith(expected) for reason in result.cheats), (name, expected, result.cheats)
+
+
+# ============================================================================ 3. a kernel that never ends
+
+# Python, torch, the CUDA context and Triton's JIT of one kernel take a few seconds of it (this test runs after
+# the cheat suite, whose children leave Triton's launcher stubs built in its cache).
+SPIN_TIMEOUT_S = 30.0
+LAUNCHED = "hello-gpu test: the spinning kernel is launched"
+SPIN_SOURCE = f'''"""A kernel that never ends: each program waits for a flag that nothing ever sets (agent GPU tier).
+
+parent: t01_tile_1024
+change: before its add, each program spins until a flag in device memory becomes nonzero; it stays 0
+hypothesis: none: the sandbox must kill the step at its time limit and say so
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+TILE = 1024
+_flags = []        # kept alive: the memory the kernel spins on is never handed to anything else
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, out_ptr, flag_ptr, n, TILE: tl.constexpr):
+    # A volatile load is read from memory again on every trip, so the loop can be neither hoisted nor dropped.
+    flag = tl.load(flag_ptr, volatile=True)
+    while flag == 0:
+        flag = tl.load(flag_ptr, volatile=True)
+    offsets = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
+    mask = offsets < n
+    a = tl.load(a_ptr + offsets, mask=mask)
+    b = tl.load(b_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, a + b, mask=mask)
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    flag = torch.zeros(1, dtype=torch.int32, device=a.device)
+    _flags.append(flag)
+    n = a.numel()
+    add_kernel[(triton.cdiv(n, TILE),)](a, b, out, flag, n, TILE=TILE)
+    print({LAUNCHED!r}, flush=True)    # compiled and launched: whatever hangs now is the kernel
+    return out
+'''
+
+
+def test_a_kernel_that_never_ends_is_killed_at_the_time_limit():
+    spinning = Candidate(None, None, "triton", SPIN_SOURCE, action="spin on a flag that is never set")
+    started = time.perf_counter()
+    result = tools.check(spinning, triton_task(), timeout_s=SPIN_TIMEOUT_S)
+    seconds = time.perf_counter() - started
+    said = everything_said(result)
+    assert result.status == "timeout" and not result.passed, said
+    assert f"did not finish within {SPIN_TIMEOUT_S:g} s" in result.reason and "killed" in result.reason, said
+    # The child got as far as launching the kernel: it is the kernel that hung, not the child's start-up.
+    assert LAUNCHED in (result.raw.get("stdout_tail") or ""), said
+    assert seconds < SPIN_TIMEOUT_S + 60, seconds      # the kill is prompt, not a second time limit
+    assert_parent_cuda_healthy()
+
+
+# ============================================================================ 4. compare, device clock
+
+
+def test_compare_times_two_rungs_with_device_events():
+    task = hip_task(bench_shape=2**24)
+    slower = rung_candidate(task)                                               # v01: 3.1 TB/s at 2^24 (record)
+    faster = rung_candidate(hip_task("v04_vector_128bit", bench_shape=2**24))   # v04: 3.6 TB/s
+    result = tools.compare(slower, faster, task, min_rounds=10, max_seconds=2.0, timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok and result.status == "ok", everything_said(result)
+    assert result.clock == "device-events"
+    assert result.raw["shape"] == "2^24" and result.raw["dtype"] == "float32" and result.raw["device"] == "cuda"
+    assert result.pairs >= 10
+    low, high = result.ci95
+    assert low <= result.speedup <= high, (result.speedup, result.ci95)
+    assert result.speedup > 1 and low > 1, (result.speedup, result.ci95)
+    assert result.candidate_median_s < result.baseline_median_s
+    assert result.verdict == "faster" and result.suspect is None, (result.verdict, result.suspect)
+    assert result.noise is not None and 0 <= result.noise < 0.05, result.noise
+    assert tools.accept(result).accepted, tools.accept(result).reason
+
+
+# ============================================================================ 5. a short run of the loop
+
+# A Triton start that is slow on purpose: 64 elements per program over 16 warps (7 of 8 threads idle),
+# four programs resident per SM, so at 2^22 elements the programs' start-up and latency, not memory,
+# set the pace. The scripted policy's moves from it (seed 0, any bound) are TILE 64 -> 128, then 256,
+# then 512, each about halving the time (1.8-1.9x each in the CPU interpreter, where programs cost the
+# same); were the first refused, 32 and then 8 warps would follow. So the run accepts candidates and has a
+# start-vs-best re-measurement to check. From vector_add's own t01_tile_1024 the same policy proposes
+# TILE 512, TILE 2048 and 8 warps, likely all within noise on the H200 (t02's 4096 and t03's 8 warps
+# measured 0.97-1.0x t01): nothing accepted, nothing to re-measure.
+SLOW_START = "t01_slow_tile_64"
+SLOW_START_SOURCE = '''"""Triton, 64-element tiles over 16 warps: slow on purpose, a start the agent can beat.
+
+parent: none
+change: the add in Triton with a 64-element tile and 16 warps (512 threads) per program
+hypothesis: 2^16 programs for 2^22 elements, 4 resident per SM: the programs' start-up and latency,
+  not memory bandwidth, set the pace, so a bigger tile or fewer warps should be a clear win
+deterministic: yes, one writer per element
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+TILE = 64
+NUM_WARPS = 16
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, out_ptr, n, TILE: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
+    mask = offsets < n
+    a = tl.load(a_ptr + offsets, mask=mask)
+    b = tl.load(b_ptr + offsets, mask=mask)
+    total = a.to(tl.float32) + b.to(tl.float32)
+    tl.store(out_ptr + offsets, total.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    n = a.numel()
+    add_kernel[(triton.cdiv(n, TILE),)](a, b, out, n, TILE=TILE, num_warps=NUM_WARPS)
+    return out
+'''
+AGENT_TIMEOUTS = {"compile": 120, "check": CHECK_TIMEOUT_S, "bench": 120, "compare": 120, "analyze": 180,
+                  "bench_seconds": 0.3, "compare_seconds": 0.5, "counters": False}
+STOP_REASONS = ("max rounds", "patience", "target reached", "policy exhausted", "time budget")
+
+
+def slow_ops_root(folder: Path) -> Path:
+    """An operator folder of vector_add's spec and the slow start alone (the sandbox copies it per step)."""
+    from hello_gpu.ops import load_op
+    root = Path(folder) / "ops"
+    target = root / "vector_add"
+    target.mkdir(parents=True)
+    shutil.copy2(load_op("vector_add").path / "spec.py", target / "spec.py")
+    (target / f"{SLOW_START}.py").write_text(SLOW_START_SOURCE, encoding="utf-8")
+    return root
+
+
+def agent_task(ops_root: Path, bench_shape=2**22) -> Task:
+    return Task("vector_add", SLOW_START, "triton", dtypes=("float32",), check_shapes=(1, 31, 1000, 4097),
+                bench_shape=bench_shape, extra={"ops_root": str(ops_root)})
+
+
+def test_a_short_scripted_run_on_the_gpu(tmp_path):
+    from hello_gpu.agent.loop import run_agent
+    from hello_gpu.agent.report import build_record
+    from hello_gpu.agent.store import CandidateStore
+    from hello_gpu.bench.records import validate_record
+
+    run_dir = tmp_path / "run"
+    events = []
+    result = run_agent(agent_task(slow_ops_root(tmp_path)), "scripted", run_dir, rounds=3, patience=3, seed=0,
+                       progress=events.append, timeouts=AGENT_TIMEOUTS)
+    assert result.stop_reason and result.stop_reason.startswith(STOP_REASONS), result.stop_reason
+    assert [e["event"] for e in events][-3:] == ["stop", "final", "report"]
+
+    with CandidateStore(run_dir) as store:
+        candidates = store.list()
+        states = {c.id: (c.action, c.state, c.reason[:300]) for c in candidates}
+        assert all(c.state in FINAL_STATES for c in candidates), states
+        start = next(c for c in candidates if c.id == result.start_id)
+        assert start.state == "accepted", states
+        assert len(candidates) >= 2, states                      # the policy proposed something
+        for candidate in candidates:
+            check = candidate.results.get("check") or {}
+            if candidate.state == "accepted":
+                # Only a candidate the checker passed (correct, no cheat) on the GPU is ever accepted.
+                assert check.get("status") == "ok" and check.get("passed") is True, states[candidate.id]
+                assert check.get("correct") is True and not check.get("cheats"), states[candidate.id]
+                assert (check.get("raw") or {}).get("device") == "cuda", states[candidate.id]
+                bench = candidate.results.get("bench") or {}
+                assert bench.get("ok") and bench.get("clock") == "device-events", (states[candidate.id], bench)
+            if check and not check.get("passed"):
+                assert candidate.state in ("incorrect", "rejected", "crashed"), states[candidate.id]
+            if candidate.id != result.start_id and "compare" in candidate.results:
+                assert candidate.results["compare"].get("clock") == "device-events", states[candidate.id]
+        accepted = [c for c in candidates if c.state == "accepted" and c.id != result.start_id]
+        assert accepted, f"nothing beat the slow start: {states}"
+        assert result.best_id == store.best_accepted().id != result.start_id
+
+    final = result.final
+    assert final and final["status"] == "ok", final
+    assert final["pairs"] >= 5 and final["clock"] == "device-events", final
+    assert final["ci95"][0] <= final["remeasured"] <= final["ci95"][1], final
+    assert final["remeasured"] > 1, final
+    versus = final.get("vs_hand_written")
+    if versus:                                              # the run's hand-written reference, where it has one
+        assert versus["status"] == "ok" and versus["pairs"] >= 5, versus
+
+    assert (run_dir / "report.md").is_file() and (run_dir / "report.json").is_file()
+    markdown = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert "wall clock on the CPU" not in markdown
+
+    record = build_record(run_dir)
+    name = torch.cuda.get_device_name(0)
+    assert record["kind"] == "agent" and record["device"]["name"] == name, record["device"]
+    assert record["device"]["slug"] != "cpu" and record["environment"]["gpu"] == name
+    assert [e["role"] for e in record["entries"]] == ["baseline", "candidate"]
+    assert record["entries"][1]["speedups"][SLOW_START]["value"] > 1
+    # Valid as a record; the measured commit is whatever this copy of the tree can tell (git or HG_GIT_COMMIT).
+    problems = [p for p in validate_record(record) if not p.startswith("environment.git")]
+    assert problems == [], problems
+    assert json.loads(json.dumps(record)) == record
