@@ -148,3 +148,21 @@ def test_bad_problem_and_start_files_are_refused_by_name(tmp_path):
     with pytest.raises(ProblemError, match="no such problem file"):
         write_operator(tmp_path / "nope.py", FIXTURES / "t01_kb_rms_norm_start.py", tmp_path)
     assert not (tmp_path / "nope").exists()
+
+
+def test_the_command_line_takes_a_problem_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from hello_gpu.agent.store import CandidateStore
+    from hello_gpu.cli import main
+    run_dir = tmp_path / "run"
+    assert main(["agent", str(RMS_NORM), "--from", str(FIXTURES / "nope.py"), "--run-dir", str(run_dir)]) == 2
+    assert "no such starting kernel" in capsys.readouterr().out
+    assert main(["agent", str(RMS_NORM), "--from", str(FIXTURES / "t01_kb_rms_norm_start.py"), "--route", "hip",
+                 "--run-dir", str(run_dir)]) == 2
+    assert main(["agent", str(RMS_NORM), "--from", str(FIXTURES / "t01_kb_rms_norm_start.py"), "--rounds", "1",
+                 "--run-dir", str(run_dir)]) == 0
+    assert "stopped: max rounds" in capsys.readouterr().out
+    assert (run_dir / "report.md").is_file() and (run_dir / "ops" / "kb_rms_norm_weight" / "spec.py").is_file()
+    with CandidateStore(run_dir) as store:
+        assert store.list()[0].state == "accepted"
+    assert main(["agent", "resume", str(run_dir), "--rounds", "2"]) == 0     # the ops/ folder is found again

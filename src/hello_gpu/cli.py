@@ -483,7 +483,6 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
         return 2
     import time as _time
 
-    from .agent.loop import run_agent
     from .agent.task import Task
     from .ops import load_op
     if words[0].endswith(".py"):
@@ -518,15 +517,8 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
         dtypes = (args.dtype, *(d for d in dtypes if d != args.dtype))
     task = Task(op_name, args.start, route, dtypes=dtypes, bench_shape=args.shape, extra=extra)
     run_dir = args.run_dir or Path("agent-runs") / f"{op_name}.{route}.{args.start}.{_time.strftime('%Y%m%d-%H%M%S')}"
-    try:
-        result = run_agent(task, args.policy, run_dir, rounds=args.rounds, seed=args.seed,
-                           time_budget_s=args.time_budget, patience=args.patience, target_fraction=args.target,
-                           progress=_agent_progress(console))
-    except KeyboardInterrupt:
-        say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
-        return 130
-    say(f"stopped: {result.stop_reason}; report in {run_dir}")
-    if args.record:
+    status = _search(task, args, run_dir, console, say)
+    if status == 0 and args.record:
         from .agent.tools import record
         from .bench.records import RecordError
         from .ops.ladder import _repo_root
@@ -535,6 +527,20 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
         except RecordError as error:
             say(f"no record written: {error}")
             return 1
+    return status
+
+
+def _search(task, args: argparse.Namespace, run_dir: Path, console: Console, say) -> int:
+    """A new run of the search, with its progress shown; 130 after Ctrl-C (resume continues it)."""
+    from .agent.loop import run_agent
+    try:
+        result = run_agent(task, args.policy, run_dir, rounds=args.rounds, seed=args.seed,
+                           time_budget_s=args.time_budget, patience=args.patience, target_fraction=args.target,
+                           progress=_agent_progress(console))
+    except KeyboardInterrupt:
+        say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
+        return 130
+    say(f"stopped: {result.stop_reason}; report in {run_dir}")
     return 0
 
 
@@ -544,7 +550,6 @@ def _agent_problem(args: argparse.Namespace, console: Console, say) -> int:
     import time as _time
 
     from .agent.kernelbench import ProblemError, write_operator
-    from .agent.loop import run_agent
     from .ops import HeaderError, SpecError
     problem = Path(args.words[0])
     run_dir = args.run_dir or Path("agent-runs") / f"{problem.stem}.{_time.strftime('%Y%m%d-%H%M%S')}"
@@ -559,15 +564,7 @@ def _agent_problem(args: argparse.Namespace, console: Console, say) -> int:
     if args.route and args.route != task.route:
         say(f"{args.start} is a {task.route} kernel, not {args.route}")
         return 2
-    try:
-        result = run_agent(task, args.policy, run_dir, rounds=args.rounds, seed=args.seed,
-                           time_budget_s=args.time_budget, patience=args.patience, target_fraction=args.target,
-                           progress=_agent_progress(console))
-    except KeyboardInterrupt:
-        say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
-        return 130
-    say(f"stopped: {result.stop_reason}; report in {run_dir}")
-    return 0
+    return _search(task, args, run_dir, console, say)
 
 
 COMMANDS: dict[str, Subcommand] = {
