@@ -6,7 +6,7 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead reference flush profile
-#           softmax-sweep reduce-sweep profile-records
+#           softmax-sweep reduce-sweep profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
 #           of search, e.g. agent:softmax:hip:v01_thread_per_row:8192x8192);
@@ -62,8 +62,10 @@ run_stage() {
   echo "== $name: exit ${codes[$name]} after $((SECONDS - started))s"
 }
 
-gpu_tests() {
-  python3 -m pytest -m gpu -q -p no:cacheprovider --junitxml="$DEVICE_RECORDS/gpu-tests.xml" tests 2>&1 | tail -n 30
+gpu_tests() {   # gpu_tests [FILE...]: the GPU tier (default: all of tests/; the junit record only for all)
+  local junit=()
+  [ $# -eq 0 ] && junit=(--junitxml="$DEVICE_RECORDS/gpu-tests.xml")
+  python3 -m pytest -m gpu -q -p no:cacheprovider "${junit[@]}" "${@:-tests}" 2>&1 | tail -n 30
   return "${PIPESTATUS[0]}"
 }
 cpu_tests() { python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 8; return "${PIPESTATUS[0]}"; }
@@ -139,6 +141,7 @@ for stage in $stages; do
     doctor) run_stage doctor doctor ;;
     ceilings) run_stage ceilings hello-gpu ceilings --refresh --record "$RECORDS" ;;
     gpu-tests) run_stage gpu-tests gpu_tests ;;
+    gpu-tests:*) run_stage "$stage" gpu_tests ${stage#gpu-tests:} ;;
     cpu-tests) run_stage cpu-tests cpu_tests ;;
     compile-gate) run_stage compile-gate sh -c "hello-gpu compile-check examples src --no-amd | tail -n 3" ;;
     overhead) run_stage overhead overhead ;;
