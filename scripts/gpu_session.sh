@@ -104,19 +104,9 @@ ladder() {   # ladder OP DTYPE [SHAPE...]: check all rungs, time all, write the 
   COLUMNS=220 hello-gpu ladder "$op" --dtype "$dtype" ${1:+--shapes "$@"} --record "$RECORDS" 2>>"$ERRORS"
 }
 
-profile_records() {   # the profile records of reduce_sum and rms_norm (issue 6), the counters behind open gaps
-  for rung in v07_single_pass_last_block t04_wide_finish; do
-    COLUMNS=200 hello-gpu profile reduce_sum "$rung" --shape 16777216 --record "$RECORDS" 2>>"$ERRORS"
-  done
-  # rms_norm v03 is 0.81x v02 at 8192x4096 (run of 152c451); at 16384x8192 torch.compile is 1.03x t02.
-  for rung in v02_block_per_row v03_warp_shuffle_registers; do
-    COLUMNS=200 hello-gpu profile rms_norm "$rung" --shape 8192x4096 --dtype bfloat16 --record "$RECORDS" 2>>"$ERRORS"
-  done
-  for rung in v00_torch_compile t02_warps_by_width; do
-    COLUMNS=200 hello-gpu profile rms_norm "$rung" --shape 16384x8192 --dtype bfloat16 --record "$RECORDS" 2>>"$ERRORS"
-  done
-  # softmax bfloat16: HIP v08 reads 3591 GB/s against Triton t03's 3893 (t03 is in the record already).
-  COLUMNS=200 hello-gpu profile softmax v08_packed_registers --shape 8192x8192 --dtype bfloat16 --record "$RECORDS" 2>>"$ERRORS"
+profile_records() {   # the profile records of reduce_sum and rms_norm (issue 6), then ladder --profile once
+  COLUMNS=200 hello-gpu profile reduce_sum t05_wide_tiles --shape 16777216 --record "$RECORDS" 2>>"$ERRORS"
+  COLUMNS=200 hello-gpu profile rms_norm t02_warps_by_width --shape 8192x4096 --dtype bfloat16 --record "$RECORDS" 2>>"$ERRORS"
   COLUMNS=200 hello-gpu ladder vector_add --route triton --shapes 16777216 --profile 2>>"$ERRORS"
 }
 reduce_sweep() {   # Triton stage-1 designs against torch.sum at 2^28 (benchmarks/reduce_sum_sweep.py)

@@ -30,6 +30,15 @@ def rerun_command(info: dict) -> str:
     task, settings = info["task"], info["extra"].get("settings", {})
     command = (f"hello-gpu agent {task['op']} --from {task['start']} --route {task['route']} "
                f"--rounds {settings.get('rounds', 12)} --policy {info['policy']} --seed {info['seed']}")
+    for option, key in (("--patience", "patience"), ("--time-budget", "time_budget_s"), ("--target", "target_fraction")):
+        if settings.get(key) is not None:
+            command += f" {option} {settings[key]:g}"
+    if task.get("bench_shape") is not None and not task.get("problem_path"):
+        from ..ops.checking import shape_label
+        shape = task["bench_shape"]
+        command += f" --shape {shape_label(tuple(shape) if isinstance(shape, list) else shape)}"
+    if task.get("dtypes"):
+        command += f" --dtype {task['dtypes'][0]}"
     if task.get("extra", {}).get("ops_root"):
         command += f"  # operator folder from {task['extra']['ops_root']}"
     return command
@@ -144,7 +153,7 @@ def _markdown(data: dict, images: list[str]) -> str:
     if final.get("clock") == "wall":
         lines += ["> Timed with the wall clock on the CPU (Triton interpreter): these figures test the loop; "
                   "they say nothing about a GPU.", ""]
-    lines += [f"![search]({image})" for image in images] + [""]
+    lines += [f"![{Path(image).stem}]({image})" for image in images] + [""]
     lines += ["## Candidates", "", "| id | round | parent | action | state | speedup [95% CI] | reason | sha256 |",
               "|---|---|---|---|---|---|---|---|"]
     for entry in data["candidates"]:
@@ -274,7 +283,9 @@ def write_report(run_dir: str | Path) -> dict[str, Path]:
 def _source_file(run_dir: Path, candidate) -> Path:
     folder = run_dir / "sources"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"candidate-{candidate.id}.{'hip' if candidate.route == 'hip' else 'py'}"
+    # .txt: a record's copy of a candidate is evidence, not code: no compile gate, linter or test
+    # collector should take it for a kernel of the package.
+    path = folder / f"candidate-{candidate.id}.{'hip' if candidate.route == 'hip' else 'py'}.txt"
     path.write_text(candidate.source, encoding="utf-8")
     return path
 
@@ -322,10 +333,6 @@ def build_record(run_dir: Path, *, repo_root: Path | None = None, allow_cpu: boo
             if role == "candidate" and final.get("remeasured") is not None:
                 ratio = Ratio(final["remeasured"], tuple(final["ci95"]), final["pairs"])
                 entry["speedups"] = {task["start"]: {**ratio.to_dict(), "verdict": verdict(ratio, 0.02)}}
-                versus = final.get("vs_hand_written") or {}
-                if role == "candidate" and versus.get("fraction") is not None:
-                    ratio = Ratio(versus["fraction"], tuple(versus["ci95"]), versus["pairs"])
-                    entry["speedups"][versus["rung"]] = {**ratio.to_dict(), "verdict": verdict(ratio, 0.02)}
             entries.append(entry)
     name = f"agent.{task['op']}.{task['route']}.{entries[0]['dtype'] if entries else 'unknown'}"
     return new_record(name, "agent", device=device, environment=environment, entries=entries,

@@ -54,8 +54,13 @@ def run(x, out=None):
     programs = max(1, triton.cdiv(n, BLOCK))        # n = 0: one program that loads nothing and writes 0
     partials = torch.empty(programs, dtype=torch.float32, device=x.device)
     partial_sums_kernel[(programs,)](x, partials, n, BLOCK=BLOCK)
-    # A small count needs no 16384-wide step: the next power of two (at least 128, one per thread of 4 warps).
-    finish_block = min(FINISH_BLOCK, max(128, triton.next_power_of_2(programs)))
-    finish_kernel[(1,)](partials, out, programs, BLOCK=finish_block,
-                        num_warps=FINISH_WARPS if finish_block == FINISH_BLOCK else 4)
+    finish(partials, out, programs)
     return out
+
+
+def finish(partials, out, count):
+    """Stage 2: the sum of ``count`` partials into ``out[0]``, in one program."""
+    # A small count needs no 16384-wide step: the next power of two (at least 128, one per thread of 4 warps).
+    finish_block = min(FINISH_BLOCK, max(128, triton.next_power_of_2(count)))
+    finish_kernel[(1,)](partials, out, count, BLOCK=finish_block,
+                        num_warps=FINISH_WARPS if finish_block == FINISH_BLOCK else 4)
