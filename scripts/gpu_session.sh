@@ -10,6 +10,8 @@
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
 #           of search, e.g. agent:softmax:hip:v01_thread_per_row:8192x8192);
+#           agent-resume:OP.ROUTE:SECONDS (continue the committed run records/<device>/agent/OP.ROUTE until
+#           SECONDS of its whole time);
 #           "all" = every stage but cpu-tests
 #   Peer wheels (pure-Python packages such as Liger-Kernel, fetched with `pip download --no-deps -d .whl`)
 #   travel in .whl/ (the device tool's carry) and are installed into a private folder on PYTHONPATH.
@@ -114,6 +116,11 @@ reduce_sweep() {   # Triton stage-1 designs against torch.sum at 2^28 (benchmark
     && python3 -c "import json,sys; [print(r) for r in json.load(open(sys.argv[1]))['configurations']]" \
        "$DEVICE_RECORDS/reduce_sum-sweep.json"
 }
+agent_resume() {   # agent_resume OP.ROUTE SECONDS: continue a committed run (records/<device>/agent/OP.ROUTE)
+  local run_dir="$DEVICE_RECORDS/agent/$1"
+  rm -rf "$run_dir" && mkdir -p "$DEVICE_RECORDS/agent" && cp -r "records/$(basename "$DEVICE_RECORDS")/agent/$1" "$run_dir"
+  COLUMNS=200 hello-gpu agent resume "$run_dir" --time-budget "$2" 2>>"$ERRORS"
+}
 agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent from START, its report and record
   local op=$1 route=$2 start=$3 shape=${4:-} dtype=${5:-}
   local run_dir="$DEVICE_RECORDS/agent/$op.$route"
@@ -123,7 +130,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep agent_run profile_records reduce_sweep
+export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records reduce_sweep
 export DEVICE_RECORDS ERRORS RECORDS
 
 for stage in $stages; do
@@ -144,6 +151,9 @@ for stage in $stages; do
     agent:*)
       IFS=: read -r _ op route start shape dtype <<<"$stage"
       run_stage "$stage" agent_run "$op" "$route" "$start" "$shape" "$dtype" ;;
+    agent-resume:*)
+      IFS=: read -r _ run seconds <<<"$stage"
+      run_stage "$stage" agent_resume "$run" "$seconds" ;;
     ladder:*)
       IFS=: read -r _ op dtype shapes <<<"$stage"
       run_stage "$stage" ladder "$op" "${dtype:-float32}" ${shapes//,/ } ;;

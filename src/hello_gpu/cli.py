@@ -413,9 +413,12 @@ def _agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", type=Path, metavar="DIR",
                         help="the run folder (default: agent-runs/OP.ROUTE.START.<time>)")
     parser.add_argument("--seed", type=int, default=0, help="the policy's seed (default 0)")
-    parser.add_argument("--patience", type=int, default=4, help="stop after this many rounds without an accept")
-    parser.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop after this long")
-    parser.add_argument("--target", type=float, default=0.9, help="stop at this fraction of the roofline (default 0.9)")
+    parser.add_argument("--patience", type=int,
+                        help="stop after this many rounds without an accept (default 4; on resume: the run's own)")
+    parser.add_argument("--time-budget", type=float, metavar="SECONDS",
+                        help="stop after this long (on resume: the run's whole time, replacing its own budget)")
+    parser.add_argument("--target", type=float,
+                        help="stop at this fraction of the roofline (default 0.9; on resume: the run's own)")
     parser.add_argument("--ops-root", type=Path, metavar="DIR", help="operators folder (default: the package's ops/)")
     parser.add_argument("--shape", type=_parse_shape,
                         help="the shape candidates are timed at (default: the spec's last BENCH_SHAPES)")
@@ -469,7 +472,9 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
             return 0
         from .agent.loop import run_agent
         try:
-            result = run_agent(None, None, run_dir, rounds=args.rounds, resume=True, progress=_agent_progress(console))
+            result = run_agent(None, None, run_dir, rounds=args.rounds, time_budget_s=args.time_budget,
+                               patience=args.patience, target_fraction=args.target, resume=True,
+                               progress=_agent_progress(console))
         except KeyboardInterrupt:
             say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
             return 130

@@ -202,8 +202,8 @@ def _start_of(store: CandidateStore) -> Candidate | None:
 
 
 def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *, rounds: int | None = None,
-              seed: int = 0, time_budget_s: float | None = None, patience: int | None = DEFAULT_PATIENCE,
-              target_fraction: float | None = DEFAULT_TARGET_FRACTION, resume: bool = False,
+              seed: int = 0, time_budget_s: float | None = None, patience: int | None = None,
+              target_fraction: float | None = None, resume: bool = False,
               progress: Callable[[dict], None] | None = None, policy_options: dict | None = None,
               timeouts: dict | None = None, final_remeasure: bool = True, write_report: bool = True) -> RunResult:
     """Run (or with ``resume``, continue) the search; see the module docstring.
@@ -225,6 +225,13 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
         seed = info["seed"]
         settings = info["extra"].get("settings", {})
         rounds = rounds if rounds is not None else settings.get("rounds", DEFAULT_ROUNDS)
+        # The run's own stop settings unless given again: a time budget counts the run's whole time.
+        time_budget_s = time_budget_s if time_budget_s is not None else settings.get("time_budget_s")
+        patience = patience if patience is not None else settings.get("patience", DEFAULT_PATIENCE)
+        target_fraction = target_fraction if target_fraction is not None else \
+            settings.get("target_fraction", DEFAULT_TARGET_FRACTION)
+        store.update_run_extra(settings={**settings, "rounds": rounds, "time_budget_s": time_budget_s,
+                                         "patience": patience, "target_fraction": target_fraction})
         timeouts = {**settings.get("timeouts", {}), **timeouts}
         if isinstance(policy, str) or policy is None:
             policy = make_policy(policy or info["policy"], **(policy_options or {}))
@@ -236,6 +243,8 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
         if isinstance(policy, str):
             policy = make_policy(policy, **(policy_options or {}))
         rounds = DEFAULT_ROUNDS if rounds is None else rounds
+        patience = DEFAULT_PATIENCE if patience is None else patience
+        target_fraction = DEFAULT_TARGET_FRACTION if target_fraction is None else target_fraction
         from ..runtime.manifest import environment_manifest
         environment = environment_manifest()
         if "reference" not in task.extra:
