@@ -180,6 +180,13 @@ def test_ctrl_c_then_resume_loses_nothing(tmp_path):
         assert [c.action for c in candidates] == ["start", "BLOCK 4096", "BLOCK 2048"]
         assert all(c.state in FINAL_STATES for c in candidates)
         assert candidates[2].results["compare"]["baseline_id"] == candidates[1].id
+    # A resume given a new time budget counts the run's whole time, and the run keeps the new settings.
+    again = run_agent(None, ScriptPolicy([]), run_dir, resume=True, rounds=3, time_budget_s=0.001, timeouts=FAST,
+                      final_remeasure=False, write_report=False)
+    assert again.stop_reason.startswith("time budget"), again.stop_reason
+    with CandidateStore(run_dir) as store:
+        settings = store.run_info()["extra"]["settings"]
+        assert (settings["rounds"], settings["time_budget_s"], settings["patience"]) == (3, 0.001, 4)
     with pytest.raises(ValueError, match="already holds a run"):
         run_agent(toy_task(), ScriptPolicy([]), run_dir, timeouts=FAST)
 
