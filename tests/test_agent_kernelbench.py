@@ -160,9 +160,10 @@ def test_the_command_line_takes_a_problem_file(tmp_path, monkeypatch, capsys):
     assert main(["agent", str(RMS_NORM), "--from", str(FIXTURES / "t01_kb_rms_norm_start.py"), "--route", "hip",
                  "--run-dir", str(run_dir)]) == 2
     assert main(["agent", str(RMS_NORM), "--from", str(FIXTURES / "t01_kb_rms_norm_start.py"), "--rounds", "1",
-                 "--run-dir", str(run_dir)]) == 0
+                 "--no-counters", "--run-dir", str(run_dir)]) == 0
     assert "stopped: max rounds" in capsys.readouterr().out
     assert (run_dir / "report.md").is_file() and (run_dir / "ops" / "kb_rms_norm_weight" / "spec.py").is_file()
     with CandidateStore(run_dir) as store:
         assert store.list()[0].state == "accepted"
+        assert store.run_info()["extra"]["settings"]["timeouts"] == {"counters": False}
     assert main(["agent", "resume", str(run_dir), "--rounds", "2"]) == 0     # the ops/ folder is found again
