@@ -280,39 +280,19 @@ def test_compare_times_two_rungs_with_device_events():
 # TILE 512, TILE 2048 and 8 warps, likely all within noise on the H200 (t02's 4096 and t03's 8 warps
 # measured 0.97-1.0x t01): nothing accepted, nothing to re-measure.
 SLOW_START = "t01_slow_tile_64"
-SLOW_START_SOURCE = '''"""Triton, 64-element tiles over 16 warps: slow on purpose, a start the agent can beat.
-
-parent: none
-change: the add in Triton with a 64-element tile and 16 warps (512 threads) per program
-hypothesis: 2^16 programs for 2^22 elements, 4 resident per SM: the programs' start-up and latency,
-  not memory bandwidth, set the pace, so a bigger tile or fewer warps should be a clear win
-deterministic: yes, one writer per element
-"""
-
-import torch
-import triton
-import triton.language as tl
-
-TILE = 64
-NUM_WARPS = 16
+def slow_start_source() -> str:
+    """vector_add's t01_tile_1024 with a 64-element tile over 16 warps (and no parent in the folder)."""
+    from hello_gpu.ops import load_op
+    source = load_op("vector_add").rung("t01_tile_1024").path.read_text(encoding="utf-8")
+    for old, new in (("one program per tile of 1024 elements: the first Triton rung",
+                      "64-element tiles over 16 warps: slow on purpose"),
+                     ("TILE = 1024", "TILE = 64"), ("NUM_WARPS = 4", "NUM_WARPS = 16"),
+                     ("parent: v00_torch", "parent: none")):
+        assert old in source, f"t01_tile_1024 changed: no {old!r} to edit"
+        source = source.replace(old, new, 1)
+    return source
 
 
-@triton.jit
-def add_kernel(a_ptr, b_ptr, out_ptr, n, TILE: tl.constexpr):
-    offsets = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
-    mask = offsets < n
-    a = tl.load(a_ptr + offsets, mask=mask)
-    b = tl.load(b_ptr + offsets, mask=mask)
-    total = a.to(tl.float32) + b.to(tl.float32)
-    tl.store(out_ptr + offsets, total.to(out_ptr.dtype.element_ty), mask=mask)
-
-
-def run(a, b, out=None):
-    out = torch.empty_like(a) if out is None else out
-    n = a.numel()
-    add_kernel[(triton.cdiv(n, TILE),)](a, b, out, n, TILE=TILE, num_warps=NUM_WARPS)
-    return out
-'''
 AGENT_TIMEOUTS = {"compile": 120, "check": CHECK_TIMEOUT_S, "bench": 120, "compare": 120, "analyze": 180,
                   "bench_seconds": 0.3, "compare_seconds": 0.5, "counters": False}
 STOP_REASONS = ("max rounds", "patience", "target reached", "policy exhausted", "time budget")
@@ -325,7 +305,7 @@ def slow_ops_root(folder: Path) -> Path:
     target = root / "vector_add"
     target.mkdir(parents=True)
     shutil.copy2(load_op("vector_add").path / "spec.py", target / "spec.py")
-    (target / f"{SLOW_START}.py").write_text(SLOW_START_SOURCE, encoding="utf-8")
+    (target / f"{SLOW_START}.py").write_text(slow_start_source(), encoding="utf-8")
     return root
 
 
