@@ -139,6 +139,13 @@ def test_grid_expressions_are_arithmetic_on_allowed_names_only():
     assert evaluate_grid("min(ceil(n / 256), 132 * 8)", n=4097) == (17,)
     assert evaluate_grid("max(1, n // 1024)", n=10) == (1,)
     assert evaluate_grid("(ceil(n / 128), 4)", n=1000) == (8, 4)
+    # A grid in bytes: 8192 bytes a block is 2048 float32 or 4096 bfloat16 elements.
+    assert evaluate_grid("ceil(n * itemsize / 8192)", n=2**28, itemsize=4) == (2**17,)
+    assert evaluate_grid("ceil(n * itemsize / 8192)", n=2**28, itemsize=2) == (2**16,)
+    with pytest.raises(HeaderError, match="needs itemsize"):
+        evaluate_grid("ceil(n * itemsize / 8192)", n=10)
+    with pytest.raises(HeaderError, match="needs sm_count"):
+        evaluate_grid("min(ceil(n / 256), sm_count * 8)", n=10, itemsize=4)
     for forbidden, message in (("open('x')", "only ceil"), ("__import__('os')", "only ceil"), ("n.real", "Attribute"),
                                ("[n for n in n]", "ListComp"), ("m * 2", "the name 'm'"), ("'a' * n", "numbers")):
         with pytest.raises(HeaderError, match=message):

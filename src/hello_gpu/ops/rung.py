@@ -283,7 +283,7 @@ class Rung:
             grid = None
             if header.grid is not None:
                 from ..runtime.device import device_info
-                grid = header.grid_for(inputs[0].numel(), device_info().multiprocessors)
+                grid = header.grid_for(inputs[0].numel(), device_info().multiprocessors, inputs[0].element_size())
             if not explicit:
                 extra = {output: out} if out is not None else {}
                 return kernels.like(inputs)(*inputs, block=header.block or DEFAULT_BLOCK, grid=grid, **extra)
