@@ -89,7 +89,9 @@ def test_the_loop_accepts_the_faster_candidate_and_rejects_the_rest(finished_run
         by_action = {c.action: c for c in candidates}
         assert result.best_id == by_action["BLOCK 1024 -> 4096"].id == store.best_accepted().id
         assert result.start_id == by_action["start"].id
-        assert "not faster beyond noise" in by_action["comment only"].reason
+        # the same kernel: rejected by the accept rule; on a noisy CPU its interval may even lie below 1
+        assert re.search(r"lower 95% bound [\d.]+ <= [\d.]+ .*: (not faster beyond noise|slower \(the whole interval)",
+                         by_action["comment only"].reason), by_action["comment only"].reason
         assert "never written" in by_action["mask one short"].reason
         assert by_action["syntax error"].results["compile"]["errors"][0]["line"] is not None
         # every candidate of round 2 was compared with the best of round 1, and its parent is that best
