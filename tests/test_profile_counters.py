@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sqlite3
 import stat
 import sys
 import textwrap
@@ -347,6 +348,71 @@ def test_rocprofv3_without_markers_counts_everything_and_says_so(tmp_path):
     result = rocprof.counters_from_files(tmp_path, calls=3)
     assert {k.key for k in result.kernels} == {"vector_add", "distribution_elementwise_grid_stride_kernel"}
     assert "no roctx range 'hello_gpu_profile'" in result.note
+
+
+ROCPD = FIXTURES / "rocpd_vector_add_v01"
+
+
+def _rocpd_folder(folder: Path) -> Path:
+    """The rocpd fixture's runs built into databases, laid out as ``rocprofv3 -d RUN -o RUN`` writes them."""
+    schema = (ROCPD / "schema.sql").read_text()
+    for script in sorted(ROCPD.glob("*.sql")):
+        if script.name == "schema.sql":
+            continue
+        (folder / script.stem).mkdir(parents=True)
+        with sqlite3.connect(folder / script.stem / f"{script.stem}_results.db") as database:
+            database.executescript(schema + script.read_text())
+        database.close()
+    return folder
+
+
+def test_rocpd_databases_fold_into_the_same_table_as_the_csv_files(tmp_path):
+    from_csv = rocprof.counters_from_files(ROCPROF, calls=3)
+    from_rocpd = rocprof.counters_from_files(_rocpd_folder(tmp_path), calls=3)
+    assert from_rocpd.available and from_rocpd.note is None
+    assert [k.to_dict() for k in from_rocpd.kernels] == [k.to_dict() for k in from_csv.kernels]
+    [kernel] = from_rocpd.kernels
+    assert kernel.name == VADD and kernel.launches == 3
+    assert kernel.dram_read_bytes == pytest.approx(3 * 131_104.25 * 1024)
+
+
+def test_rocpd_database_rows(tmp_path):
+    folder = _rocpd_folder(tmp_path)
+    trace = rocprof.read_rocpd(folder / "trace" / "trace_results.db")
+    assert trace["counted"] == [] and len(trace["trace"]) == 8
+    assert trace["trace"] == rocprof.parse_kernel_trace((ROCPROF / "trace" / "trace_kernel_trace.csv").read_text())
+    assert trace["window"] == (1814202332519115, 1814202333525615)
+    pmc0 = rocprof.read_rocpd(folder / "pmc0" / "pmc0_results.db")
+    assert pmc0["trace"] == [] and pmc0["counted"][-1]["grid"] == 65536
+    assert pmc0["counted"][-1]["counters"] == {"FETCH_SIZE": pytest.approx(131_104.25),
+                                               "WRITE_SIZE": pytest.approx(65_552.5)}
+
+
+def test_a_file_that_is_not_a_rocpd_database_is_named_not_a_crash(tmp_path):
+    folder = _rocpd_folder(tmp_path / "runs")
+    (folder / "pmc1" / "pmc1_results.db").write_text("not sqlite at all")
+    with sqlite3.connect(folder / "pmc2" / "pmc2_results.db") as database:
+        database.executescript("DROP TABLE kernels;")
+    database.close()
+    with pytest.raises(ValueError, match="pmc2_results.db: not a rocpd database"):
+        rocprof.read_rocpd(folder / "pmc2" / "pmc2_results.db")
+    result = rocprof.counters_from_files(folder, calls=3)
+    [kernel] = result.kernels
+    assert kernel.dram_read_bytes == pytest.approx(3 * 131_104.25 * 1024) and kernel.l2_hit_rate_pct is None
+    assert "pmc1_results.db: not a rocpd database" in result.note and "pmc2_results.db" in result.note
+    assert "no roctx range" not in result.note
+
+
+def test_kernel_trace_as_rocpd_convert_writes_it():
+    converted = ('"Guid","Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name",'
+                 '"Correlation_Id","Start_Timestamp","End_Timestamp","Lds_Block_Size","Scratch_Size","Vgpr_Count",'
+                 '"Accum_Vgpr_Count","Sgpr_Count","Workgroup_Size_X","Workgroup_Size_Y","Workgroup_Size_Z",'
+                 '"Grid_Size_X","Grid_Size_Y","Grid_Size_Z"\n'
+                 '"00006a1b-3c2d-7e4f-8a90-b1c2d3e4f5a6","KERNEL_DISPATCH","Agent 1",1,0,73417,6,11,'
+                 '"void vector_add<float>(float const*, float const*, float*, long)",212,1814202332521615,'
+                 '1814202332836275,512,0,8,0,16,256,1,1,16777216,1,1\n')
+    [dispatch] = rocprof.parse_kernel_trace(converted)
+    assert dispatch["grid"] == (65536, 1, 1) and (dispatch["lds_bytes"], dispatch["vgpr"], dispatch["sgpr"]) == (512, 8, 16)
 
 
 FAKE_ROCPROFV3 = """\

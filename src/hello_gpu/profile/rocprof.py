@@ -13,6 +13,12 @@ refuses the whole job). All write CSV (``--output-format csv``) under a temporar
 - ``*_marker_api_trace.csv``: ``Function`` is the range name for roctx ranges; its timestamps bound
   the profiled calls (``torch.cuda.nvtx`` is roctx on ROCm), so the inputs' kernels are left out.
 
+ROCm 7 writes a ``rocpd`` SQLite database by default (``*_results.db``; ``--output-format rocpd``).
+:func:`read_rocpd` reads it through the database's own views (``kernels``, ``kernel_pmc_events``,
+``markers``; ROCm/rocprofiler-sdk source/share/rocprofiler-sdk-rocpd/*_views.sql) into the same dicts
+as the CSV parsers, so a folder of either kind folds into the same table. ``rocpd convert`` CSVs
+(a ``Guid`` column first, ``Lds_Block_Size``/``Vgpr_Count`` spellings) parse like the others.
+
 Counters asked for: ``FETCH_SIZE``/``WRITE_SIZE`` (kilobytes, 1024 bytes, to and from device memory),
 ``TCC_HIT_sum``/``TCC_MISS_sum`` (L2 hits and misses), ``OccupancyPercent``. Names differ between
 GPU generations; a group a GPU lacks costs that group, with a note. The formats are documented in
@@ -26,6 +32,7 @@ import csv
 import io
 import math
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -72,10 +79,10 @@ def parse_kernel_trace(text: str) -> list[dict]:
             "name": row.get("Kernel_Name", ""), "dispatch_id": _number(row, "Dispatch_Id"),
             "start_ns": _number(row, "Start_Timestamp"), "end_ns": _number(row, "End_Timestamp"),
             "grid": grid, "block": block,
-            "lds_bytes": _number(row, "LDS_Block_Size", "Group_Segment_Size"),
+            "lds_bytes": _number(row, "LDS_Block_Size", "Lds_Block_Size", "Group_Segment_Size"),
             "scratch_bytes": _number(row, "Scratch_Size", "Private_Segment_Size"),
-            "vgpr": _number(row, "VGPR_Count"), "accum_vgpr": _number(row, "Accum_VGPR_Count"),
-            "sgpr": _number(row, "SGPR_Count")})
+            "vgpr": _number(row, "VGPR_Count", "Vgpr_Count"), "accum_vgpr": _number(row, "Accum_VGPR_Count", "Accum_Vgpr_Count"),
+            "sgpr": _number(row, "SGPR_Count", "Sgpr_Count")})
     return dispatches
 
 
@@ -106,6 +113,56 @@ def marker_window(text: str, name: str = NVTX_RANGE) -> tuple[float, float] | No
             if start is not None and end is not None:
                 return start, end
     return None
+
+
+def _query(database: sqlite3.Connection, sql: str, *parameters) -> list[sqlite3.Row] | None:
+    """Rows of ``sql``, or None when the database lacks the view it reads (another rocpd version)."""
+    try:
+        return database.execute(sql, parameters).fetchall()
+    except sqlite3.OperationalError:
+        return None
+
+
+def read_rocpd(path: Path, name: str = NVTX_RANGE) -> dict:
+    """One rocpd database -> ``{"trace": [...], "counted": [...], "window": (start, end) | None}``: the
+    dispatches as :func:`parse_kernel_trace` and :func:`parse_counter_collection` give them (``counted``
+    holds only dispatches that have counters) and the roctx range ``name``. Raises ``ValueError`` naming
+    the file when it is not a rocpd database."""
+    try:
+        database = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise ValueError(f"{path}: cannot open as a rocpd database ({error})") from None
+    database.row_factory = sqlite3.Row
+    try:
+        kernels = _query(database, "SELECT * FROM kernels ORDER BY start")
+        if kernels is None:
+            raise ValueError(f"{path}: not a rocpd database (it has no 'kernels' view)")
+        events = _query(database, "SELECT dispatch_id, pmc_name, pmc_value FROM kernel_pmc_events") or []
+        markers = _query(database, "SELECT start, end FROM markers WHERE name = ? AND end > start", name) or []
+    except sqlite3.DatabaseError as error:
+        raise ValueError(f"{path}: not a rocpd database ({error})") from None
+    finally:
+        database.close()
+    counters: dict = {}
+    for event in events:
+        values = counters.setdefault(event["dispatch_id"], {})
+        if event["pmc_value"] is not None:
+            values[event["pmc_name"]] = values.get(event["pmc_name"], 0.0) + float(event["pmc_value"])
+    trace, counted = [], []
+    for row in kernels:
+        # grid_x..z are work-items, as in the CSV; grid_size_x..z of the view are already workgroups
+        block = tuple(int(row[f"workgroup_{axis}"] or 1) for axis in "xyz")
+        grid = tuple(_blocks(row[f"grid_{axis}"], b) or 1 for axis, b in zip("xyz", block))
+        dispatch = {"name": row["name"] or "", "dispatch_id": row["dispatch_id"], "start_ns": row["start"],
+                    "end_ns": row["end"], "grid": grid, "block": block, "lds_bytes": row["lds_size"],
+                    "scratch_bytes": row["scratch_size"], "vgpr": row["arch_vgpr_count"],
+                    "accum_vgpr": row["accum_vgpr_count"], "sgpr": row["sgpr_count"]}
+        trace.append(dispatch)
+        if row["dispatch_id"] in counters:
+            counted.append({**dispatch, "grid": math.prod(grid), "block": math.prod(block),
+                            "counters": counters[row["dispatch_id"]]})
+    window = (markers[0]["start"], markers[0]["end"]) if len(markers) == 1 else None
+    return {"trace": trace if not counters else [], "counted": counted, "window": window}
 
 
 def within(dispatches: list[dict], window: tuple[float, float] | None) -> list[dict]:
@@ -155,28 +212,44 @@ def kernel_counters(trace: list[dict], counted_runs: list[list[dict]]) -> list[K
 
 
 def counters_from_files(folder: Path, *, calls: int) -> CounterResult:
-    """Parse every rocprofv3 CSV under ``folder``: each run's folder (kernel trace, or a counter group)
-    with that run's own marker trace, whose range bounds the profiled calls of that run."""
+    """Parse every rocprofv3 output under ``folder``: each run's folder (kernel trace, or a counter group)
+    with that run's own marker trace, whose range bounds the profiled calls of that run. A run folder
+    holds CSV files or a rocpd database (``*.db``); where it has both, the CSV files are read."""
     def read(directory: Path, pattern: str) -> list[str]:
         return [path.read_text(encoding="utf-8", errors="replace") for path in sorted(directory.glob(pattern))]
 
-    runs = sorted({path.parent for pattern in ("*kernel_trace.csv", "*counter_collection.csv")
+    runs = sorted({path.parent for pattern in ("*kernel_trace.csv", "*counter_collection.csv", "*.db")
                    for path in Path(folder).rglob(pattern)})
-    trace, counted_runs, unbounded = [], [], []
+    trace, counted_runs, unbounded, unreadable = [], [], [], []
     for run in runs:
-        windows = [w for text in read(run, "*marker_api_trace.csv") if (w := marker_window(text)) is not None]
+        if any(run.glob("*kernel_trace.csv")) or any(run.glob("*counter_collection.csv")):
+            windows = [w for text in read(run, "*marker_api_trace.csv") if (w := marker_window(text)) is not None]
+            run_trace = [d for text in read(run, "*kernel_trace.csv") for d in parse_kernel_trace(text)]
+            run_counted = [d for text in read(run, "*counter_collection.csv") for d in parse_counter_collection(text)]
+        else:
+            databases = []
+            for path in sorted(run.glob("*.db")):
+                try:
+                    databases.append(read_rocpd(path))
+                except ValueError as error:
+                    unreadable.append(str(error))
+            if not databases:
+                continue
+            windows = [d["window"] for d in databases if d["window"] is not None]
+            run_trace = [dispatch for d in databases for dispatch in d["trace"]]
+            run_counted = [dispatch for d in databases for dispatch in d["counted"]]
         window = windows[0] if len(windows) == 1 else None
         if window is None:
             unbounded.append(run.name)
-        trace += within([d for text in read(run, "*kernel_trace.csv") for d in parse_kernel_trace(text)], window)
-        counted_runs.append(within([d for text in read(run, "*counter_collection.csv")
-                                    for d in parse_counter_collection(text)], window))
+        trace += within(run_trace, window)
+        counted_runs.append(within(run_counted, window))
     kernels = kernel_counters(trace, counted_runs)
     if not kernels:
-        return unavailable("rocprofv3 wrote no kernel trace or counters", tool="rocprofv3", calls=calls)
-    note = (f"no roctx range {NVTX_RANGE!r} in {', '.join(unbounded)}: every kernel of that run is counted"
-            if unbounded else None)
-    return CounterResult("rocprofv3", kernels, calls, note)
+        return unavailable("; ".join(["rocprofv3 wrote no kernel trace or counters", *unreadable]),
+                           tool="rocprofv3", calls=calls)
+    notes = [f"no roctx range {NVTX_RANGE!r} in {', '.join(unbounded)}: every kernel of that run is counted"
+             if unbounded else None, *unreadable]
+    return CounterResult("rocprofv3", kernels, calls, "; ".join(filter(None, notes)) or None)
 
 
 def collect(op: str, rung: str, shape, dtype: str, *, calls: int = 3, warmup: int = 3, root=None,
