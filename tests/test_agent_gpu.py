@@ -343,6 +343,9 @@ def test_a_short_scripted_run_on_the_gpu(tmp_path):
                 assert (check.get("raw") or {}).get("device") == "cuda", states[candidate.id]
                 bench = candidate.results.get("bench") or {}
                 assert bench.get("ok") and bench.get("clock") == "device-events", (states[candidate.id], bench)
+                # the analysis carries the launched kernels' registers (Triton's JIT cache) for the policy
+                resources = (candidate.results.get("analyze") or {}).get("resources") or {}
+                assert resources.get("registers_per_thread", 0) > 0, (states[candidate.id], resources)
             if check and not check.get("passed"):
                 assert candidate.state in ("incorrect", "rejected", "crashed"), states[candidate.id]
             if candidate.id != result.start_id and "compare" in candidate.results:

@@ -345,6 +345,10 @@ def test_compute_bound_tiles_first_and_occupancy_limits_come_before_the_bound():
                                              "round": 1, "seed": 0})
     assert candidate.action.startswith(("threads per block", "min blocks per SM"))
     assert kind_order({"bound": "memory", "spills": 8})[:3] == RULES["occupancy"]
+    # the analyze tool's resources: the launched kernels' spills (compiler report or Triton's JIT cache)
+    assert kind_order({"bound": "memory", "resources": {"registers_per_thread": 255, "spill_bytes": 64}})[:3] == \
+        RULES["occupancy"]
+    assert kind_order({"bound": "memory", "resources": {"registers_per_thread": 32, "spill_bytes": 0}}) == RULES["memory"]
     assert kind_order({"bound": "memory", "counters": {"achieved_occupancy_pct": 20.0}})[:3] == RULES["occupancy"]
     assert kind_order({"bound": "memory", "counters": {"achieved_occupancy_pct": 90.0}}) == RULES["memory"]
 

@@ -40,6 +40,17 @@ def test_triton_rung_kernels_are_labelled_triton():
     assert [row.source for row in profile.table.rows] == ["triton"]
 
 
+def test_triton_resources_agree_with_the_profiler():
+    """The registers Triton's JIT cache reports for a launched rung are the ones CUPTI saw at launch."""
+    from hello_gpu.profile.triton_resources import kernel_resources, loaded_rung_modules
+    profile = profile_rung("vector_add", "t01_tile_1024", SHAPE, counters=False)
+    [row] = profile.table.rows
+    launched = [k for k in kernel_resources(loaded_rung_modules()) if k["name"] == row.key]
+    assert launched, kernel_resources(loaded_rung_modules())
+    assert {k["registers_per_thread"] for k in launched} == {row.registers_per_thread}
+    assert all(k["spill_bytes"] == 0 and k["num_warps"] >= 1 for k in launched)
+
+
 def test_ncu_sees_the_strided_rung_move_more_sectors_per_request():
     """Issue 6: the uncoalesced rung shows measurably more L1 sectors per request (or DRAM bytes)."""
     coalesced = profile_rung("vector_add", "v01_thread_per_element", SHAPE).table

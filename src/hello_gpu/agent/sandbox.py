@@ -308,7 +308,8 @@ def _step_compile(payload: dict, folder: Path) -> dict:
     from ..profile.rung_profile import own_kernel_names
     return {"ok": True, "route": "triton", "interpreted": built.interpreted,
             "kernels": list(own_kernel_names(rung)[1]),
-            "resources": None, "note": "Triton compiles per shape at the first call; registers show in analyze on a GPU"}
+            "resources": None, "note": "Triton compiles per specialisation at the first call; its registers and "
+                                       "spills show in analyze (resources) on a GPU"}
 
 
 def _kernel_trace(built, rung, inputs) -> list[dict] | None:
@@ -464,6 +465,27 @@ def _step_compare(payload: dict, folder: Path) -> dict:
                 candidate_rates.bandwidth_fraction, "suspect": candidate_rates.suspect}
 
 
+def _launched_resources(rung, dtype: str) -> dict | None:
+    """Registers, spills and shared memory of the candidate's kernels, after it ran (GPU only): from the
+    compiler's report for HIP (the entry kernel at ``dtype``), from Triton's JIT cache for Triton (every
+    specialisation launched). ``registers_per_thread`` and ``spill_bytes`` are the largest of them."""
+    if rung.route == "hip":
+        kernel = rung.kernel(dtype=dtype)
+        kernel.compile()
+        report = kernel.resources
+        kernels = [{"name": kernel.entry, "registers_per_thread": report.registers_per_thread,
+                    "spill_bytes": report.spill_store_bytes, "shared_bytes": report.static_shared_bytes}]
+    else:
+        from ..profile.triton_resources import kernel_resources, loaded_rung_modules
+        kernels = kernel_resources(loaded_rung_modules())
+    if not kernels:
+        return None
+    known = [k for k in kernels if k["registers_per_thread"] is not None]
+    return {"kernels": kernels,
+            "registers_per_thread": max((k["registers_per_thread"] for k in known), default=None),
+            "spill_bytes": max((k["spill_bytes"] or 0 for k in kernels), default=0)}
+
+
 def _step_analyze(payload: dict, folder: Path) -> dict:
     from ..bench import measure
     from ..ops.checking import shape_label
@@ -486,6 +508,10 @@ def _step_analyze(payload: dict, folder: Path) -> dict:
                                          float(work.bytes), float(work.flops)), roofs)
         result.update(bound=verdict.bound, side=verdict.side, fraction_of_attainable=verdict.fraction,
                       reason=_rename(verdict.reason, names), roofs_sources=list(roofs.sources))
+        try:
+            result["resources"] = _launched_resources(rung, dtype)
+        except Exception as error:  # noqa: BLE001 - resources are evidence for the policy, not a verdict
+            notes.append(f"no resources: {type(error).__name__}: {error}")
         try:
             rows = _kernel_trace(built, rung, inputs[0]) or []
             if rows:

@@ -119,6 +119,7 @@ class AnalyzeResult(_Result):
     counters: dict | None = None                    # DRAM bytes, occupancy ... where the vendor tool answers
     notes: list = field(default_factory=list)
     raw: dict = field(default_factory=dict)
+    resources: dict | None = None                   # registers and spills of the kernels as launched (GPU)
 
 
 def _payload(task, **candidates) -> dict:
@@ -229,8 +230,8 @@ def compare(baseline: Candidate, candidate: Candidate, task, *, min_rounds: int 
 def analyze(candidate: Candidate, task, *, median_s: float | None = None, counters: bool = True,
             timeout_s: float = ANALYZE_TIMEOUT_S) -> AnalyzeResult:
     """Where the candidate stands: memory-, compute- or latency-bound and the % of the attainable
-    roofline bound, the kernel table's top kernel and, with counters, DRAM bytes and occupancy. On a
-    machine without a GPU the bound is "unknown" and the notes say counters are unavailable."""
+    roofline bound, the kernel table's top kernel, the kernels' registers and spills and, with counters,
+    DRAM bytes and occupancy. On a machine without a GPU the bound is "unknown" and the notes say counters are unavailable."""
     payload = _payload(task, candidate=candidate)
     payload.update(counters=counters)
     if median_s:
@@ -239,7 +240,8 @@ def analyze(candidate: Candidate, task, *, median_s: float | None = None, counte
     if raw.get("status") != "ok":
         return AnalyzeResult(False, raw.get("status", "crashed"), "unknown", notes=[_failure_text(raw)], raw=raw)
     return AnalyzeResult(True, "ok", raw.get("bound"), raw.get("fraction_of_attainable"), raw.get("reason", ""),
-                         raw.get("intensity"), raw.get("top_kernel"), raw.get("counters"), raw.get("notes", []), raw)
+                         raw.get("intensity"), raw.get("top_kernel"), raw.get("counters"), raw.get("notes", []), raw,
+                         resources=raw.get("resources"))
 
 
 # ------------------------------------------------------------------------------------------ accept

@@ -73,7 +73,7 @@ def analysis_value(analysis: dict, *names: str):
 
 def occupancy_limited(analysis: dict) -> bool:
     occupancy = analysis_value(analysis, "occupancy_pct", "achieved_occupancy_pct")
-    spills = analysis_value(analysis, "spills", "spill_stores", "spill_loads")
+    spills = analysis_value(analysis, "spill_bytes", "spills", "spill_stores", "spill_loads")
     return (isinstance(occupancy, (int, float)) and occupancy < OCCUPANCY_LIMIT_PCT) or \
         (isinstance(spills, (int, float)) and spills > 0)
 
