@@ -10,8 +10,11 @@
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
 #           of search, e.g. agent:softmax:hip:v01_thread_per_row:8192x8192);
-#           agent-resume:OP.ROUTE:SECONDS (continue the committed run records/<device>/agent/OP.ROUTE until
-#           SECONDS of its whole time);
+#           agent-resume:OP.ROUTE:SECONDS[:no-counters] (continue the committed run
+#           records/<device>/agent/OP.ROUTE until SECONDS of its whole time; no-counters: analyses without ncu);
+#           profile:OP:RUNG:SHAPE[:DTYPE] (one rung's kernel table and counters into OP.DTYPE.profile.json);
+#           ladder-profile:OP:ROUTE:SHAPE[:DTYPE] (`ladder --profile` at one shape; its tables kept in
+#           ladder-profile.OP.ROUTE.DTYPE.txt);
 #           "all" = every stage but cpu-tests
 #   Peer wheels (pure-Python packages such as Liger-Kernel, fetched with `pip download --no-deps -d .whl`)
 #   travel in .whl/ (the device tool's carry) and are installed into a private folder on PYTHONPATH.
@@ -120,10 +123,19 @@ reduce_sweep() {   # Triton stage-1 designs against torch.sum at 2^28 (benchmark
     && python3 -c "import json,sys; [print(r) for r in json.load(open(sys.argv[1]))['configurations']]" \
        "$DEVICE_RECORDS/reduce_sum-sweep.json"
 }
-agent_resume() {   # agent_resume OP.ROUTE SECONDS: continue a committed run (records/<device>/agent/OP.ROUTE)
+agent_resume() {   # agent_resume OP.ROUTE SECONDS [no-counters]: continue a committed run (records/<device>/agent/OP.ROUTE)
   local run_dir="$DEVICE_RECORDS/agent/$1"
   rm -rf "$run_dir" && mkdir -p "$DEVICE_RECORDS/agent" && cp -r "records/$(basename "$DEVICE_RECORDS")/agent/$1" "$run_dir"
-  COLUMNS=200 hello-gpu agent resume "$run_dir" --time-budget "$2" 2>>"$ERRORS"
+  COLUMNS=200 hello-gpu agent resume "$run_dir" --time-budget "$2" ${3:+--$3} 2>>"$ERRORS"
+}
+profile_one() {   # profile_one OP RUNG SHAPE [DTYPE]: kernel table + counters, added to the operator's profile record
+  COLUMNS=200 hello-gpu profile "$1" "$2" --shape "$3" --dtype "${4:-float32}" --record "$RECORDS" 2>>"$ERRORS"
+}
+ladder_profile() {   # ladder_profile OP ROUTE SHAPE [DTYPE]: the ladder with its counter columns, printed and kept
+  local dtype=${4:-float32}
+  COLUMNS=220 hello-gpu ladder "$1" --route "$2" --shapes "$3" --dtype "$dtype" --profile 2>>"$ERRORS" \
+    | tee "$DEVICE_RECORDS/ladder-profile.$1.$2.$dtype.txt"
+  return "${PIPESTATUS[0]}"
 }
 agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent from START, its report and record
   local op=$1 route=$2 start=$3 shape=${4:-} dtype=${5:-}
@@ -134,7 +146,8 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records reduce_sweep grid_check
+export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records \
+  reduce_sweep grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS
 
 for stage in $stages; do
@@ -157,8 +170,14 @@ for stage in $stages; do
       IFS=: read -r _ op route start shape dtype <<<"$stage"
       run_stage "$stage" agent_run "$op" "$route" "$start" "$shape" "$dtype" ;;
     agent-resume:*)
-      IFS=: read -r _ run seconds <<<"$stage"
-      run_stage "$stage" agent_resume "$run" "$seconds" ;;
+      IFS=: read -r _ run seconds counters <<<"$stage"
+      run_stage "$stage" agent_resume "$run" "$seconds" $counters ;;
+    profile:*)
+      IFS=: read -r _ op rung shape dtype <<<"$stage"
+      run_stage "$stage" profile_one "$op" "$rung" "$shape" $dtype ;;
+    ladder-profile:*)
+      IFS=: read -r _ op route shape dtype <<<"$stage"
+      run_stage "$stage" ladder_profile "$op" "$route" "$shape" $dtype ;;
     ladder:*)
       IFS=: read -r _ op dtype shapes <<<"$stage"
       run_stage "$stage" ladder "$op" "${dtype:-float32}" ${shapes//,/ } ;;

@@ -125,6 +125,7 @@ def test_the_report_has_every_part(finished_run):
     assert len(data["candidates"]) == 5 and data["best_id"] == result.best_id
     assert "-BLOCK = 1024" in data["diff"] and "+BLOCK = 4096" in data["diff"]
     assert data["rerun"].startswith("hello-gpu agent toy_add --from t01_block_per_program --route triton")
+    assert " --no-counters" in data["rerun"]                      # the run's analysis skipped the profiler
     assert data["environment"]["python"] and "git" in data["environment"]
     assert len(data["check_seeds"]) >= 3
     assert "agree within 3%" in data["agreement"] or "DO NOT agree" in data["agreement"]
@@ -189,6 +190,13 @@ def test_ctrl_c_then_resume_loses_nothing(tmp_path):
     with CandidateStore(run_dir) as store:
         settings = store.run_info()["extra"]["settings"]
         assert (settings["rounds"], settings["time_budget_s"], settings["patience"]) == (3, 0.001, 4)
+        assert settings["timeouts"]["counters"] is False
+    # Settings given again on resume are kept: here the counters come back on.
+    run_agent(None, ScriptPolicy([]), run_dir, resume=True, timeouts={"counters": True}, final_remeasure=False,
+              write_report=False)
+    with CandidateStore(run_dir) as store:
+        settings = store.run_info()["extra"]["settings"]
+        assert settings["timeouts"]["counters"] is True and settings["timeouts"]["bench_seconds"] == 0.5
     with pytest.raises(ValueError, match="already holds a run"):
         run_agent(toy_task(), ScriptPolicy([]), run_dir, timeouts=FAST)
 

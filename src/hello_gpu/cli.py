@@ -429,9 +429,10 @@ def _agent_arguments(parser: argparse.ArgumentParser) -> None:
                              "route's fastest in this GPU's ladder record)")
     parser.add_argument("--record", nargs="?", const="records", type=Path, metavar="RECORDS_DIR",
                         help="also write the run as a record agent.OP.ROUTE.DTYPE under RECORDS_DIR/<device>/")
-    parser.add_argument("--counters", action=argparse.BooleanOptionalAction, default=True,
-                        help="hardware counters (ncu / rocprofv3) in each accepted candidate's analysis (default: on; "
-                             "off saves ~15 s an accept on the H200, and the roofline still classifies from the time)")
+    parser.add_argument("--counters", action=argparse.BooleanOptionalAction, default=None,
+                        help="hardware counters (ncu / rocprofv3) in each accepted candidate's analysis (default: on, "
+                             "on resume the run's own; off saves ~15 s an accept on the H200, and the roofline still "
+                             "classifies from the time)")
 
 
 def _agent_progress(console: Console):
@@ -477,6 +478,7 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
         try:
             result = run_agent(None, None, run_dir, rounds=args.rounds, time_budget_s=args.time_budget,
                                patience=args.patience, target_fraction=args.target, resume=True,
+                               timeouts={} if args.counters is None else {"counters": args.counters},
                                progress=_agent_progress(console))
         except KeyboardInterrupt:
             say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
@@ -544,7 +546,7 @@ def _search(task, args: argparse.Namespace, run_dir: Path, console: Console, say
     try:
         result = run_agent(task, args.policy, run_dir, rounds=args.rounds, seed=args.seed,
                            time_budget_s=args.time_budget, patience=args.patience, target_fraction=args.target,
-                           timeouts={"counters": args.counters}, progress=_agent_progress(console))
+                           timeouts={"counters": args.counters is not False}, progress=_agent_progress(console))
     except KeyboardInterrupt:
         say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
         return 130

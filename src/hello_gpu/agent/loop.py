@@ -230,9 +230,10 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
         patience = patience if patience is not None else settings.get("patience", DEFAULT_PATIENCE)
         target_fraction = target_fraction if target_fraction is not None else \
             settings.get("target_fraction", DEFAULT_TARGET_FRACTION)
+        timeouts = {**settings.get("timeouts", {}), **timeouts}      # e.g. counters switched off on resume
         store.update_run_extra(settings={**settings, "rounds": rounds, "time_budget_s": time_budget_s,
-                                         "patience": patience, "target_fraction": target_fraction})
-        timeouts = {**settings.get("timeouts", {}), **timeouts}
+                                         "patience": patience, "target_fraction": target_fraction,
+                                         "timeouts": timeouts})
         if isinstance(policy, str) or policy is None:
             policy = make_policy(policy or info["policy"], **(policy_options or {}))
     else:

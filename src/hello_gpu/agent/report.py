@@ -39,6 +39,8 @@ def rerun_command(info: dict) -> str:
         command += f" --shape {shape_label(tuple(shape) if isinstance(shape, list) else shape)}"
     if task.get("dtypes"):
         command += f" --dtype {task['dtypes'][0]}"
+    if settings.get("timeouts", {}).get("counters") is False:
+        command += " --no-counters"
     if task.get("extra", {}).get("ops_root"):
         command += f"  # operator folder from {task['extra']['ops_root']}"
     return command
