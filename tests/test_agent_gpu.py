@@ -12,6 +12,8 @@ On the real device, every candidate step in the sandbox's child process as the l
 4. ``tools.compare`` times two real rungs with device events: v04 (128-bit loads) against v01 at 2^24.
 5. A short ``run_agent`` with the scripted policy ends cleanly, accepts only checked candidates,
    re-measures start against best in a fresh process, and writes a report and a record naming the GPU.
+6. A KernelBench-style problem file runs as a task on the device, and a kernel that drops the
+   Model's weight fails its check there.
 
 Each step is a child process that pays for Python, torch, a CUDA context and (Triton) the JIT: a few
 seconds each. The candidates are written here, inline, so the repository's compile gate and records
@@ -377,3 +379,30 @@ def test_a_short_scripted_run_on_the_gpu(tmp_path):
     problems = [p for p in validate_record(record) if not p.startswith("environment.git")]
     assert problems == [], problems
     assert json.loads(json.dumps(record)) == record
+
+
+def test_a_kernelbench_problem_on_the_gpu(tmp_path):
+    """6. A KernelBench-style problem (a Model with a learned weight) as a task on the device: the start
+    kernel is checked against the float64 Model and timed with device events; a kernel that drops the
+    weight fails its check there too."""
+    from hello_gpu.agent.kernelbench import write_operator
+    from hello_gpu.agent.loop import run_agent
+    from hello_gpu.agent.store import CandidateStore
+    from hello_gpu.ops import check_rung, load_op
+
+    fixtures = HERE / "fixtures" / "agent"
+    write_operator(fixtures / "kb_rms_norm_weight.py", fixtures / "t02_kb_rms_norm_ignores_weight.py", tmp_path / "bad")
+    bad = load_op("kb_rms_norm_weight", root=tmp_path / "bad")
+    report = check_rung(bad.rung("t02_kb_rms_norm_ignores_weight"), bad, seeds=[1, 2, 3])
+    assert report.ran and not report.passed and report.skipped is None, report.reason
+
+    run_dir = tmp_path / "run"
+    task, _ = write_operator(fixtures / "kb_rms_norm_weight.py", fixtures / "t01_kb_rms_norm_start.py", run_dir / "ops")
+    result = run_agent(task, "scripted", run_dir, rounds=1, patience=1, seed=0,
+                       timeouts={**AGENT_TIMEOUTS, "counters": False})
+    with CandidateStore(run_dir) as store:
+        start = store.get(result.start_id)
+    assert start.state == "accepted", start.reason
+    assert start.results["check"]["passed"] and (start.results["check"].get("raw") or {}).get("device") == "cuda"
+    assert start.results["bench"]["clock"] == "device-events", start.results["bench"]
+    assert (run_dir / "report.md").is_file()
