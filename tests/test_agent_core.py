@@ -192,6 +192,24 @@ def test_a_triton_syntax_error_names_its_line():
     assert not result.ok and result.errors[0]["line"] == line
 
 
+def test_a_triton_kernel_error_fails_the_compile_at_its_line():
+    """Triton compiles at the first call: the compile step makes one, so an error inside the kernel is a
+    compile failure at the kernel's line, not an incorrect candidate."""
+    source = TRITON_SOURCE.replace("tl.arange(0, BLOCK)", "tl.arange(0, BLOCK - 24)")
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if "BLOCK - 24" in text)
+    result = tools.compile(triton(source), toy_task())
+    assert result.status == "ok" and not result.ok, result.message
+    assert result.errors[0]["line"] == line, result.errors
+    assert "power of 2" in result.errors[0]["message"] and result.errors[0]["dtype"] == "float32"
+    assert "agent_candidate" not in result.message
+
+
+def test_a_triton_compile_notes_that_the_interpreter_has_no_registers():
+    result = tools.compile(triton(), toy_task())
+    assert result.ok and result.resources is None
+    assert "interpreter compiles nothing" in result.raw["note"]
+
+
 def test_hip_compile_error_points_at_the_candidates_line():
     source = HIP_SOURCE.replace("out[i] = a[i] + b[i];", "out[i] = a[i] + undefined_name;")
     line = source.splitlines().index(next(s for s in source.splitlines() if "undefined_name" in s)) + 1

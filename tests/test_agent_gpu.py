@@ -348,6 +348,10 @@ def test_a_short_scripted_run_on_the_gpu(tmp_path):
                 # the analysis carries the launched kernels' registers (Triton's JIT cache) for the policy
                 resources = (candidate.results.get("analyze") or {}).get("resources") or {}
                 assert resources.get("registers_per_thread", 0) > 0, (states[candidate.id], resources)
+                # and so does the compile step, whose first calls compiled the kernels (Triton's JIT)
+                compiled = ((candidate.results.get("compile") or {}).get("resources") or {}).get("kernels") or []
+                assert compiled and all(k["registers_per_thread"] > 0 for k in compiled), (states[candidate.id],
+                                                                                           compiled)
             if check and not check.get("passed"):
                 assert candidate.state in ("incorrect", "rejected", "crashed"), states[candidate.id]
             if candidate.id != result.start_id and "compare" in candidate.results:

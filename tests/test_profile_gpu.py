@@ -42,11 +42,12 @@ def test_triton_rung_kernels_are_labelled_triton():
 
 def test_triton_resources_agree_with_the_profiler():
     """The registers Triton's JIT cache reports for a launched rung are the ones CUPTI saw at launch."""
-    from hello_gpu.profile.triton_resources import kernel_resources, loaded_rung_modules
+    from hello_gpu.ops.rung import MODULE_PREFIX
+    from hello_gpu.runtime.triton_jit import kernel_resources, modules_named
     profile = profile_rung("vector_add", "t01_tile_1024", SHAPE, counters=False)
     [row] = profile.table.rows
-    launched = [k for k in kernel_resources(loaded_rung_modules()) if k["name"] == row.key]
-    assert launched, kernel_resources(loaded_rung_modules())
+    launched = [k for k in kernel_resources(modules_named(MODULE_PREFIX)) if k["name"] == row.key]
+    assert launched, kernel_resources(modules_named(MODULE_PREFIX))
     assert {k["registers_per_thread"] for k in launched} == {row.registers_per_thread}
     assert all(k["spill_bytes"] == 0 and k["num_warps"] >= 1 for k in launched)
 

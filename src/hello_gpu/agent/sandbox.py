@@ -235,12 +235,20 @@ def _bench_shape(task, op):
 
 
 def _location_of(error: BaseException, file_name: str) -> int | None:
-    """The line of ``file_name`` an exception was raised from (a SyntaxError's own line first)."""
-    if isinstance(error, SyntaxError) and error.filename and Path(error.filename).name == file_name:
-        return error.lineno
-    for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        if Path(frame.filename).name == file_name:
-            return frame.lineno
+    """The line of ``file_name`` an exception was raised from (a SyntaxError's own line first). The
+    innermost cause is asked first: Triton's interpreter re-raises a kernel's error from its launch
+    line, and the kernel's own line is in the original's traceback."""
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    for cause in reversed(chain):
+        if isinstance(cause, SyntaxError) and cause.filename and Path(cause.filename).name == file_name:
+            return cause.lineno
+        for frame in reversed(traceback.extract_tb(cause.__traceback__)):
+            if Path(frame.filename).name == file_name:
+                return frame.lineno
     return None
 
 
@@ -306,10 +314,47 @@ def _step_compile(payload: dict, folder: Path) -> dict:
                             "message": f"{type(error).__name__}: {error}"}],
                 "message": _rename(f"{type(error).__name__}: {error}" + (f" (line {line})" if line else ""), names)}
     from ..profile.rung_profile import own_kernel_names
+    trial = _first_calls(task, op, rung, built, names)
+    if trial.get("errors"):
+        return {"ok": False, "route": "triton", **trial}
     return {"ok": True, "route": "triton", "interpreted": built.interpreted,
-            "kernels": list(own_kernel_names(rung)[1]),
-            "resources": None, "note": "Triton compiles per specialisation at the first call; its registers and "
-                                       "spills show in analyze (resources) on a GPU"}
+            "kernels": list(own_kernel_names(rung)[1]), **trial}
+
+
+def _first_calls(task, op, rung, built, names) -> dict:
+    """Triton compiles a kernel at its first call: call the candidate once per dtype at the smallest check
+    shape, so a compile error (or a launch the GPU refuses, such as too much shared memory) is a compile
+    failure at its own line, and the compiled kernels' registers and spills can be read (GPU). The
+    results are not checked here; that is the check step's work, on fresh inputs in another process."""
+    from ..ops.checking import fresh_seeds
+    from ..ops.rung import MODULE_PREFIX
+    from ..runtime.triton_jit import compile_error_location, kernel_resources, modules_named
+    shapes = list(task.check_shapes or op.spec.EDGE_SHAPES)
+    shape = min(shapes, key=lambda s: math.prod(s) if isinstance(s, tuple) else int(s))
+    dtypes = [d for d in _dtypes(task, op) if rung.supports(d) and not (built.interpreted and d == "bfloat16")]
+    seed = fresh_seeds(1)[0]
+    for dtype in dtypes:
+        try:
+            built(*op.spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=rung.device()))
+            if rung.device() != "cpu":
+                import torch
+                torch.cuda.synchronize()
+        except Exception as error:  # noqa: BLE001 - whatever the first call raises is the candidate's failure
+            where = compile_error_location(error, modules_named(MODULE_PREFIX))
+            if where is None:                              # a Python error: its traceback has the line
+                line, column, elsewhere = _location_of(error, rung.path.name), None, ""
+            elif where["file"] == rung.path.name:
+                line, column, elsewhere = where["line"], where["column"], ""
+            else:                                          # in a sibling rung the candidate loads kernels from
+                line, column, elsewhere = None, None, f" (in {where['file']}, line {where['line']})"
+            text = _rename(f"{type(error).__name__}: {error}", names) + elsewhere
+            return {"errors": [{"line": line, "column": column, "dtype": dtype, "message": text}],
+                    "message": f"the first call ({dtype}, shape {shape}) failed: {text}"}
+    if built.interpreted:
+        return {"resources": None, "note": "the Triton interpreter compiles nothing: no registers or spills here "
+                                           "(they show in compile and analyze on a GPU)"}
+    # every specialisation the calls compiled (one per dtype at least), with its registers and spills
+    return {"resources": {"kernels": kernel_resources(modules_named(MODULE_PREFIX))}}
 
 
 def _kernel_trace(built, rung, inputs) -> list[dict] | None:
@@ -476,8 +521,9 @@ def _launched_resources(rung, dtype: str) -> dict | None:
         kernels = [{"name": kernel.entry, "registers_per_thread": report.registers_per_thread,
                     "spill_bytes": report.spill_store_bytes, "shared_bytes": report.static_shared_bytes}]
     else:
-        from ..profile.triton_resources import kernel_resources, loaded_rung_modules
-        kernels = kernel_resources(loaded_rung_modules())
+        from ..ops.rung import MODULE_PREFIX
+        from ..runtime.triton_jit import kernel_resources, modules_named
+        kernels = kernel_resources(modules_named(MODULE_PREFIX))
     if not kernels:
         return None
     known = [k for k in kernels if k["registers_per_thread"] is not None]

@@ -55,7 +55,8 @@ class CompileResult(_Result):
     route: str = ""
     message: str = ""
     errors: list = field(default_factory=list)   # {"line", "column", "message"} at the candidate's own lines
-    resources: dict | None = None                # per dtype: registers, shared memory, spills (HIP)
+    resources: dict | None = None                # HIP: per dtype; Triton on a GPU: {"kernels": [...]} compiled
+                                                 # by one call per dtype (registers, shared memory, spills)
     arch: str | None = None
     raw: dict = field(default_factory=dict)
 
@@ -135,7 +136,9 @@ def _payload(task, **candidates) -> dict:
 def compile(candidate: Candidate, task, *, arch: str | None = None,   # noqa: A001 - the tool's name
             timeout_s: float = COMPILE_TIMEOUT_S) -> CompileResult:
     """Compile a HIP candidate for every dtype of the task (errors at its own lines, registers and
-    spills), or import a Triton candidate (syntax errors, a missing ``run``)."""
+    spills), or import a Triton candidate (syntax errors, a missing ``run``) and call it once per dtype
+    at the smallest check shape, which is when Triton compiles (compile errors at their lines; on a GPU
+    the compiled kernels' registers and spills)."""
     payload = _payload(task, candidate=candidate)
     if arch:
         payload["arch"] = arch

@@ -54,6 +54,9 @@ def triton_interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+MODULE_PREFIX = "_hello_gpu_ops_"     # every rung module's name in sys.modules starts so (see load_module)
+
+
 def load_module(path: Path, label: str) -> ModuleType:
     """Import ``path`` as a fresh module every time.
 
@@ -61,7 +64,7 @@ def load_module(path: Path, label: str) -> ModuleType:
     at import: a module imported once and cached would keep the first choice. The module is put in
     ``sys.modules`` (under a unique name) because dataclasses and ``inspect.getsource`` look there.
     """
-    name = f"_hello_gpu_ops_{re.sub(r'[^0-9A-Za-z_]', '_', label)}_{next(_module_counter)}"
+    name = f"{MODULE_PREFIX}{re.sub(r'[^0-9A-Za-z_]', '_', label)}_{next(_module_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise RungError(f"{path}: cannot be imported as a Python module")
