@@ -146,6 +146,25 @@ def test_sandbox_checks_a_triton_candidate_in_the_interpreter():
     assert result["device"] == "cpu" and result["patched"] == []
 
 
+def test_the_agent_checks_the_distributions_the_ladder_checks():
+    """A task without its own distributions takes the spec's, edge cases included; never fewer than two."""
+    from types import SimpleNamespace
+
+    from hello_gpu.agent.sandbox import _distributions
+    from hello_gpu.ops import load_op
+    for name, extra in (("vector_add", "near_overflow"), ("softmax", "minus_inf_rows")):
+        op = load_op(name)
+        chosen = _distributions(Task(name, op.rungs[0].id, "triton"), op)
+        assert chosen == list(op.spec.DISTRIBUTIONS) and extra in chosen
+    op = load_op("vector_add")
+    assert _distributions(Task("vector_add", "t01_tile_1024", "triton", distributions=("large", "normal")), op) == \
+        ["large", "normal"]
+    one = SimpleNamespace(spec=SimpleNamespace(DISTRIBUTIONS=("normal",)))
+    assert _distributions(Task("x", "t01", "triton"), one) == ["normal", "large"]
+    with pytest.raises(ValueError, match="at least 2 input distributions"):
+        Task("vector_add", "t01_tile_1024", "triton", distributions=("normal",))
+
+
 def test_sandbox_kills_a_candidate_that_never_returns():
     started = time.perf_counter()
     result = run_candidate_step("check", _payload(triton(with_run("while True:\n    pass\n"))), 12)

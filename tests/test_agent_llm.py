@@ -257,3 +257,21 @@ def test_code_extraction_prefers_the_kernel_block():
     with pytest.raises(LLMError) as raised:
         extract_code("```python\nprint(1)\n```", "hip")
     assert raised.value.kind == "no-code" and "```cpp" in str(raised.value)
+
+
+def test_an_llm_run_without_an_endpoint_stops_before_writing_anything(tmp_path, monkeypatch, capsys):
+    """Bad configuration is refused by name, and no half-made run folder is left behind."""
+    from hello_gpu.cli import main
+    for name in ("HELLO_GPU_LLM_BASE_URL", "HELLO_GPU_LLM_MODEL", "HELLO_GPU_LLM_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HELLO_GPU_LLM_CONFIG", str(tmp_path / "no-such-llm.toml"))
+    run_dir = tmp_path / "run"
+    fixtures = Path(__file__).parent / "fixtures" / "ops"
+    status = main(["agent", "toy_add", "--ops-root", str(fixtures), "--from", "t01_block_per_program",
+                   "--policy", "llm", "--run-dir", str(run_dir)])
+    assert status == 2
+    assert "no run started: no LLM base url" in capsys.readouterr().out
+    assert not run_dir.exists()
+    assert main(["agent", "toy_add", "--ops-root", str(fixtures), "--from", "t01_block_per_program",
+                 "--policy", "no-such-policy", "--run-dir", str(run_dir)]) == 2
+    assert "unknown policy 'no-such-policy'" in capsys.readouterr().out and not run_dir.exists()

@@ -474,7 +474,8 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
             for kind, path in write_report(run_dir).items():
                 say(f"wrote {path} ({kind})")
             return 0
-        from .agent.loop import run_agent
+        from .agent.loop import RunSetupError, run_agent
+        from .agent.policies.llm import LLMError
         try:
             result = run_agent(None, None, run_dir, rounds=args.rounds, time_budget_s=args.time_budget,
                                patience=args.patience, target_fraction=args.target, resume=True,
@@ -483,6 +484,9 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
         except KeyboardInterrupt:
             say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
             return 130
+        except (LLMError, RunSetupError) as error:   # a policy that cannot start
+            say(f"cannot resume {run_dir}: {error}")
+            return 2
         say(f"stopped: {result.stop_reason}")
         return 0
     if len(words) != 1:
@@ -542,7 +546,8 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
 
 def _search(task, args: argparse.Namespace, run_dir: Path, console: Console, say) -> int:
     """A new run of the search, with its progress shown; 130 after Ctrl-C (resume continues it)."""
-    from .agent.loop import run_agent
+    from .agent.loop import RunSetupError, run_agent
+    from .agent.policies.llm import LLMError
     try:
         result = run_agent(task, args.policy, run_dir, rounds=args.rounds, seed=args.seed,
                            time_budget_s=args.time_budget, patience=args.patience, target_fraction=args.target,
@@ -550,6 +555,9 @@ def _search(task, args: argparse.Namespace, run_dir: Path, console: Console, say
     except KeyboardInterrupt:
         say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
         return 130
+    except (LLMError, RunSetupError) as error:       # a policy that cannot start, a folder already in use
+        say(f"no run started: {error}")
+        return 2
     say(f"stopped: {result.stop_reason}; report in {run_dir}")
     return 0
 

@@ -3,8 +3,9 @@ torch.cuda.synchronize a no-op.
 
 In a harness that times with perf_counter around synchronize in the same process, every interval
 would shrink (synchronize no longer waits; the clock runs at half speed). Caught by find_timer_patching
-(the assignments to time.perf_counter and torch.cuda.synchronize in the source) and by
-check_timing_functions (the objects differ from the snapshot taken before import). The timing itself
+(the assignments to time.perf_counter and torch.cuda.synchronize in the source) and by the sandbox's
+snapshot (hello_gpu.agent.sandbox keeps those functions before the import and reports in "patched" each
+one whose object changed). The timing itself
 runs where the patch cannot reach (see hello_gpu.agent.anticheat); never import this file into a
 process you go on timing in.
 

@@ -201,6 +201,18 @@ def _start_of(store: CandidateStore) -> Candidate | None:
     return next((c for c in store.list() if c.parent_id is None and c.action == START_ACTION), None)
 
 
+class RunSetupError(ValueError):
+    """A run that cannot start or resume (no task, a folder already in use, a policy that cannot be made);
+    raised before anything is written."""
+
+
+def _policy(name: str, options: dict | None):
+    try:
+        return make_policy(name, **(options or {}))
+    except ValueError as error:               # an unknown policy or option; an LLM policy's LLMError passes
+        raise RunSetupError(str(error)) from None
+
+
 def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *, rounds: int | None = None,
               seed: int = 0, time_budget_s: float | None = None, patience: int | None = None,
               target_fraction: float | None = None, resume: bool = False,
@@ -215,12 +227,21 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
     step), "counters" (False skips the vendor profiler). ``progress`` gets one dict per event.
     """
     run_dir = Path(run_dir)
+    if not resume:
+        # Before the run folder is made: a new run that cannot start (no task, an LLM policy without an
+        # endpoint) leaves no half-made folder behind.
+        if task is None:
+            raise RunSetupError("run_agent() needs a task")
+        if isinstance(policy, str):
+            policy = _policy(policy, policy_options)
+    elif not (run_dir / "candidates.sqlite").is_file():
+        raise RunSetupError(f"{run_dir} holds no run to resume (no candidates.sqlite)")
     store = CandidateStore(run_dir)
     info = store.run_info()
     timeouts = dict(timeouts or {})
     if resume:
         if info is None:
-            raise ValueError(f"{run_dir} holds no run to resume")
+            raise RunSetupError(f"{run_dir} holds no run to resume")
         task = store.task()
         seed = info["seed"]
         settings = info["extra"].get("settings", {})
@@ -235,14 +256,10 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
                                          "patience": patience, "target_fraction": target_fraction,
                                          "timeouts": timeouts})
         if isinstance(policy, str) or policy is None:
-            policy = make_policy(policy or info["policy"], **(policy_options or {}))
+            policy = _policy(policy or info["policy"], policy_options)
     else:
         if info is not None:
-            raise ValueError(f"{run_dir} already holds a run: resume it (resume=True) or choose another folder")
-        if task is None:
-            raise ValueError("run_agent() needs a task")
-        if isinstance(policy, str):
-            policy = make_policy(policy, **(policy_options or {}))
+            raise RunSetupError(f"{run_dir} already holds a run: resume it (resume=True) or choose another folder")
         rounds = DEFAULT_ROUNDS if rounds is None else rounds
         patience = DEFAULT_PATIENCE if patience is None else patience
         target_fraction = DEFAULT_TARGET_FRACTION if target_fraction is None else target_fraction

@@ -230,6 +230,14 @@ def _dtypes(task, op) -> list[str]:
     return list(task.dtypes or op.spec.DTYPES)
 
 
+def _distributions(task, op) -> list[str]:
+    """The task's input distributions, else the spec's (the ladder's own), padded to the two the agent
+    always checks: a spec that lists one still gets "normal" and "large"."""
+    from ..ops.checking import DEFAULT_DISTRIBUTIONS
+    chosen = list(task.distributions or getattr(op.spec, "DISTRIBUTIONS", ()) or ())
+    return chosen + [d for d in DEFAULT_DISTRIBUTIONS if d not in chosen][:max(0, 2 - len(chosen))]
+
+
 def _bench_shape(task, op):
     return task.bench_shape if task.bench_shape is not None else op.spec.BENCH_SHAPES[-1]
 
@@ -377,7 +385,7 @@ def _step_check(payload: dict, folder: Path) -> dict:
     threads_before = threading.active_count()
     seeds = fresh_seeds(task.seeds)                    # drawn here, after the candidate's import: unseen by it
     shapes = list(task.check_shapes or op.spec.EDGE_SHAPES)
-    report = check_rung(rung, op, shapes, _dtypes(task, op), seeds, list(task.distributions))
+    report = check_rung(rung, op, shapes, _dtypes(task, op), seeds, _distributions(task, op))
     evidence = report.evidence()
     failures = [{"shape": c.shape, "dtype": c.dtype, "seed": c.seed, "distribution": c.distribution,
                  "reason": c.reason} for c in report.failures[:10]]

@@ -11,7 +11,8 @@ class Task:
     shapes and work model); ``start`` the rung the search starts from; ``route`` "hip" or "triton".
 
     ``check_shapes`` default to the spec's EDGE_SHAPES, ``bench_shape`` to its largest BENCH_SHAPES,
-    ``dtypes`` to the spec's DTYPES. A KernelBench-style problem becomes a Task through
+    ``dtypes`` to the spec's DTYPES, ``distributions`` to the spec's DISTRIBUTIONS (the ones the
+    ladder checks too: values near overflow, rows of -inf), never fewer than two. A KernelBench-style problem becomes a Task through
     :func:`hello_gpu.agent.kernelbench.load_problem` (``problem_path`` set, ``op`` then its name).
     """
 
@@ -22,7 +23,7 @@ class Task:
     check_shapes: tuple = ()
     bench_shape: object = None
     seeds: int = 3
-    distributions: tuple[str, ...] = ("normal", "large")
+    distributions: tuple[str, ...] = ()          # () = the spec's DISTRIBUTIONS
     deterministic: bool = False
     problem_path: str | None = None
     extra: dict = field(default_factory=dict)
@@ -32,5 +33,5 @@ class Task:
             raise ValueError(f"route must be hip or triton, got {self.route!r}")
         if self.seeds < 3:
             raise ValueError(f"at least 3 fresh seeds per check (got {self.seeds})")
-        if len(self.distributions) < 2:
+        if self.distributions and len(self.distributions) < 2:
             raise ValueError(f"at least 2 input distributions per check (got {self.distributions})")
