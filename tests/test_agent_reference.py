@@ -42,3 +42,24 @@ def test_without_a_record_the_last_rung_of_the_route_is_the_reference(tmp_path):
     rung, why = hand_written_best(op, "triton", "float32", "8192x8192", "some-other-gpu", tmp_path)
     assert rung == [r.id for r in op.rungs if r.route == "triton" and not r.is_baseline][-1]
     assert "no some-other-gpu record" in why
+
+
+def test_a_resumed_run_meets_the_rungs_added_since_it_started(tmp_path):
+    """The reduce_sum Triton run of the H200 started when t04 was the fastest Triton rung; t05 came
+    later. Its final comparison now picks t05 from today's record, unless a rung was named."""
+    import shutil
+
+    from hello_gpu.agent.loop import NAMED_REFERENCE, _current_reference
+    from hello_gpu.agent.store import CandidateStore
+    run_dir = tmp_path / "run"
+    shutil.copytree(RECORDS / "nvidia-h200" / "agent" / "reduce_sum.triton", run_dir)
+    with CandidateStore(run_dir) as store:
+        assert store.task().extra["reference"]["rung"] == "t04_wide_finish"
+        expected, _ = hand_written_best(load_op("reduce_sum"), "triton", "float32", "2^28", "nvidia-h200", RECORDS)
+        assert expected == "t05_wide_tiles"
+        assert _current_reference(store)["rung"] == expected
+    with CandidateStore(run_dir) as store:                  # a named rung is kept
+        task = store.run_info()["task"]
+        task["extra"]["reference"] = {"rung": "t03_single_pass_atomic", "why": NAMED_REFERENCE}
+        store.connection.execute("UPDATE run SET task = ? WHERE id = 1", (json.dumps(task),))
+        assert _current_reference(store)["rung"] == "t03_single_pass_atomic"

@@ -522,7 +522,8 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
         if reference.route != route:
             say(f"--reference {args.reference} is a {reference.route} rung, not {route}")
             return 2
-        extra["reference"] = {"rung": reference.id, "why": "named with --reference"}
+        from .agent.loop import NAMED_REFERENCE
+        extra["reference"] = {"rung": reference.id, "why": NAMED_REFERENCE}
     dtypes = tuple(op.spec.DTYPES)
     if args.dtype:
         if args.dtype not in dtypes:

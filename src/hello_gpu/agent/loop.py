@@ -61,6 +61,9 @@ def start_candidate(task) -> Candidate:
     return rung_candidate(task, task.start, START_ACTION, f"the starting rung {task.start}, as written")
 
 
+NAMED_REFERENCE = "named with --reference"
+
+
 def reference_for(task, environment: dict) -> dict | None:
     """The hand-written rung the run's best is measured against at the end ({"rung", "why"}), or None
     for a problem without a ladder (KernelBench) or a run on no GPU."""
@@ -399,11 +402,25 @@ def final_measurement(store: CandidateStore, timeouts: dict | None = None) -> di
                  "verdict": comparison.verdict, "clock": comparison.clock, "claimed": claim, "agree": agree,
                  "start_id": start.id, "best_id": best.id, "status": comparison.status,
                  "detail": comparison.raw.get("detail") if not comparison.ok else None}
-    reference = store.task().extra.get("reference")
+    reference = _current_reference(store)
     if reference:
         final["vs_hand_written"] = versus_hand_written(store.task(), best, reference, timeouts)
     store.update_run_extra(final=final)
     return final
+
+
+def _current_reference(store: CandidateStore) -> dict | None:
+    """The hand-written rung to measure the best against now: the one named with --reference, else the
+    fastest in this GPU's ladder record today (a resumed run meets the rungs added since it started),
+    else the one picked when the run started."""
+    task = store.task()
+    stored = task.extra.get("reference")
+    if stored and stored.get("why") == NAMED_REFERENCE:
+        return stored
+    try:
+        return reference_for(task, store.run_info()["extra"].get("environment") or {}) or stored
+    except Exception:  # noqa: BLE001 - no readable ladder record now: the run's own pick stands
+        return stored
 
 
 def versus_hand_written(task, best: Candidate, reference: dict, timeouts: dict) -> dict:
