@@ -67,9 +67,10 @@ run_stage() {
   echo "== $name: exit ${codes[$name]} after $((SECONDS - started))s"
 }
 
-gpu_tests() {   # gpu_tests [FILE...]: the GPU tier (default: all of tests/; the junit record only for all)
-  local junit=()
-  [ $# -eq 0 ] && junit=(--junitxml="$DEVICE_RECORDS/gpu-tests.xml")
+gpu_tests() {   # gpu_tests [FILE...]: the GPU tier (default: all of tests/), its junit record kept
+  # gpu-tests.xml for the whole tier, gpu-tests.STEM.xml for one file (STEM: the file's name)
+  local junit=(--junitxml="$DEVICE_RECORDS/gpu-tests.xml")
+  [ $# -eq 1 ] && junit=(--junitxml="$DEVICE_RECORDS/gpu-tests.$(basename "${1%%::*}" .py).xml")
   python3 -m pytest -m gpu -q -p no:cacheprovider "${junit[@]}" "${@:-tests}" 2>&1 | tail -n 30
   return "${PIPESTATUS[0]}"
 }
