@@ -265,6 +265,60 @@ def test_ladder_steps_skip_negative_examples_and_sibling_loaders():
     assert not triton & {"t05_dispatch_by_width", "t06_registers_to_32768", "t07_short_rows_tuned"}
 
 
+TWO_TILES_RUNG = '''"""Two tiles per program: half the programs.
+
+parent: t01_block_per_program
+change: each program adds two consecutive tiles of 1024 elements (a static loop), so the grid halves
+hypothesis: fewer programs to schedule; a test fixture for ladder steps in a user's operator folder
+deterministic: yes, one writer per element
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK = 1024
+
+
+@triton.jit
+def add_two_tiles(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    for tile in tl.static_range(2):
+        offsets = (tl.program_id(0) * 2 + tile) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(out_ptr + offsets, tl.load(a_ptr + offsets, mask=mask) + tl.load(b_ptr + offsets, mask=mask),
+                 mask=mask)
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    add_two_tiles[(triton.cdiv(a.numel(), 2 * BLOCK),)](a, b, out, a.numel(), BLOCK=BLOCK)
+    return out
+'''
+
+
+def test_ladder_steps_come_from_the_tasks_own_operator_folder(tmp_path):
+    """--ops-root: a user's operator folder has a ladder too; its negative example is never a target."""
+    import shutil
+    from pathlib import Path
+
+    from hello_gpu.agent.policies.scripted import ScriptedPolicy
+    from hello_gpu.agent.loop import start_candidate
+    from hello_gpu.agent.task import Task
+    toy = Path(__file__).parent / "fixtures" / "ops" / "toy_add"
+    shutil.copytree(toy, tmp_path / "toy_add")
+    two_tiles = TWO_TILES_RUNG
+    (tmp_path / "toy_add" / "t03_two_tiles.py").write_text(two_tiles, encoding="utf-8")
+    assert [s.target_id for s in catalogue("triton", "toy_add") if isinstance(s, LadderStep)] == []
+    steps = [s for s in catalogue("triton", "toy_add", str(tmp_path)) if isinstance(s, LadderStep)]
+    assert [s.target_id for s in steps] == ["t03_two_tiles"]            # t02_drops_last is a negative example
+    task = Task("toy_add", "t01_block_per_program", "triton", dtypes=("float32",), extra={"ops_root": str(tmp_path)})
+    current = start_candidate(task)
+    proposals = ScriptedPolicy(per_round=50).propose({"task": task, "current": current, "history": [current],
+                                                       "analysis": {"bound": "memory"}, "round": 1, "seed": 0})
+    [step] = [c for c in proposals if c.action.startswith("ladder step to t03_two_tiles")]
+    assert step.source == two_tiles
+
+
 # --------------------------------------------------------------------------------------------- edited Triton rungs still compute
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # masked -inf rows, never stored
 @pytest.mark.parametrize("op_name, rung_id, action_name", [

@@ -814,7 +814,7 @@ class LadderStep(Action):
 ACTION_TEXT_LIMIT = 160
 
 
-def ladder_steps(op_name: str, route: str) -> list[LadderStep]:
+def ladder_steps(op_name: str, route: str, ops_root: str | None = None) -> list[LadderStep]:
     """Every structural step the ladder of ``op_name`` offers on ``route``: from each rung (and anything
     with its structure) to each of its descendants, and to the other branches of its ancestors (a
     sibling's change tried instead of this rung's), never back to an ancestor. ``origins`` give the
@@ -822,7 +822,7 @@ def ladder_steps(op_name: str, route: str) -> list[LadderStep]:
     try the nearest first. Empty where the op has no ladder."""
     try:
         from ...ops.registry import load_op
-        op = load_op(op_name)
+        op = load_op(op_name, ops_root)        # ops_root: the task's own operator folder (--ops-root)
     except Exception:               # not an op of hello_gpu.ops (a KernelBench problem): no ladder
         return []
     rungs = [r for r in op.rungs if r.route == route]
@@ -964,8 +964,8 @@ def hip_actions() -> list[Action]:
     return actions
 
 
-def catalogue(route: str, op: str | None = None) -> list[Action]:
-    """Every action for a route: the ladder's structural steps (for an op of hello_gpu.ops), then the
-    parameter moves."""
-    structural = ladder_steps(op, route) if op else []
+def catalogue(route: str, op: str | None = None, ops_root: str | None = None) -> list[Action]:
+    """Every action for a route: the ladder's structural steps (for an op of hello_gpu.ops, or of the
+    operator folder ``ops_root``), then the parameter moves."""
+    structural = ladder_steps(op, route, ops_root) if op else []
     return [*structural, *(triton_actions() if route == "triton" else hip_actions())]

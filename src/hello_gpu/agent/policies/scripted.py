@@ -108,12 +108,12 @@ class ScriptedPolicy:
         self.per_round = per_round
         self.exhausted = False
         self._proposed: set[str] = set()
-        self._catalogues: dict[tuple[str, str | None], list[Action]] = {}
+        self._catalogues: dict[tuple[str, str | None, str | None], list[Action]] = {}
 
-    def actions_for(self, route: str, op: str | None) -> list[Action]:
-        key = (route, op)
+    def actions_for(self, route: str, op: str | None, ops_root: str | None = None) -> list[Action]:
+        key = (route, op, ops_root)
         if key not in self._catalogues:
-            self._catalogues[key] = catalogue(route, op)
+            self._catalogues[key] = catalogue(route, op, ops_root)
         return self._catalogues[key]
 
     def ranked(self, actions: list[Action], analysis: dict, seed: int, current: Candidate | None = None) -> list[Action]:
@@ -140,7 +140,8 @@ class ScriptedPolicy:
         tried = {candidate.source_sha256 for candidate in history} | {current.source_sha256} | self._proposed
         op = None if getattr(task, "problem_path", None) else task.op
         proposals: list[Candidate] = []
-        for action in self.ranked(self.actions_for(task.route, op), analysis, seed, current):
+        for action in self.ranked(self.actions_for(task.route, op, task.extra.get("ops_root")), analysis, seed,
+                                  current):
             if not action.applies(current.source, current.companion):
                 continue
             try:
