@@ -564,3 +564,28 @@ def test_ladder_profile_table_says_why_there_are_no_counters(op, interpreter):
     assert "toy_add counters at 2^10 float32" in text
     assert "t01_block_per_program" in text and "v00_torch" in text
     assert "no GPU here: hardware counters are read on the GPU that runs the kernel" in text
+
+
+def test_interpreter_switched_on_after_triton_was_imported_is_refused_by_name():
+    """TRITON_INTERPRET=1 set after Triton was imported in compiled mode leaves tl.sum compiled; the rung
+    build says so and how to fix it, instead of Triton's "Cannot call @triton.jit'd outside ...". In a
+    child process: the mode is fixed per process at the first import."""
+    import os
+    import subprocess
+    import sys
+    script = ("import os\n"
+              "os.environ.pop('TRITON_INTERPRET', None)\n"
+              "import triton.language\n"
+              "os.environ['TRITON_INTERPRET'] = '1'\n"
+              "from hello_gpu.ops import load_op\n"
+              "from hello_gpu.ops.rung import RungError\n"
+              "try:\n"
+              "    load_op('softmax').rung('t01_row_per_program').build()\n"
+              "except RungError as error:\n"
+              "    print(error)\n")
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    environment.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=environment)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "TRITON_INTERPRET=1 was set after Triton was imported in compiled mode" in done.stdout
+    assert "before anything imports triton" in done.stdout

@@ -54,6 +54,20 @@ def triton_interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def require_interpreted_triton() -> None:
+    """Refuse, with the reason, a process that set TRITON_INTERPRET=1 after importing Triton.
+
+    Triton decorates its own library (tl.sum, tl.max: @jit functions) once, at the first import of
+    triton.language. Imported in compiled mode, those functions refuse to run inside an interpreted
+    kernel, and every reduction would fail with Triton's "Cannot call @triton.jit'd outside of the
+    scope of a kernel", which names neither the cause nor the fix."""
+    import triton.language as tl
+    if type(tl.sum).__name__ == "JITFunction":
+        raise RungError("TRITON_INTERPRET=1 was set after Triton was imported in compiled mode, so Triton's own "
+                        "functions (tl.sum, tl.max) cannot run in the interpreter: set TRITON_INTERPRET=1 before "
+                        "anything imports triton (in the shell, or first thing in a fresh process or notebook)")
+
+
 MODULE_PREFIX = "_hello_gpu_ops_"     # every rung module's name in sys.modules starts so (see load_module)
 
 
@@ -252,6 +266,8 @@ class Rung:
         """Compile or import the rung now and return the callable the checker and the timer use."""
         if self.route == "hip":
             return self._build_hip()
+        if self.route == "triton" and triton_interpreter_on():
+            require_interpreted_triton()
         module = load_module(self.path, f"{self.op.name}_{self.path.stem}")
         run = getattr(module, "run", None)
         if not callable(run):
