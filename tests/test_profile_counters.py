@@ -388,6 +388,53 @@ def test_rocpd_database_rows(tmp_path):
                                                "WRITE_SIZE": pytest.approx(65_552.5)}
 
 
+def test_rocpd_kernels_view_without_register_columns(tmp_path):
+    # schema 3.0.x views before vgpr_count/accum_vgpr_count/sgpr_count were added to `kernels`
+    folder = _rocpd_folder(tmp_path)
+    with sqlite3.connect(folder / "trace" / "trace_results.db") as database:
+        kept = [c[1] for c in database.execute("PRAGMA table_info(kernels)") if "gpr" not in c[1]]
+        database.executescript(f"CREATE TABLE k AS SELECT {', '.join(kept)} FROM kernels; DROP TABLE kernels; "
+                               "ALTER TABLE k RENAME TO kernels;")
+    database.close()
+    trace = rocprof.read_rocpd(folder / "trace" / "trace_results.db")
+    assert len(trace["trace"]) == 8 and trace["window"] == (1814202332519115, 1814202333525615)
+    assert (trace["trace"][-1]["vgpr"], trace["trace"][-1]["sgpr"], trace["trace"][-1]["grid"]) == (None, None,
+                                                                                                    (65536, 1, 1))
+
+
+def test_rocpd_views_of_the_tracks_based_schema(tmp_path):
+    # kernel_pmc_events (pmc_name, pmc_value), markers (name = the roctx message), arch_vgpr_count,
+    # lds_block_size, and grid_size_x in workgroups beside grid_x in work-items
+    path = tmp_path / "run_results.db"
+    with sqlite3.connect(path) as database:
+        database.executescript(f"""
+            CREATE TABLE kernels (id, name, dispatch_id, start, end, grid_x, grid_y, grid_z, workgroup_x,
+                workgroup_y, workgroup_z, grid_size_x, grid_size_y, grid_size_z, lds_block_size, scratch_size,
+                sgpr_count, arch_vgpr_count, accum_vgpr_count, correlation_id);
+            CREATE TABLE kernel_pmc_events (dispatch_id, name, pmc_name, pmc_value);
+            CREATE TABLE markers (category, name, start, end, operation);
+            INSERT INTO kernels VALUES (1, '{VADD}', 6, 1050, 1900, 16777216, 1, 1, 256, 1, 1, 65536, 1, 1, 512, 0,
+                16, 8, 0, 212);
+            INSERT INTO kernel_pmc_events VALUES (6, '{VADD}', 'FETCH_SIZE', 131104.25),
+                (6, '{VADD}', 'WRITE_SIZE', 65552.5);
+            INSERT INTO markers VALUES ('MARKER_CORE_API', 'hello_gpu_profile', 1000, 2000, 'roctxRangePushA'),
+                ('MARKER_CORE_API', 'other', 1000, 3000, 'roctxRangePushA');
+        """)
+    database.close()
+    run = rocprof.read_rocpd(path)
+    assert run["window"] == (1000, 2000) and run["trace"] == []
+    [dispatch] = run["counted"]
+    assert (dispatch["grid"], dispatch["lds_bytes"], dispatch["vgpr"], dispatch["sgpr"]) == (65536, 512, 8, 16)
+    assert dispatch["counters"] == {"FETCH_SIZE": 131104.25, "WRITE_SIZE": 65552.5}
+
+
+def test_marker_window_whatever_the_marker_domain():
+    for domain in ("MARKER_CORE_API", "MARKER_CORE_RANGE_API"):          # ROCm 6.x, ROCm 7.x
+        text = ('"Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+                f'"{domain}","hello_gpu_profile",73416,73416,7,100,200\n')
+        assert rocprof.marker_window(text) == (100, 200)
+
+
 def test_a_file_that_is_not_a_rocpd_database_is_named_not_a_crash(tmp_path):
     folder = _rocpd_folder(tmp_path / "runs")
     (folder / "pmc1" / "pmc1_results.db").write_text("not sqlite at all")

@@ -10,14 +10,24 @@ refuses the whole job). All write CSV (``--output-format csv``) under a temporar
   releases: ``Group_Segment_Size``, ``Private_Segment_Size``), ``VGPR_Count``, ``SGPR_Count``.
 - ``*_counter_collection.csv``: one row per dispatch *and counter*: ``Dispatch_Id``, ``Kernel_Name``,
   ``Grid_Size`` and ``Workgroup_Size`` (totals), ``Counter_Name``, ``Counter_Value``, timestamps.
-- ``*_marker_api_trace.csv``: ``Function`` is the range name for roctx ranges; its timestamps bound
-  the profiled calls (``torch.cuda.nvtx`` is roctx on ROCm), so the inputs' kernels are left out.
+- ``*_marker_api_trace.csv``: ``Function`` is the message of a roctx range (``Domain`` is
+  ``MARKER_CORE_API`` up to ROCm 6.4, ``MARKER_CORE_RANGE_API`` from ROCm 7; it is not read); its
+  timestamps bound the profiled calls (``torch.cuda.nvtx`` is roctx on ROCm), so the inputs' kernels
+  are left out.
 
-ROCm 7 writes a ``rocpd`` SQLite database by default (``*_results.db``; ``--output-format rocpd``).
-:func:`read_rocpd` reads it through the database's own views (``kernels``, ``kernel_pmc_events``,
-``markers``; ROCm/rocprofiler-sdk source/share/rocprofiler-sdk-rocpd/*_views.sql) into the same dicts
-as the CSV parsers, so a folder of either kind folds into the same table. ``rocpd convert`` CSVs
-(a ``Guid`` column first, ``Lds_Block_Size``/``Vgpr_Count`` spellings) parse like the others.
+The headers are those of ``source/lib/output/generateCSV.cpp`` in ROCm/rocprofiler-sdk and
+ROCm/rocm-systems (projects/rocprofiler-sdk). ``rocprofv3 -d DIR -o NAME`` writes ``DIR/NAME_*.csv``
+(without ``-o``: ``DIR/<hostname>/<pid>_*.csv``); the files are searched for under a run's folder.
+
+ROCm 7 writes a ``rocpd`` SQLite database by default (``DIR/NAME_results.db``; ``--output-format rocpd``).
+:func:`read_rocpd` reads it through the database's own data views (schema 3.0.x, rocprofiler-sdk-rocpd/
+data_views.sql): ``kernels`` (``grid_x`` in work-items, ``lds_size``, ``vgpr_count``), ``pmc_events``
+(``dispatch_id``, ``counter_name``, ``counter_value``) and ``regions``, where a roctx range is a region of
+category ``MARKER_CORE_RANGE_API`` whose message is the JSON ``extdata``'s ``message``. The views of the
+``tracks``-based schema (``kernel_pmc_events`` with ``pmc_name``/``pmc_value``, ``markers``,
+``arch_vgpr_count``, ``lds_block_size``) are read too. Either way the rows become the same dicts as the
+CSV parsers', so a folder of either kind folds into the same table. ``rocpd convert`` CSVs (a ``Guid``
+column first, ``Lds_Block_Size``/``Vgpr_Count`` spellings) parse like the others.
 
 Counters asked for: ``FETCH_SIZE``/``WRITE_SIZE`` (kilobytes, 1024 bytes, to and from device memory),
 ``TCC_HIT_sum``/``TCC_MISS_sum`` (L2 hits and misses), ``OccupancyPercent``. Names differ between
@@ -30,6 +40,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import shutil
 import sqlite3
@@ -116,11 +127,38 @@ def marker_window(text: str, name: str = NVTX_RANGE) -> tuple[float, float] | No
 
 
 def _query(database: sqlite3.Connection, sql: str, *parameters) -> list[sqlite3.Row] | None:
-    """Rows of ``sql``, or None when the database lacks the view it reads (another rocpd version)."""
+    """Rows of ``sql``, or None when the database lacks the view or a column it reads (another rocpd version)."""
     try:
         return database.execute(sql, parameters).fetchall()
     except sqlite3.OperationalError:
         return None
+
+
+def _column(row: sqlite3.Row, *columns: str):
+    """The first of ``columns`` the row has (view columns were renamed between rocpd schemas), else None."""
+    keys = row.keys()
+    return next((row[column] for column in columns if column in keys), None)
+
+
+def _marker_message(extdata) -> str | None:
+    """The roctx message of a marker region's ``extdata`` (JSON ``{"message": ...}``), or None."""
+    try:
+        message = json.loads(extdata).get("message") if extdata else None
+    except (ValueError, AttributeError):
+        return None
+    return message if isinstance(message, str) else None
+
+
+def _marker_ranges(database: sqlite3.Connection, name: str) -> list[tuple]:
+    """(start, end) of each roctx range ``name``: schema 3.0.x keeps them in ``regions`` (category
+    ``MARKER_CORE_RANGE_API``, name ``roctxThreadRangeA``, the message in ``extdata``); the ``tracks``-based
+    schema has a ``markers`` view whose ``name`` is the message."""
+    regions = _query(database, "SELECT name, start, end, extdata FROM regions "
+                               "WHERE category LIKE '%MARKER%' AND end > start")
+    if regions is not None:
+        return [(r["start"], r["end"]) for r in regions if (_marker_message(r["extdata"]) or r["name"]) == name]
+    markers = _query(database, "SELECT start, end FROM markers WHERE name = ? AND end > start", name) or []
+    return [(r["start"], r["end"]) for r in markers]
 
 
 def read_rocpd(path: Path, name: str = NVTX_RANGE) -> dict:
@@ -137,8 +175,10 @@ def read_rocpd(path: Path, name: str = NVTX_RANGE) -> dict:
         kernels = _query(database, "SELECT * FROM kernels ORDER BY start")
         if kernels is None:
             raise ValueError(f"{path}: not a rocpd database (it has no 'kernels' view)")
-        events = _query(database, "SELECT dispatch_id, pmc_name, pmc_value FROM kernel_pmc_events") or []
-        markers = _query(database, "SELECT start, end FROM markers WHERE name = ? AND end > start", name) or []
+        events = (_query(database, "SELECT dispatch_id, counter_name, counter_value FROM pmc_events")
+                  or _query(database, "SELECT dispatch_id, pmc_name AS counter_name, pmc_value AS counter_value "
+                                      "FROM kernel_pmc_events") or [])
+        markers = _marker_ranges(database, name)
     except sqlite3.DatabaseError as error:
         raise ValueError(f"{path}: not a rocpd database ({error})") from None
     finally:
@@ -146,22 +186,24 @@ def read_rocpd(path: Path, name: str = NVTX_RANGE) -> dict:
     counters: dict = {}
     for event in events:
         values = counters.setdefault(event["dispatch_id"], {})
-        if event["pmc_value"] is not None:
-            values[event["pmc_name"]] = values.get(event["pmc_name"], 0.0) + float(event["pmc_value"])
+        if event["counter_value"] is not None:
+            values[event["counter_name"]] = values.get(event["counter_name"], 0.0) + float(event["counter_value"])
     trace, counted = [], []
     for row in kernels:
-        # grid_x..z are work-items, as in the CSV; grid_size_x..z of the view are already workgroups
+        # grid_x..z are work-items, as in the CSV (the tracks-based schema's grid_size_x..z are workgroups)
         block = tuple(int(row[f"workgroup_{axis}"] or 1) for axis in "xyz")
         grid = tuple(_blocks(row[f"grid_{axis}"], b) or 1 for axis, b in zip("xyz", block))
         dispatch = {"name": row["name"] or "", "dispatch_id": row["dispatch_id"], "start_ns": row["start"],
-                    "end_ns": row["end"], "grid": grid, "block": block, "lds_bytes": row["lds_size"],
-                    "scratch_bytes": row["scratch_size"], "vgpr": row["arch_vgpr_count"],
-                    "accum_vgpr": row["accum_vgpr_count"], "sgpr": row["sgpr_count"]}
+                    "end_ns": row["end"], "grid": grid, "block": block,
+                    "lds_bytes": _column(row, "lds_size", "lds_block_size"),
+                    "scratch_bytes": _column(row, "scratch_size"),
+                    "vgpr": _column(row, "vgpr_count", "arch_vgpr_count"),
+                    "accum_vgpr": _column(row, "accum_vgpr_count"), "sgpr": _column(row, "sgpr_count")}
         trace.append(dispatch)
         if row["dispatch_id"] in counters:
             counted.append({**dispatch, "grid": math.prod(grid), "block": math.prod(block),
                             "counters": counters[row["dispatch_id"]]})
-    window = (markers[0]["start"], markers[0]["end"]) if len(markers) == 1 else None
+    window = markers[0] if len(markers) == 1 else None
     return {"trace": trace if not counters else [], "counted": counted, "window": window}
 
 
