@@ -171,3 +171,15 @@ def test_compile_check_without_clang_fails_with_install_hint(tmp_path, capsys, m
 def test_compile_check_missing_path_is_a_usage_error(tmp_path, capsys):
     assert main(["compile-check", str(tmp_path / "nowhere")]) == 2
     assert "no such file or directory" in capsys.readouterr().out
+
+
+def test_console_width_in_a_pipe_follows_columns(monkeypatch):
+    # In a pipe or a log (not a TTY) the width is COLUMNS when set, else 140: a ladder table of nine
+    # columns folds its rung names at 140, so logs ask for more (scripts/gpu_session.sh sets 200-220).
+    from hello_gpu.cli import make_console
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    monkeypatch.setenv("COLUMNS", "230")
+    assert make_console().width == 230
+    for unusable in ("", "wide", "0"):
+        monkeypatch.setenv("COLUMNS", unusable)
+        assert make_console().width == 140

@@ -138,6 +138,10 @@ def test_rung_is_correct_on_the_gpu(name, rung_id, dtype, monkeypatch):
     op = load_op(name)
     rung = op.rung(rung_id)
     report = check_rung(rung, op, dtypes=[dtype])
+    if report.skipped and rung_id.startswith("peer_"):
+        # A peer library (Liger-Kernel) travels as a wheel in .whl/ (scripts/gpu_session.sh); a GPU
+        # run without it skips the peer, while our own rungs may never skip.
+        pytest.skip(report.skipped)
     assert report.skipped is None, report.skipped
     assert report.passed, report.reason
     assert {case.shape for case in report.ran} >= {shape_label(shape) for shape in op.spec.EDGE_SHAPES}

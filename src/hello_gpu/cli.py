@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from collections.abc import Callable
@@ -25,9 +26,12 @@ class Subcommand:
 
 
 def make_console() -> Console:
-    """Colours and the terminal's width on a TTY; plain text, 140 columns wide, in logs and pipes."""
+    """Colours and the terminal's width on a TTY; plain text in logs and pipes, as wide as COLUMNS says
+    (a log's reader sets it, e.g. COLUMNS=220 for a ladder's nine columns) or else 140 columns."""
     terminal = sys.stdout.isatty()
-    return Console(highlight=False, emoji=False, width=None if terminal else 140)
+    columns = os.environ.get("COLUMNS", "")
+    width = None if terminal else int(columns) if columns.isdigit() and int(columns) > 0 else 140
+    return Console(highlight=False, emoji=False, width=width)
 
 
 # ------------------------------------------------------------------------------------------ doctor

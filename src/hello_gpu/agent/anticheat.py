@@ -917,7 +917,7 @@ def runtime_evidence(built, spec, *, dtypes: Sequence[str], shapes: Sequence, de
         return built(*inputs, out=out) if out is not None else built(*inputs)
 
     def reference(*inputs):
-        return spec.reference(*inputs).to(torch.float64)
+        return spec.reference(*inputs).to(device=inputs[0].device, dtype=torch.float64)   # see ops.checking
 
     for dtype in dtypes:
         tolerance = _spec_tolerance(spec, dtype)

@@ -208,7 +208,9 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
 
     inputs = spec.make_inputs(shape, dtype, seed=seed, distribution=distribution, device=device)
     before = [tensor.clone() for tensor in inputs]
-    expected = spec.reference(*inputs).to(torch.float64)
+    # On the inputs' device: a reference may compute elsewhere (a KernelBench problem's Model runs in
+    # float64 on the CPU), and the comparisons below mix it with the output.
+    expected = spec.reference(*inputs).to(device=inputs[0].device, dtype=torch.float64)
     rtol, atol = spec.tolerance(inputs, dtype) if hasattr(spec, "tolerance") else spec.TOLERANCE[dtype]
     try:
         output, problem = _call_poisoned(built, inputs, expected, device)
