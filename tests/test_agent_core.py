@@ -440,3 +440,24 @@ def test_every_cheating_candidate_is_rejected_through_the_sandbox():
 def test_a_slower_candidate_is_called_slower():
     assert accept.decide(comparison(0.6, 0.57, 0.62)).reason.endswith("slower (the whole interval is below 1)")
     assert accept.decide(comparison(1.0, 0.98, 1.02)).reason.endswith("not faster beyond noise")
+
+
+def test_triton_resources_are_read_after_one_call_on_one_argument_set(monkeypatch):
+    # A Triton kernel compiles at its first call; the analyze step reads the JIT cache after calling the
+    # candidate once, with one set of arguments (the H200 runs of 0640e65 and 21604b4 found none read).
+    import torch
+    from hello_gpu.agent import sandbox
+    from hello_gpu.runtime import triton_jit
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("sync"))
+    monkeypatch.setattr(triton_jit, "kernel_resources", lambda modules: [
+        {"name": "add", "registers_per_thread": 26 if "launch" in calls else None, "spill_bytes": 0}])
+    def candidate(*arguments):
+        assert arguments == first_set                 # the tensors themselves, not a list of argument sets
+        calls.append("launch")
+
+    rung = type("Rung", (), {"route": "triton"})()
+    first_set = (torch.ones(3), torch.ones(3))
+    resources = sandbox._launched_resources(rung, "float32", candidate, first_set)
+    assert calls == ["launch", "sync"]
+    assert resources["registers_per_thread"] == 26 and resources["spill_bytes"] == 0

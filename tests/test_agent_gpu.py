@@ -346,8 +346,9 @@ def test_a_short_scripted_run_on_the_gpu(tmp_path):
                 bench = candidate.results.get("bench") or {}
                 assert bench.get("ok") and bench.get("clock") == "device-events", (states[candidate.id], bench)
                 # the analysis carries the launched kernels' registers (Triton's JIT cache) for the policy
-                resources = (candidate.results.get("analyze") or {}).get("resources") or {}
-                assert resources.get("registers_per_thread", 0) > 0, (states[candidate.id], resources)
+                analysis = candidate.results.get("analyze") or {}
+                resources = analysis.get("resources") or {}
+                assert resources.get("registers_per_thread", 0) > 0, (states[candidate.id], analysis.get("notes"))
                 # and so does the compile step, whose first calls compiled the kernels (Triton's JIT)
                 compiled = ((candidate.results.get("compile") or {}).get("resources") or {}).get("kernels") or []
                 assert compiled and all(k["registers_per_thread"] > 0 for k in compiled), (states[candidate.id],

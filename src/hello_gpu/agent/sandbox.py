@@ -518,14 +518,14 @@ def _step_compare(payload: dict, folder: Path) -> dict:
                 candidate_rates.bandwidth_fraction, "suspect": candidate_rates.suspect}
 
 
-def _launched_resources(rung, dtype: str, built, inputs) -> dict | None:
+def _launched_resources(rung, dtype: str, built, inputs: tuple) -> dict | None:
     """Registers, spills and shared memory of the candidate's kernels (GPU only): from the compiler's
     report for HIP (the entry kernel at ``dtype``), from Triton's JIT cache for Triton (every
     specialisation launched). ``registers_per_thread`` and ``spill_bytes`` are the largest of them.
 
     A Triton kernel compiles at its first call, and the analyze step given the bench's median launches
-    nothing before this: the candidate is called once here (the H200 run of 0640e65 found the Triton
-    analyses of every agent run without resources)."""
+    nothing before this: the candidate is called once here on ``inputs`` (one set of arguments; the
+    H200 run of 0640e65 found the Triton analyses of the agent's GPU test without resources)."""
     if rung.route == "hip":
         kernel = rung.kernel(dtype=dtype)
         kernel.compile()
@@ -570,7 +570,7 @@ def _step_analyze(payload: dict, folder: Path) -> dict:
         result.update(bound=verdict.bound, side=verdict.side, fraction_of_attainable=verdict.fraction,
                       reason=_rename(verdict.reason, names), roofs_sources=list(roofs.sources))
         try:
-            result["resources"] = _launched_resources(rung, dtype, built, inputs)
+            result["resources"] = _launched_resources(rung, dtype, built, inputs[0])
         except Exception as error:  # noqa: BLE001 - resources are evidence for the policy, not a verdict
             notes.append(f"no resources: {type(error).__name__}: {error}")
         try:
