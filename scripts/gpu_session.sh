@@ -67,10 +67,16 @@ run_stage() {
   echo "== $name: exit ${codes[$name]} after $((SECONDS - started))s"
 }
 
-gpu_tests() {   # gpu_tests [FILE...]: the GPU tier (default: all of tests/), its junit record kept
-  # gpu-tests.xml for the whole tier, gpu-tests.STEM.xml for one file (STEM: the file's name)
+gpu_tests() {   # gpu_tests [FILE[::TEST]...]: the GPU tier (default: all of tests/), its junit record kept
+  # gpu-tests.xml for the whole tier, gpu-tests.STEM.xml for one file (STEM: the file's name) and
+  # gpu-tests.STEM.TEST.xml for one test of it, so two stages of one file keep both records
   local junit=(--junitxml="$DEVICE_RECORDS/gpu-tests.xml")
-  [ $# -eq 1 ] && junit=(--junitxml="$DEVICE_RECORDS/gpu-tests.$(basename "${1%%::*}" .py).xml")
+  if [ $# -eq 1 ]; then
+    local stem test=""
+    stem=$(basename "${1%%::*}" .py)
+    [[ $1 == *::* ]] && test=".${1#*::}" && test=${test//[^A-Za-z0-9_.]/_}
+    junit=(--junitxml="$DEVICE_RECORDS/gpu-tests.$stem$test.xml")
+  fi
   python3 -m pytest -m gpu -q -p no:cacheprovider "${junit[@]}" "${@:-tests}" 2>&1 | tail -n 30
   return "${PIPESTATUS[0]}"
 }
