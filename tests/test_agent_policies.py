@@ -126,7 +126,7 @@ def test_hip_actions_on_every_rung_compile_for_sm_90_and_change_only_their_integ
         path.write_text(new_source)
         header = parse_header(path)
         if header.grid is not None:
-            header.grid_for(1 << 20, sm_count=132)
+            header.grid_for(1 << 20, sm_count=132, itemsize=2)
         dtype = (rung.metadata.dtypes or load_op(op_name).spec.DTYPES)[-1]    # bfloat16 where templated
         kernel = hip(new_source, entry=_entry(rung, new_source, dtype), arch="sm_90", name=rung.path.name)
         assert kernel is not None
@@ -156,7 +156,8 @@ def test_vector_add_v06_packs_per_thread_scale_the_grid():
     _, _, new_source, _, description = act("vector_add", "v06_tile_per_block", "kPacksPerThread down")
     assert description == "kPacksPerThread 2 -> 1"
     assert "constexpr int kPacksPerThread = 1;" in new_source
-    assert "\ngrid: ceil(n / 1024)\n" in new_source           # half the tile: twice the blocks, all elements covered
+    # half the tile: twice the blocks, all elements covered (the grid counts bytes: 8192 a block before)
+    assert "\ngrid: ceil(n * itemsize / 4096)\n" in new_source
 
 
 def test_reduce_sum_v06_block_size_moves_kernel_and_launcher_together():

@@ -348,9 +348,20 @@ def _grid_nodes(expression: str):
         return None
 
 
+def _counts_n(node) -> bool:
+    """``n``, or ``n * itemsize`` (either order): what a grid divides by the work of one block, in
+    elements or in bytes (vector_add v06: ``ceil(n * itemsize / 8192)``)."""
+    def name(part):
+        return part.id if isinstance(part, ast.Name) else None
+    if name(node) == "n":
+        return True
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and \
+        {name(node.left), name(node.right)} == {"n", "itemsize"}
+
+
 def grid_divisor_edits(text: str, offset: int, expression: str, factor_num: int, factor_den: int,
                        prefer: int | None) -> list[Edit] | None:
-    """Scale every ``n / D`` divisor of a header grid expression by num/den (``D`` a literal or a product
+    """Scale every ``n / D`` (or ``n * itemsize / D``) divisor of a header grid expression by num/den (``D`` a literal or a product
     of literals: the factor equal to ``prefer`` moves, else the first). None where it cannot be done
     exactly (a divisor not made of literals, or not divisible)."""
     tree = _grid_nodes(expression)
@@ -358,8 +369,7 @@ def grid_divisor_edits(text: str, offset: int, expression: str, factor_num: int,
         return None
     edits = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)) \
-                and isinstance(node.left, ast.Name) and node.left.id == "n":
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)) and _counts_n(node.left):
             factors, stack = [], [node.right]
             while stack:
                 part = stack.pop()
