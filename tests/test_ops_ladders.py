@@ -54,6 +54,42 @@ def test_every_shipped_operator_has_a_ladder():
         assert {"torch", "hip", "triton"} <= routes, f"{name} lacks a route: {routes}"
 
 
+def _launchers():
+    """(op name, rung id) of every HIP rung that has a Python launcher (companion)."""
+    return [pytest.param(name, rung.id, id=f"{name}-{rung.id}") for name in list_ops()
+            for rung in load_op(name).rungs if rung.route == "hip" and rung.companion is not None]
+
+
+@pytest.mark.parametrize("name, rung_id", _launchers())
+def test_hip_launcher_imports_and_defines_run(name, rung_id):
+    """Every launcher imports on a machine without a GPU (the checks it shares with its ladder resolve)."""
+    from hello_gpu.ops.rung import load_module
+    rung = load_op(name).rung(rung_id)
+    assert callable(load_module(rung.companion, f"test_{name}_{rung.companion.stem}").run)
+
+
+@pytest.mark.parametrize("rung_id", [rung.id for rung in load_op("softmax").rungs
+                                     if rung.route == "hip" and rung.companion is not None])
+def test_softmax_launchers_check_input_and_output(rung_id):
+    """The checks v02-v08 share with v01 refuse what the kernels cannot read, by name, before any kernel
+    is touched: the kernel argument is never reached, so None stands in for it."""
+    import torch
+
+    from hello_gpu.ops.rung import load_module
+    rung = load_op("softmax").rung(rung_id)
+    run = load_module(rung.companion, f"test_softmax_{rung.companion.stem}").run
+    with pytest.raises(ValueError, match="2-D"):
+        run(None, torch.randn(2, 3, 4))
+    with pytest.raises(ValueError, match="contiguous input"):
+        run(None, torch.randn(8, 4).t())
+    with pytest.raises(ValueError, match="out must be a contiguous"):
+        run(None, torch.randn(4, 8), out=torch.empty(4, 8, dtype=torch.float64))
+    with pytest.raises(ValueError, match="out must be a contiguous"):
+        run(None, torch.randn(4, 8), out=torch.empty(8, 4).t())
+    empty = run(None, torch.randn(0, 5))                 # no rows: nothing to launch, an empty result
+    assert empty.shape == (0, 5)
+
+
 @pytest.mark.parametrize("name, rung_id", _cases(with_dtype=False))
 def test_header_states_change_hypothesis_prediction_and_determinism(name, rung_id):
     rung = load_op(name).rung(rung_id)

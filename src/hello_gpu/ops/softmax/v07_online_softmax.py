@@ -13,17 +13,11 @@ rows past 32768 columns get 1024 threads and stream):
 
 import math
 
-import torch
+from hello_gpu.ops.softmax.v01_thread_per_row import checked_output, warp_size
 
 PER_THREAD = 32      # kPerThread in the .hip file
 MAX_BLOCK = 1024     # kMaxBlock in the .hip file
 ROWS_BLOCK = 256     # threads per block for warp-per-row: 8 rows of 32 lanes
-
-
-def _warp_size(x) -> int:
-    # 32 on NVIDIA, 32 or 64 on AMD: the kernel's shuffles assume whole warps.
-    from hello_gpu.runtime.device import device_info
-    return device_info(x.device.index).warp_size
 
 
 def block_for(columns: int, warp: int) -> int:
@@ -40,23 +34,10 @@ def launch_shape(rows: int, columns: int, warp: int) -> tuple[int, int]:
 
 
 def run(kernel, x, out=None):
-    if x.dim() != 2:
-        raise ValueError(f"softmax rungs take a 2-D (rows, columns) tensor; got shape {tuple(x.shape)}")
-    if not x.is_contiguous():
-        # Row r is read at r * columns: refuse a strided view rather than copy it silently.
-        raise ValueError(f"softmax rungs need a contiguous input (row stride = columns); got strides "
-                         f"{tuple(x.stride())}: pass x.contiguous()")
+    out = checked_output(x, out)
     rows, columns = x.shape
-    if columns >= 2**30 or rows >= 2**31:
-        # The kernel indexes columns with an int and steps past the end by up to a few thousand before
-        # its loop test: 2^30 keeps that far from overflow. Rows index blocks, also as int.
-        raise ValueError(f"softmax rungs take fewer than 2^30 columns and 2^31 rows; got {tuple(x.shape)}")
-    out = torch.empty_like(x) if out is None else out
-    if out.shape != x.shape or out.dtype != x.dtype or not out.is_contiguous():
-        raise ValueError(f"out must be a contiguous {tuple(x.shape)} {x.dtype} tensor; got "
-                         f"{tuple(out.shape)} {out.dtype}")
     if x.numel() == 0:
         return out
-    block, grid = launch_shape(rows, columns, _warp_size(x))
+    block, grid = launch_shape(rows, columns, warp_size(x))
     kernel(x, out, rows, columns, block=block, grid=grid)
     return out
