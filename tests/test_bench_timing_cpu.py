@@ -56,3 +56,60 @@ def test_compare_on_cpu_finds_the_faster_one():
     assert same.verdict == "within noise"
     with pytest.raises(TypeError, match="candidate must be callable"):
         compare(busy(1e-6), None)
+
+
+class _FakeCuda:
+    """torch.cuda's spin, events and synchronize, with the spin's end reported as passed `behind` times."""
+
+    def __init__(self, behind: int):
+        self.behind, self.spins = behind, []
+        fake = self
+
+        class Event:
+            def record(self):
+                pass
+
+            def query(self):
+                fake.behind -= 1
+                return fake.behind >= 0
+
+        self.Event = Event
+
+    def _sleep(self, cycles):
+        self.spins.append(cycles)
+
+    def synchronize(self):
+        pass
+
+
+def _hold_with(monkeypatch, behind: int):
+    import torch
+    from hello_gpu.bench import timing
+    fake = _FakeCuda(behind)
+    for name in ("_sleep", "Event", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name), raising=False)
+    queued = []
+    hold = timing.Hold()
+    hold.timed(lambda: queued.append(1), calls=10)
+    return timing, fake, hold, queued
+
+
+def test_a_host_slower_than_the_spin_gets_the_batch_timed_again_with_twice_the_spin(monkeypatch):
+    timing, fake, hold, queued = _hold_with(monkeypatch, behind=2)
+    base = timing.HOLD_CYCLES_PER_CALL * 10
+    assert fake.spins == [base, 2 * base, 4 * base] and len(queued) == 3
+    assert hold.doublings == 2 and hold.behind == 0
+    [note] = hold.notes()
+    assert "doubled 2 time(s), to ~200 us a call" in note
+
+
+def test_the_spin_stops_growing_at_its_cap_and_the_notes_say_host_time_is_in(monkeypatch):
+    timing, fake, hold, queued = _hold_with(monkeypatch, behind=100)
+    assert hold.cycles_per_call == timing.MAX_HOLD_CYCLES_PER_CALL and len(queued) == hold.doublings + 1
+    assert hold.behind == 1
+    assert any("include host time" in note for note in hold.notes())
+
+
+def test_a_host_that_keeps_up_is_timed_once_with_no_notes(monkeypatch):
+    _, fake, hold, queued = _hold_with(monkeypatch, behind=0)
+    assert len(queued) == 1 and hold.doublings == 0 and hold.notes() == []

@@ -1,5 +1,7 @@
 """GPU tier for measurement (``pytest -m gpu``): measure, compare and ceilings on the real device."""
 
+import time
+
 import pytest
 import torch
 
@@ -77,3 +79,26 @@ def test_quick_ceilings_are_in_the_h200_range(tmp_path, monkeypatch):
         assert 2.0e14 < ceilings.matmul_flops_per_s["bfloat16"] < 1.0e15
         assert 2.0e13 < ceilings.matmul_flops_per_s["float32"] < 7.0e13
     assert ceilings.launch_overhead_s < 50e-6
+
+
+def busy_wait(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_a_callable_slow_on_the_host_is_timed_as_its_kernel():
+    """200 us of host work a call, four times the GPU's default spin: without a longer spin each call
+    would time as ~200 us of host time; the spin is doubled until the host keeps up, and a note says so."""
+    a = torch.randn(2**16, device="cuda")
+    out = torch.empty_like(a)
+    kernel_only = measure(lambda: torch.add(a, a, out=out), cache="warm", max_seconds=0.5)
+
+    def slow_host():
+        busy_wait(200e-6)
+        torch.add(a, a, out=out)
+    slow = measure(slow_host, cache="warm", max_seconds=1.0)
+    assert slow.median < 3 * kernel_only.median + 5e-6, (slow.median, kernel_only.median, slow.notes)
+    assert any("spin was doubled" in note for note in slow.notes), slow.notes
+    paired = compare(lambda: torch.add(a, a, out=out), slow_host, cache="warm", max_seconds=1.0)
+    assert 0.7 < paired.speedup.value < 1.4, (str(paired), paired.notes)

@@ -15,7 +15,7 @@ from typing import Callable
 
 from ..runtime.device import torch_module
 from .stats import Ratio, Summary, paired_ratio, summarize, verdict
-from .timing import _Flusher, _uses_gpu, batch_size, hold_gpu
+from .timing import Hold, _Flusher, _uses_gpu, batch_size
 
 DEFAULT_MARGIN = 0.02
 
@@ -29,6 +29,7 @@ class Comparison:
     candidate: Summary
     rounds: int
     order: str = "ABBA"
+    notes: tuple[str, ...] = ()     # e.g. the GPU spin lengthened for a callable slow on the host (timing.Hold)
 
     def to_dict(self) -> dict:
         data = self.speedup.to_dict()
@@ -38,7 +39,7 @@ class Comparison:
     def __str__(self) -> str:
         low, high = self.speedup.ci95
         return (f"speedup {self.speedup.value:.3f}x [{low:.3f}, {high:.3f}] over {self.rounds} ABBA rounds: "
-                f"{self.verdict} (margin {self.margin:.0%})")
+                f"{self.verdict} (margin {self.margin:.0%})" + "".join(f"; {note}" for note in self.notes))
 
     _repr_pretty_ = lambda self, printer, cycle: printer.text(str(self))  # noqa: E731
 
@@ -79,7 +80,9 @@ def compare(baseline: Callable, candidate: Callable, *, margin: float = DEFAULT_
             if (high - low) / ratio.value < target_ci_width or time.perf_counter() - started > max_seconds:
                 break
     ratio = _round_ratio(times)
-    return Comparison(ratio, verdict(ratio, margin), margin, summarize(times["A"]), summarize(times["B"]), rounds)
+    notes = tuple(timer.hold.notes()) if isinstance(timer, _DeviceTimer) else ()
+    return Comparison(ratio, verdict(ratio, margin), margin, summarize(times["A"]), summarize(times["B"]), rounds,
+                      notes=notes)
 
 
 def _round_ratio(times: dict[str, list[float]]) -> Ratio:
@@ -95,6 +98,7 @@ class _DeviceTimer:
         from ..runtime.device import device_info
         self.torch = torch_module()
         self.flush = _Flusher(device_info().l2_bytes) if cache == "cold" else None
+        self.hold = Hold()              # one per comparison: a spin once lengthened stays so for both sides
 
     def time_rounds(self, functions: dict, orders: list[str]) -> dict[str, list[float]]:
         """Queue every call of ``orders`` (e.g. ["ABBA", "BAAB"]), each between two events (after a
@@ -102,14 +106,15 @@ class _DeviceTimer:
         torch = self.torch
         labels = [label for order in orders for label in order]
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in labels]
-        hold_gpu(len(labels))           # the host queues the whole group while the GPU spins: no host gaps
-        for label, (start, end) in zip(labels, events):
-            if self.flush is not None:
-                self.flush()
-            start.record()
-            functions[label]()
-            end.record()
-        torch.cuda.synchronize()
+
+        def queue():                    # the host queues the whole group while the GPU spins: no host gaps
+            for label, (start, end) in zip(labels, events):
+                if self.flush is not None:
+                    self.flush()
+                start.record()
+                functions[label]()
+                end.record()
+        self.hold.timed(queue, len(labels))
         times: dict[str, list[float]] = {"A": [], "B": []}
         for label, (start, end) in zip(labels, events):
             times[label].append(start.elapsed_time(end) / 1e3)

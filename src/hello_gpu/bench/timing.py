@@ -15,7 +15,8 @@ What makes a kernel timing wrong, and what this does about each:
   spin (``torch.cuda._sleep``, outside the timed region) while a batch is queued. The cold flush
   (~65 us of GPU work) is not enough on its own: a Python launcher of two or three kernels takes
   longer than that on the host, and a 2^20 two-stage sum timed 37 us instead of ~10 before the spin
-  was added to cold batches too (records/nvidia-h200/reduce_sum.float32.json, commit a3e1cf2).
+  was added to cold batches too (records/nvidia-h200/reduce_sum.float32.json, commit a3e1cf2). A
+  callable slower on the host than the spin is caught and timed again with a longer one (Hold).
 - **Queue depth**: calls are queued in batches holding ~1 ms of kernel time (10 to 100 calls) before
   each synchronize. With batches of 10, a cold 2^20 add (7.5 us) timed 7.3-7.5 us against
   do_bench's 7.8-8.5 us, which queues every repetition; batches of 100 read 7.9-8.3 us
@@ -52,6 +53,8 @@ GRAPH_CALLS = 10              # calls captured per graph replay
 MIN_FLUSH_BYTES = 256 * 2**20
 FLUSH_L2_MULTIPLE = 4
 HOLD_CYCLES_PER_CALL = 100_000   # ~50 us at 2 GHz: longer than a launch takes on the host
+HOLD_MICROSECONDS_PER_CALL = 50
+MAX_HOLD_CYCLES_PER_CALL = 32 * HOLD_CYCLES_PER_CALL   # ~1.6 ms a call; 100 calls a batch: 160 ms of spin
 
 
 @dataclass
@@ -126,12 +129,63 @@ class _Flusher:
         self.buffer.zero_()
 
 
-def hold_gpu(calls: int) -> None:
-    """Keep the GPU busy while the host queues ``calls`` timed calls, so no event waits on the host."""
+def hold_gpu(calls: int, cycles_per_call: int = HOLD_CYCLES_PER_CALL):
+    """Keep the GPU busy while the host queues ``calls`` timed calls, so no event waits on the host.
+
+    Returns an event recorded where the spin ends (None where this torch has no ``_sleep``): if it has
+    already completed once the calls are queued, the spin ran out before the host was done (see Hold)."""
     torch = torch_module()
     sleep = getattr(torch.cuda, "_sleep", None)
-    if sleep is not None:
-        sleep(HOLD_CYCLES_PER_CALL * calls)
+    if sleep is None:
+        return None
+    sleep(cycles_per_call * calls)
+    spin_end = torch.cuda.Event()
+    spin_end.record()
+    return spin_end
+
+
+@dataclass
+class Hold:
+    """The GPU spin per queued call, doubled whenever the host fell behind it.
+
+    A callable that spends more host time per call than the spin lasts (~50 us: Python launchers,
+    torch.compile's guards) lets the GPU drain its queue; from then on each start event runs before
+    the host has launched the kernel, and the call is timed with its host time. A softmax sweep pairing
+    against torch.compile read 2.19x [1.37, 2.70] for a configuration whose own median was slower
+    (records/nvidia-h200/softmax-sweep.json, run of commit db9e96d). So after queuing, the spin's end
+    event is asked whether it has passed; if so the batch is timed again with twice the spin, up to
+    MAX_HOLD_CYCLES_PER_CALL, and a batch still behind at the cap is kept and counted in the notes."""
+
+    cycles_per_call: int = HOLD_CYCLES_PER_CALL
+    doublings: int = 0
+    behind: int = 0
+
+    def timed(self, queue: Callable[[], None], calls: int) -> None:
+        """Run ``queue()``, which queues ``calls`` timed calls, under the spin, then synchronize."""
+        torch = torch_module()
+        while True:
+            spin_end = hold_gpu(calls, self.cycles_per_call)
+            queue()
+            fell_behind = spin_end is not None and spin_end.query()
+            torch.cuda.synchronize()
+            if not fell_behind:
+                return
+            if self.cycles_per_call * 2 > MAX_HOLD_CYCLES_PER_CALL:
+                self.behind += 1
+                return
+            self.cycles_per_call *= 2
+            self.doublings += 1
+
+    def notes(self) -> list[str]:
+        notes = []
+        microseconds = self.cycles_per_call / HOLD_CYCLES_PER_CALL * HOLD_MICROSECONDS_PER_CALL
+        if self.doublings:
+            notes.append(f"the host took longer per call than the GPU spin: the spin was doubled {self.doublings} "
+                         f"time(s), to ~{microseconds:.0f} us a call, and those batches timed again")
+        if self.behind:
+            notes.append(f"in {self.behind} batch(es) the host still fell behind a ~{microseconds:.0f} us spin a "
+                         f"call: those calls include host time")
+        return notes
 
 
 def batch_size(seconds_per_call: float) -> int:
@@ -235,17 +289,20 @@ def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats,
         counter = iter(range(2**62))
         step = lambda: _call(fn, inputs, next(counter))  # noqa: E731
 
+    hold = Hold()
+
     def timed_batch(count: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
-        hold_gpu(count)
-        for start, end in zip(starts, ends):
-            if flush is not None:
-                flush()
-            start.record()
-            step()
-            end.record()
-        torch.cuda.synchronize()
+
+        def queue():
+            for start, end in zip(starts, ends):
+                if flush is not None:
+                    flush()
+                start.record()
+                step()
+                end.record()
+        hold.timed(queue, count)
         return [start.elapsed_time(end) / 1e3 / calls_per_sample for start, end in zip(starts, ends)]
 
     # Warm-up: the first call is never timed; then windows until three medians agree.
@@ -278,5 +335,6 @@ def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats,
     if not math.isfinite(relative_standard_error(samples)) or relative_standard_error(samples) >= target_rse:
         notes.append(f"relative standard error {relative_standard_error(samples):.2%} is above the "
                      f"{target_rse:.0%} target ({stopped_by})")
+    notes += hold.notes()
     return Measurement(samples, summarize(samples), cache, graph, "device-events", stopped_by, warmup,
                        flush.bytes if flush else 0, info.name, notes=notes)
