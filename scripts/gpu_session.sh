@@ -141,6 +141,10 @@ agent_resume() {   # agent_resume OP.ROUTE SECONDS [no-counters]: continue a com
   COLUMNS=200 hello-gpu agent resume "$run_dir" --time-budget "$2" ${3:+--$3} 2>>"$ERRORS"
 }
 profile_one() {   # profile_one OP RUNG SHAPE [DTYPE]: kernel table + counters, added to the operator's profile record
+  # $OUT starts empty: seed it with the committed record, so the profile is added to its entries
+  # rather than replacing them (the record merges entries by rung and shape).
+  local name="$1.${4:-float32}.profile.json"
+  [ -f "$DEVICE_RECORDS/$name" ] || [ ! -f "records/$slug/$name" ] || cp "records/$slug/$name" "$DEVICE_RECORDS/"
   COLUMNS=200 hello-gpu profile "$1" "$2" --shape "$3" --dtype "${4:-float32}" --record "$RECORDS" 2>>"$ERRORS"
 }
 ladder_profile() {   # ladder_profile OP ROUTE SHAPE [DTYPE]: the ladder with its counter columns, printed and kept
@@ -160,7 +164,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
 
 export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records \
   reduce_sweep rms_sweep grid_check profile_one ladder_profile
-export DEVICE_RECORDS ERRORS RECORDS
+export DEVICE_RECORDS ERRORS RECORDS slug
 
 for stage in $stages; do
   case $stage in
