@@ -9,8 +9,10 @@ The ladder run of commit 152c451 (records/nvidia-h200/rms_norm.*.json) left two 
 t02 is one program per row holding the row in registers, 16 values a thread. What Inductor does
 differently can be read from the kernel it writes (kept below, ``inductor_source``): its warps, its
 eviction hints (x read once: evict first; the weight read by every row: evict last). The sweep runs
-t02's design with 4 to 32 warps, with and without those hints, each checked against a float64
-reference and paired against the baseline of its gap (> 1: faster), with the 95% interval.
+t02's design with 4 to 32 warps, with and without those hints, and t04's (Inductor's two passes over
+the row in chunks, the second from L2) with chunks of 1024 to 4096 and 4 to 16 warps, each checked
+against a float64 reference and paired against the baseline of its gap (> 1: faster), with the 95%
+interval. The run of commit e61260e (t02's design only) found no configuration of t02 at torch.compile.
 
     python benchmarks/rms_norm_sweep.py > records/nvidia-h200/rms_norm-sweep.json
 """
@@ -28,7 +30,7 @@ from hello_gpu.ops import load_op
 from hello_gpu.ops.rms_norm.spec import EPS
 from softmax_sweep import figures     # benchmarks/ is on the path when this file runs as a script
 
-SECONDS = 0.5       # per measurement and per comparison: 16 configurations and 6 rungs in ~40 s
+SECONDS = 0.5       # per measurement and per comparison: 25 configurations and 6 rungs a gap, ~70 s in all
 GAPS = (((16384, 8192), "bfloat16", "v00_torch_compile"), ((8192, 4096), "float32", "v00_torch"))
 
 
@@ -67,7 +69,9 @@ def sweep(op, shape, dtype: str, baseline_id: str) -> dict:
     baseline = lambda: baseline_rung(x, weight)       # noqa: E731
     rows, hidden = x.shape
     results = []
-    for rung_id in ("v00_torch", "v00_torch_compile", "t02_warps_by_width", "v05_threads_match_row", "peer_liger"):
+    two_passes = op.rung("t04_two_passes_l2").build().function.__globals__["launch"]
+    for rung_id in ("v00_torch", "v00_torch_compile", "t02_warps_by_width", "t04_two_passes_l2",
+                    "v05_threads_match_row", "peer_liger"):
         if rung_id == baseline_id:
             continue
         try:
@@ -86,6 +90,15 @@ def sweep(op, shape, dtype: str, baseline_id: str) -> dict:
             launch()
             torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol)
             results.append({"design": "t02 row per program", "num_warps": warps, "eviction_hints": hints,
+                            **figures(launch, baseline)})
+    # Inductor's design (t04): the row walked twice in chunks, the second read from L2.
+    for chunk in (1024, 2048, 4096):
+        for warps in (4, 8, 16):
+            def launch(chunk=chunk, warps=warps):
+                two_passes(x, weight, out, EPS, chunk, warps)
+            launch()
+            torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol)
+            results.append({"design": "t04 two passes over L2", "chunk": chunk, "num_warps": warps,
                             **figures(launch, baseline)})
     return {"shape": f"{rows}x{hidden}", "dtype": dtype, "vs": baseline_id, "configurations": results,
             "inductor_source": inductor_source(x, weight)}
