@@ -10,9 +10,12 @@ t02 is one program per row holding the row in registers, 16 values a thread. Wha
 differently can be read from the kernel it writes (kept below, ``inductor_source``): its warps, its
 eviction hints (x read once: evict first; the weight read by every row: evict last). The sweep runs
 t02's design with 4 to 32 warps, with and without those hints, and t04's (Inductor's two passes over
-the row in chunks, the second from L2) with chunks of 1024 to 4096 and 4 to 16 warps, each checked
+the row in chunks, the second from L2) with chunks of 1024 to 8192, 4 to 32 warps and 1 or 3
+pipeline stages, each checked
 against a float64 reference and paired against the baseline of its gap (> 1: faster), with the 95%
-interval. The run of commit e61260e (t02's design only) found no configuration of t02 at torch.compile.
+interval. The run of commit e61260e (t02's design only) found no configuration of t02 at torch.compile;
+the run of abc4538 (t04's chunks 1024-4096 x 4-16 warps) none either, 4096 x 16 closest (0.990x).
+Inductor's own launch configuration is kept too (``inductor_launches``).
 
     python benchmarks/rms_norm_sweep.py > records/nvidia-h200/rms_norm-sweep.json
 """
@@ -30,7 +33,7 @@ from hello_gpu.ops import load_op
 from hello_gpu.ops.rms_norm.spec import EPS
 from softmax_sweep import figures     # benchmarks/ is on the path when this file runs as a script
 
-SECONDS = 0.5       # per measurement and per comparison: 25 configurations and 6 rungs a gap, ~70 s in all
+SECONDS = 0.5       # per measurement and per comparison: 40 configurations and 7 rungs a gap, ~100 s in all
 GAPS = (((16384, 8192), "bfloat16", "v00_torch_compile"), ((8192, 4096), "float32", "v00_torch"))
 
 
@@ -52,12 +55,28 @@ def row_kernel(x_ptr, weight_ptr, out_ptr, hidden, row_stride, eps, BLOCK: tl.co
              mask=mask)
 
 
-def inductor_source(x, weight) -> str:
-    """The Triton code torch.compile writes for F.rms_norm at this shape and dtype."""
+def inductor_kernels(x, weight) -> dict:
+    """The Triton code torch.compile writes for F.rms_norm at this shape and dtype, and the launch
+    configuration each of its kernels runs with (the source does not say: Inductor picks XBLOCK,
+    R0_BLOCK, warps and stages when it compiles, and may scale R0_BLOCK by the registers used)."""
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
     from torch._inductor.utils import run_and_get_code
+    known = len(PyCodeCache.modules)
     compiled = torch.compile(lambda x, weight: F.rms_norm(x, (x.shape[-1],), weight, EPS))
     _, sources = run_and_get_code(compiled, x, weight)
-    return "\n".join(sources)
+    compiled(x, weight)                                 # a second call: the launcher chosen is kept
+
+    def described(config) -> dict:
+        return {"kwargs": dict(config.kwargs), "num_warps": config.num_warps, "num_stages": config.num_stages}
+
+    launches = []
+    for module in PyCodeCache.modules[known:]:
+        for name, value in vars(module).items():
+            if isinstance(value, CachingAutotuner):
+                launches.append({"kernel": name, "candidates": [described(c) for c in value.configs],
+                                 "running": [described(launcher.config) for launcher in value.launchers]})
+    return {"source": "\n".join(sources), "launches": launches}
 
 
 def sweep(op, shape, dtype: str, baseline_id: str) -> dict:
@@ -69,9 +88,9 @@ def sweep(op, shape, dtype: str, baseline_id: str) -> dict:
     baseline = lambda: baseline_rung(x, weight)       # noqa: E731
     rows, hidden = x.shape
     results = []
-    two_passes = op.rung("t04_two_passes_l2").build().function.__globals__["launch"]
+    two_passes = op.rung("t04_two_passes_l2").build().function.__globals__["rms_norm_kernel"]
     for rung_id in ("v00_torch", "v00_torch_compile", "t02_warps_by_width", "t04_two_passes_l2",
-                    "v05_threads_match_row", "peer_liger"):
+                    "t05_chunks_by_sweep", "v05_threads_match_row", "peer_liger"):
         if rung_id == baseline_id:
             continue
         try:
@@ -91,17 +110,21 @@ def sweep(op, shape, dtype: str, baseline_id: str) -> dict:
             torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol)
             results.append({"design": "t02 row per program", "num_warps": warps, "eviction_hints": hints,
                             **figures(launch, baseline)})
-    # Inductor's design (t04): the row walked twice in chunks, the second read from L2.
-    for chunk in (1024, 2048, 4096):
-        for warps in (4, 8, 16):
-            def launch(chunk=chunk, warps=warps):
-                two_passes(x, weight, out, EPS, chunk, warps)
-            launch()
-            torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol)
-            results.append({"design": "t04 two passes over L2", "chunk": chunk, "num_warps": warps,
-                            **figures(launch, baseline)})
+    # Inductor's design (t04): the row walked twice in chunks, the second read from L2; Inductor
+    # launches its loops with num_stages=1, Triton's default pipelines them (3 on the H200).
+    for chunk in (1024, 2048, 4096, 8192):
+        for warps in (4, 8, 16, 32):
+            for stages in (1, 3):
+                def launch(chunk=chunk, warps=warps, stages=stages):
+                    two_passes[(rows,)](x, weight, out, hidden, x.stride(0), EPS, CHUNK=chunk, num_warps=warps,
+                                        num_stages=stages)
+                launch()
+                torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol)
+                results.append({"design": "t04 two passes over L2", "chunk": chunk, "num_warps": warps,
+                                "num_stages": stages, **figures(launch, baseline)})
+    inductor = inductor_kernels(x, weight)
     return {"shape": f"{rows}x{hidden}", "dtype": dtype, "vs": baseline_id, "configurations": results,
-            "inductor_source": inductor_source(x, weight)}
+            "inductor_source": inductor["source"], "inductor_launches": inductor["launches"]}
 
 
 def main() -> None:

@@ -127,7 +127,7 @@ grid_check() {   # vector_add v06 in bfloat16 with its grid and with one block p
 }
 rms_sweep() {   # the one-row Triton kernel's warps and eviction hints against torch.compile (benchmarks/rms_norm_sweep.py)
   python3 benchmarks/rms_norm_sweep.py >"$DEVICE_RECORDS/rms_norm-sweep.json" 2>>"$ERRORS" \
-    && python3 -c "import json,sys; [print(g['shape'], g['dtype'], r) for g in json.load(open(sys.argv[1]))['gaps'] for r in g['configurations']]" \
+    && python3 -c "import json,sys; [print(g['shape'], g['dtype'], r) for g in json.load(open(sys.argv[1]))['gaps'] for r in g['configurations'] + g.get('inductor_launches', [])]" \
        "$DEVICE_RECORDS/rms_norm-sweep.json"
 }
 reduce_sweep() {   # Triton stage-1 designs against torch.sum at 2^28 (benchmarks/reduce_sum_sweep.py)

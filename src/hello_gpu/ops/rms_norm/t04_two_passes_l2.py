@@ -26,8 +26,7 @@ outcome: 0.988x t02 [0.985, 0.989] at 16384x8192 bfloat16 (predicted 1.04x: wron
   bfloat16; 0.824x t02 at 16384x8192 float32 (records rms_norm.bfloat16 and rms_norm.float32, H200,
   run of commit abc4538). The same run swept t04's chunk and warps (rms_norm-sweep.json): 2048 x
   8, the configuration guessed here, is 0.956x torch.compile, and 4096 x 16 the best, 0.990x
-  [0.988, 0.997]; more warps were faster at every chunk, so Inductor's choice is not the one
-  assumed here (see t05)
+  [0.988, 0.997]; so Inductor's choice is not the one assumed here (see t05)
 deterministic: yes, each program adds its chunks in order and tl.sum reduces in a fixed tree
 """
 
