@@ -74,7 +74,8 @@ def inductor_kernels(x, weight) -> dict:
     for module in PyCodeCache.modules[known:]:
         for name, value in vars(module).items():
             if isinstance(value, CachingAutotuner):
-                launches.append({"kernel": name, "candidates": [described(c) for c in value.configs],
+                # configs is emptied (None) once autotuning has picked a launcher
+                launches.append({"kernel": name, "candidates": [described(c) for c in value.configs or []],
                                  "running": [described(launcher.config) for launcher in value.launchers]})
     return {"source": "\n".join(sources), "launches": launches}
 

@@ -126,7 +126,9 @@ grid_check() {   # vector_add v06 in bfloat16 with its grid and with one block p
     && cat "$DEVICE_RECORDS/vector_add-grid.json"
 }
 rms_sweep() {   # the one-row Triton kernel's warps and eviction hints against torch.compile (benchmarks/rms_norm_sweep.py)
-  python3 benchmarks/rms_norm_sweep.py >"$DEVICE_RECORDS/rms_norm-sweep.json" 2>>"$ERRORS" \
+  # Written aside and moved when complete: a sweep that fails leaves no empty record behind.
+  python3 benchmarks/rms_norm_sweep.py >"$DEVICE_RECORDS/rms_norm-sweep.json.partial" 2>>"$ERRORS" \
+    && mv "$DEVICE_RECORDS/rms_norm-sweep.json.partial" "$DEVICE_RECORDS/rms_norm-sweep.json" \
     && python3 -c "import json,sys; [print(g['shape'], g['dtype'], r) for g in json.load(open(sys.argv[1]))['gaps'] for r in g['configurations'] + g.get('inductor_launches', [])]" \
        "$DEVICE_RECORDS/rms_norm-sweep.json"
 }
