@@ -589,3 +589,20 @@ def test_interpreter_switched_on_after_triton_was_imported_is_refused_by_name():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "TRITON_INTERPRET=1 was set after Triton was imported in compiled mode" in done.stdout
     assert "before anything imports triton" in done.stdout
+
+
+def test_the_rungs_close_behind_a_routes_best_are_paired_with_the_baselines_too():
+    """A route's best by 0.6% is a coin toss: its contenders are every rung within 3%, three at most."""
+    from types import SimpleNamespace
+
+    from hello_gpu.ops.ladder import contenders
+
+    def entry(name, speedup):
+        return SimpleNamespace(name=name, vs_torch=SimpleNamespace(speedup=SimpleNamespace(value=speedup)))
+
+    ranked = [entry.name for entry in contenders([entry("t03", 1.250), entry("t01", 1.10), entry("t07", 1.243)])]
+    assert ranked == ["t03", "t07"]
+    crowd = [entry(f"t0{i}", 1.0 + i / 1000) for i in range(5)]
+    assert [e.name for e in contenders(crowd)] == ["t04", "t03", "t02"]
+    assert [e.name for e in contenders([entry("alone", 0.5)])] == ["alone"]
+    assert contenders([]) == []
