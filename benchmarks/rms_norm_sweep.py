@@ -31,7 +31,8 @@ import triton.language as tl
 
 from hello_gpu.ops import load_op
 from hello_gpu.ops.rms_norm.spec import EPS
-from softmax_sweep import figures     # benchmarks/ is on the path when this file runs as a script
+from inductor_code import inductor_kernels   # benchmarks/ is on the path when this file runs as a script
+from softmax_sweep import figures
 
 SECONDS = 0.5       # per measurement and per comparison: 40 configurations and 7 rungs a gap, ~100 s in all
 GAPS = (((16384, 8192), "bfloat16", "v00_torch_compile"), ((8192, 4096), "float32", "v00_torch"))
@@ -53,31 +54,6 @@ def row_kernel(x_ptr, weight_ptr, out_ptr, hidden, row_stride, eps, BLOCK: tl.co
     scale = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / hidden + eps)
     tl.store(out_ptr + row * row_stride + offsets, (x * scale * weight.to(tl.float32)).to(out_ptr.dtype.element_ty),
              mask=mask)
-
-
-def inductor_kernels(x, weight) -> dict:
-    """The Triton code torch.compile writes for F.rms_norm at this shape and dtype, and the launch
-    configuration each of its kernels runs with (the source does not say: Inductor picks XBLOCK,
-    R0_BLOCK, warps and stages when it compiles, and may scale R0_BLOCK by the registers used)."""
-    from torch._inductor.codecache import PyCodeCache
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-    from torch._inductor.utils import run_and_get_code
-    known = len(PyCodeCache.modules)
-    compiled = torch.compile(lambda x, weight: F.rms_norm(x, (x.shape[-1],), weight, EPS))
-    _, sources = run_and_get_code(compiled, x, weight)
-    compiled(x, weight)                                 # a second call: the launcher chosen is kept
-
-    def described(config) -> dict:
-        return {"kwargs": dict(config.kwargs), "num_warps": config.num_warps, "num_stages": config.num_stages}
-
-    launches = []
-    for module in PyCodeCache.modules[known:]:
-        for name, value in vars(module).items():
-            if isinstance(value, CachingAutotuner):
-                # configs is emptied (None) once autotuning has picked a launcher
-                launches.append({"kernel": name, "candidates": [described(c) for c in value.configs or []],
-                                 "running": [described(launcher.config) for launcher in value.launchers]})
-    return {"source": "\n".join(sources), "launches": launches}
 
 
 def sweep(op, shape, dtype: str, baseline_id: str) -> dict:
@@ -123,7 +99,7 @@ def sweep(op, shape, dtype: str, baseline_id: str) -> dict:
                 torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol)
                 results.append({"design": "t04 two passes over L2", "chunk": chunk, "num_warps": warps,
                                 "num_stages": stages, **figures(launch, baseline)})
-    inductor = inductor_kernels(x, weight)
+    inductor = inductor_kernels(lambda x, weight: F.rms_norm(x, (x.shape[-1],), weight, EPS), x, weight)
     return {"shape": f"{rows}x{hidden}", "dtype": dtype, "vs": baseline_id, "configurations": results,
             "inductor_source": inductor["source"], "inductor_launches": inductor["launches"]}
 

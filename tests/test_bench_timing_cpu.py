@@ -33,7 +33,7 @@ def test_measure_rotates_inputs():
 def test_measure_refuses_bad_input():
     with pytest.raises(TypeError, match="needs a callable"):
         measure(42)
-    with pytest.raises(ValueError, match="cache must be 'cold' or 'warm'"):
+    with pytest.raises(ValueError, match="cache must be one of cold, cold-clean, warm; got 'lukewarm'"):
         measure(lambda: None, cache="lukewarm")
     with pytest.raises(TypeError, match="hello_gpu.bench.Work"):
         measure(lambda: None, work={"bytes": 1})

@@ -39,6 +39,18 @@ def test_warm_small_working_set_beats_cold():
     assert warm.median < cold.median
 
 
+def test_a_clean_flush_leaves_no_dirty_lines_to_write_back():
+    # A 16 MB copy allocates 32 MB of L2 lines: after the zeroing flush each evicts a modified line,
+    # after the clean flush a clean one. The copy does the same work; only other data's write-back goes.
+    source, target = big_pair(2**22)
+    dirty = measure(lambda: target.copy_(source), cache="cold", work=Work(bytes=2 * source.nbytes), ceilings=H200_LIKE)
+    clean = measure(lambda: target.copy_(source), cache="cold-clean", work=Work(bytes=2 * source.nbytes),
+                    ceilings=H200_LIKE)
+    assert clean.cache == "cold-clean" and clean.flush_bytes == dirty.flush_bytes
+    assert torch.equal(target, source)
+    assert clean.median < dirty.median
+
+
 def test_overstated_work_is_marked_suspect():
     source, target = big_pair()
     result = measure(lambda: target.copy_(source), work=Work(bytes=20 * source.nbytes), ceilings=H200_LIKE)

@@ -97,7 +97,7 @@ class _DeviceTimer:
     def __init__(self, cache: str):
         from ..runtime.device import device_info
         self.torch = torch_module()
-        self.flush = _Flusher(device_info().l2_bytes) if cache == "cold" else None
+        self.flush = _Flusher.for_cache(cache, device_info().l2_bytes)
         self.hold = Hold()              # one per comparison: a spin once lengthened stays so for both sides
 
     def time_rounds(self, functions: dict, orders: list[str]) -> dict[str, list[float]]:

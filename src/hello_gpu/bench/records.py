@@ -28,7 +28,7 @@ Schema ``hello-gpu/record/1``
          "timing": {"median": s > 0, "p20", "p80", "minimum", "maximum",   # seconds (Summary.to_dict)
                     "ci95": [lo, hi],          # lo <= median <= hi
                     "count": int > 0, "relative_standard_error": float | null,
-                    "cache": "cold" | "warm", "graph": bool, "clock": "device-events" | "wall"},
+                    "cache": "cold" | "cold-clean" | "warm", "graph": bool, "clock": "device-events" | "wall"},
          "work": {"bytes": float, "flops": float, "dtype": str | null} | null,      # Work.to_dict()
          "derived": {"gb_per_s", "tflop_per_s", ..., "suspect": str | null} | null, # Rates.to_dict()
          "speedups": {"<baseline variant>": {"value": float, "ci95": [lo, hi], "pairs": int,
@@ -79,7 +79,7 @@ from pathlib import Path, PurePosixPath
 SCHEMA = "hello-gpu/record/1"
 
 ROLES = ("candidate", "baseline")
-CACHES = ("cold", "warm")
+CACHES = ("cold", "cold-clean", "warm")   # bench.timing: the flush before each timed call
 CLOCKS = ("device-events", "wall")
 VERDICTS = ("faster", "slower", "within noise")
 

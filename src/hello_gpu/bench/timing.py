@@ -10,6 +10,13 @@ What makes a kernel timing wrong, and what this does about each:
   the device; at least 256 MiB, as ``triton.testing.do_bench`` uses) is zeroed before every timed
   call, outside the timed region. (Twice the L2, 120 MB, left part of a 12 MB working set cached on
   the H200: a 2^20 add timed 12% faster than do_bench's.)
+- **Dirty lines**: zeroing the flush buffer leaves the L2 full of *modified* lines, and every line a
+  cold call allocates (its reads and its writes) first writes one of them back to DRAM. That is the
+  convention of ``do_bench`` and of the anchors, and it is what ``cold`` does. ``cache="cold-clean"``
+  reads the buffer after zeroing it, so the L2 holds only clean lines and the call pays for its own
+  traffic alone: the two side by side show how much of a short kernel is other data's write-back
+  (benchmarks/softmax_dirty_l2.py). Its writes may then stay in the L2 and never reach DRAM within
+  the call, so only a ``cold`` time is held against the copy-bandwidth ceiling.
 - **Host gaps**: a start event reached while the host is still launching the kernel counts launch
   latency as kernel time (a warm 4 MB copy timed 27 us instead of ~5). So the GPU is held by a short
   spin (``torch.cuda._sleep``, outside the timed region) while a batch is queued. The cold flush
@@ -40,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..runtime.device import torch_module
+from .records import CACHES
 from .stats import Summary, relative_standard_error, summarize
 from .work import Rates, Work, rates
 
@@ -63,7 +71,7 @@ class Measurement:
 
     samples: list[float]              # seconds per call, every timed call
     summary: Summary
-    cache: str                        # "cold" or "warm"
+    cache: str                        # "cold", "cold-clean" or "warm"
     graph: bool
     clock: str                        # "device-events" or "wall"
     stopped_by: str                   # "relative standard error", "time cap" or "max repeats"
@@ -118,15 +126,26 @@ def _uses_gpu(device: str | None) -> bool:
 
 
 class _Flusher:
-    """Overwrites a buffer of four times the L2 before each cold call, evicting everything."""
+    """Overwrites a buffer of four times the L2 before each cold call, evicting everything; with
+    ``clean`` it then reads the buffer back, so the L2 is left holding clean lines only."""
 
-    def __init__(self, l2_bytes: int):
+    def __init__(self, l2_bytes: int, clean: bool = False):
         torch = torch_module()
         self.bytes = max(FLUSH_L2_MULTIPLE * l2_bytes, MIN_FLUSH_BYTES)
         self.buffer = torch.empty(self.bytes // 4, dtype=torch.int32, device="cuda")
+        self.clean = clean
+
+    @classmethod
+    def for_cache(cls, cache: str, l2_bytes: int) -> "_Flusher | None":
+        """The flush a ``cache`` setting asks for: none when warm."""
+        if cache not in CACHES:
+            raise ValueError(f"cache must be one of {', '.join(CACHES)}; got {cache!r}")
+        return None if cache == "warm" else cls(l2_bytes, clean=cache == "cold-clean")
 
     def __call__(self):
         self.buffer.zero_()
+        if self.clean:
+            self.buffer.max()       # a read-only pass: the zeroed lines are written back here, untimed
 
 
 def hold_gpu(calls: int, cycles_per_call: int = HOLD_CYCLES_PER_CALL):
@@ -211,8 +230,8 @@ def measure(fn: Callable, *, work: Work | None = None, cache: str = "cold", grap
     """
     if not callable(fn):
         raise TypeError(f"measure() needs a callable, got {type(fn).__name__}")
-    if cache not in ("cold", "warm"):
-        raise ValueError(f"cache must be 'cold' or 'warm', got {cache!r}")
+    if cache not in CACHES:
+        raise ValueError(f"cache must be one of {', '.join(CACHES)}; got {cache!r}")
     if work is not None and not isinstance(work, Work):
         raise TypeError(f"work must be a hello_gpu.bench.Work, got {type(work).__name__}")
     if inputs is not None and (len(inputs) == 0 or not all(isinstance(i, tuple) for i in inputs)):
@@ -280,7 +299,7 @@ def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats,
     torch = torch_module()
     from ..runtime.device import device_info
     info = device_info()
-    flush = _Flusher(info.l2_bytes) if cache == "cold" else None
+    flush = _Flusher.for_cache(cache, info.l2_bytes)
     calls_per_sample = 1
     if graph:
         replay = _GraphReplay(fn, inputs)

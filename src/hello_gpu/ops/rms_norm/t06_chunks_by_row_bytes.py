@@ -41,11 +41,15 @@ SHORT = (2048, 8)               # t04's
 _t04 = load_module(Path(__file__).resolve().parent / "t04_two_passes_l2.py", "rms_norm_t04_for_t06")
 
 
-def run(x, weight, out=None, eps=EPS):
-    out = torch.empty_like(x) if out is None else out
-    hidden = x.shape[1]
-    max_chunk, warps = LONG if hidden * x.element_size() >= LONG_ROW_BYTES else SHORT
+def launch_for(hidden: int, itemsize: int) -> tuple[int, int]:
+    """(chunk columns, warps) for rows of `hidden` values of `itemsize` bytes."""
+    max_chunk, warps = LONG if hidden * itemsize >= LONG_ROW_BYTES else SHORT
     chunk = min(max_chunk, triton.next_power_of_2(hidden))
     # Short rows take one small chunk, with at most a warp for every 256 columns (as t04).
-    _t04.launch(x, weight, out, eps, chunk, min(warps, max(1, chunk // 256)))
+    return chunk, min(warps, max(1, chunk // 256))
+
+
+def run(x, weight, out=None, eps=EPS):
+    out = torch.empty_like(x) if out is None else out
+    _t04.launch(x, weight, out, eps, *launch_for(x.shape[1], x.element_size()))
     return out

@@ -32,15 +32,16 @@ deterministic: yes, each program adds its chunks in order and tl.sum reduces in 
 # hello-gpu: record rms_norm.bfloat16
 # hello-gpu: record rms_norm.float32
 
+from pathlib import Path
+
 import torch
 import triton
 import triton.language as tl
 
 from hello_gpu.ops.rms_norm.spec import EPS
+from hello_gpu.ops.rung import load_module
 
-LONG_ROW_BYTES = 16 * 1024      # t06's split: rows of 16 KiB or more launch as t05, shorter as t04
-LONG = (4096, 16)               # (chunk columns, warps)
-SHORT = (2048, 8)
+_t06 = load_module(Path(__file__).resolve().parent / "t06_chunks_by_row_bytes.py", "rms_norm_t06_for_t07")
 
 
 @triton.jit
@@ -70,8 +71,6 @@ def rms_norm_kernel(x_ptr, weight_ptr, out_ptr, row_stride, eps, HIDDEN: tl.cons
 def run(x, weight, out=None, eps=EPS):
     out = torch.empty_like(x) if out is None else out
     rows, hidden = x.shape
-    max_chunk, warps = LONG if hidden * x.element_size() >= LONG_ROW_BYTES else SHORT
-    chunk = min(max_chunk, triton.next_power_of_2(hidden))
-    rms_norm_kernel[(rows,)](x, weight, out, x.stride(0), eps, HIDDEN=hidden, CHUNK=chunk,
-                             num_warps=min(warps, max(1, chunk // 256)))
+    chunk, warps = _t06.launch_for(hidden, x.element_size())     # t06's launch, by row bytes
+    rms_norm_kernel[(rows,)](x, weight, out, x.stride(0), eps, HIDDEN=hidden, CHUNK=chunk, num_warps=warps)
     return out

@@ -22,15 +22,16 @@ PACKS_PER_THREAD = 8  # kPacksPerThread in the .hip file
 MAX_BLOCK = 1024     # kMaxBlock in the .hip file
 
 
-def block_for(columns: int, warp: int, lanes: int, packed: bool) -> int:
-    """Threads for a row of `columns`: enough to hold it in registers, whole warps, at most 1024.
-    `lanes` values make a 16-byte pack; `packed` says whether the kernel takes the 16-byte path."""
-    held = PACKS_PER_THREAD * lanes if packed else PER_THREAD
+def block_for(columns: int, warp: int, itemsize: int, packed: bool) -> int:
+    """Threads for a row of `columns` of `itemsize`-byte values: enough to hold it in registers,
+    whole warps, at most 1024. `packed` says whether the kernel takes the 16-byte path."""
+    held = PACKS_PER_THREAD * (16 // itemsize) if packed else PER_THREAD
     threads = math.ceil(math.ceil(columns / held) / warp) * warp
     return min(MAX_BLOCK, max(warp, threads))
 
 
-def run(kernel, x, out=None):
+def run(kernel, x, out=None, block_for=block_for):
+    """Launch one block a row; `block_for` sizes it (v09 holds fewer values a thread in bfloat16)."""
     out = checked_output(x, out)
     rows, columns = x.shape
     if x.numel() == 0:
@@ -38,5 +39,5 @@ def run(kernel, x, out=None):
     lanes = 16 // x.element_size()
     # The kernel's own test for the 16-byte path, so the block is sized for the path it will take.
     packed = columns % lanes == 0 and (x.data_ptr() | out.data_ptr()) % 16 == 0
-    kernel(x, out, rows, columns, block=block_for(columns, warp_size(x), lanes, packed), grid=rows)
+    kernel(x, out, rows, columns, block=block_for(columns, warp_size(x), x.element_size(), packed), grid=rows)
     return out

@@ -15,9 +15,9 @@ Rows longer than the block can hold (1024 threads) take the kernel's re-reading 
 
 import math
 
-from hello_gpu.ops.softmax.v01_thread_per_row import checked_output, warp_size
+from hello_gpu.ops.softmax import v08_packed_registers as v08
 
-MAX_BLOCK = 1024     # kMaxBlock in the .hip file
+MAX_BLOCK = v08.MAX_BLOCK     # kMaxBlock in the .hip file
 
 
 def held(itemsize: int) -> tuple[int, int]:
@@ -35,12 +35,4 @@ def block_for(columns: int, warp: int, itemsize: int, packed: bool) -> int:
 
 
 def run(kernel, x, out=None):
-    out = checked_output(x, out)
-    rows, columns = x.shape
-    if x.numel() == 0:
-        return out
-    lanes = 16 // x.element_size()
-    # The kernel's own test for the 16-byte path, so the block is sized for the path it will take.
-    packed = columns % lanes == 0 and (x.data_ptr() | out.data_ptr()) % 16 == 0
-    kernel(x, out, rows, columns, block=block_for(columns, warp_size(x), x.element_size(), packed), grid=rows)
-    return out
+    return v08.run(kernel, x, out, block_for=block_for)
