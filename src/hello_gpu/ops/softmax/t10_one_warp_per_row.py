@@ -1,0 +1,41 @@
+"""Triton, t09 launched as Inductor launches it: one row a program, on one warp.
+
+parent: t09_evict_first
+change: rows of up to 1024 columns run t09's kernel with 1 row a program and 1 warp (t09: 2 rows
+  and 4 warps); longer rows go through t07 unchanged
+hypothesis: the kernel torch.compile runs at 4096x1024 float32 is one row a program on one warp,
+  with no hints (softmax-dirty-l2.json, run of commit d982f25): each row reduces within a warp by
+  shuffles, with no shared memory and no barrier, and 4096 one-warp programs all fit on the 132 SMs
+  at once (32 a SM). benchmarks/eviction_sweep.py (run of c01ccac) ran t09's kernel at 1-2 rows and
+  1-4 warps with and without hints, each paired with torch.compile: 1 row x 1 warp with evict-first
+  loads was among the fastest, 1.027x [1.019, 1.037]; t09's own launch there 1.001x
+prediction: ~1.025x t09 at 4096x1024 float32, so ~1.02-1.03x torch.compile and ~1.08-1.10x Liger
+  (the 1.1x Liger target is at the edge); 1.0x t09 at 8192x8192 and 4096x32768 (the same code)
+outcome: not measured yet
+deterministic: yes, each row reduces in a fixed tree within its warp
+"""
+
+# hello-gpu: record softmax.float32
+# hello-gpu: record softmax.bfloat16
+
+from pathlib import Path
+
+import torch
+import triton
+
+from hello_gpu.ops.rung import load_module
+
+_HERE = Path(__file__).resolve().parent
+_t07 = load_module(_HERE / "t07_short_rows_tuned.py", "softmax_t07_for_t10")
+_t09 = load_module(_HERE / "t09_evict_first.py", "softmax_t09_for_t10")
+
+
+def run(x, out=None):
+    rows, columns = x.shape
+    block = triton.next_power_of_2(columns)
+    if block > _t07.SHORT_ROW:
+        return _t07.run(x, out)
+    out = torch.empty_like(x) if out is None else out
+    _t09.softmax_rows_kernel[(rows,)](x, out, rows, x.stride(0), ROWS=1, BLOCK=block, COLUMNS=columns, EVEN_ROWS=True,
+                                      num_warps=1)
+    return out
