@@ -29,7 +29,8 @@ from inductor_code import inductor_kernels   # benchmarks/ is on the path when t
 SHAPE = (4096, 1024)
 DTYPE = "float32"
 SECONDS = 1.0
-RUNGS = ("v00_torch_compile", "peer_liger", "t07_short_rows_tuned", "t08_static_width", "t09_evict_first")
+RUNGS = ("v00_torch_compile", "peer_liger", "t07_short_rows_tuned", "t08_static_width", "t09_evict_first",
+         "t10_one_warp_per_row")
 
 
 def main() -> None:
