@@ -6,7 +6,7 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead reference flush profile
-#           softmax-sweep reduce-sweep rms-sweep dirty-l2 eviction-sweep persistent-sweep grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
+#           softmax-sweep reduce-sweep rms-sweep dirty-l2 eviction-sweep persistent-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
 #           of search, e.g. agent:softmax:hip:v01_thread_per_row:8192x8192);
@@ -150,6 +150,12 @@ persistent_sweep() {   # persistent programs at softmax 4096x1024 and rms_norm 8
     && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print(k, r) for k in ('softmax', 'rms_norm') for r in d[k]['configurations']]" \
        "$DEVICE_RECORDS/persistent-sweep.json"
 }
+copy_floor() {   # copies of each missed target's tensor, paired with its peer (benchmarks/copy_floor.py)
+  python3 benchmarks/copy_floor.py >"$DEVICE_RECORDS/copy-floor.json.partial" 2>>"$ERRORS" \
+    && mv "$DEVICE_RECORDS/copy-floor.json.partial" "$DEVICE_RECORDS/copy-floor.json" \
+    && python3 -c "import json,sys; [print(f['op'], f['shape'], f['dtype'], f['vs'], r) for f in json.load(open(sys.argv[1]))['floors'] for r in f['results']]" \
+       "$DEVICE_RECORDS/copy-floor.json"
+}
 reduce_sweep() {   # Triton stage-1 designs against torch.sum at 2^28 (benchmarks/reduce_sum_sweep.py)
   python3 benchmarks/reduce_sum_sweep.py >"$DEVICE_RECORDS/reduce_sum-sweep.json" 2>>"$ERRORS" \
     && python3 -c "import json,sys; [print(r) for r in json.load(open(sys.argv[1]))['configurations']]" \
@@ -183,7 +189,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
 }
 
 export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records \
-  reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep grid_check profile_one ladder_profile
+  reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug
 
 for stage in $stages; do
@@ -204,6 +210,7 @@ for stage in $stages; do
     dirty-l2) run_stage dirty-l2 dirty_l2 ;;
     eviction-sweep) run_stage eviction-sweep eviction_sweep ;;
     persistent-sweep) run_stage persistent-sweep persistent_sweep ;;
+    copy-floor) run_stage copy-floor copy_floor ;;
     grid-check) run_stage grid-check grid_check ;;
     profile-records) run_stage profile-records profile_records ;;
     agent:*)
