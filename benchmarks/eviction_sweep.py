@@ -79,13 +79,26 @@ def rms_one_pass(x_ptr, weight_ptr, out_ptr, row_stride, eps, HIDDEN: tl.constex
              eviction_policy=STORE)
 
 
-def softmax_short_rows() -> dict:
+def softmax_case(seed: int):
+    """float32 4096x1024: (x, out, float64 expected, torch.compile on x as the baseline)."""
     op = load_op("softmax")
-    (x,) = op.spec.make_inputs((4096, 1024), "float32", seed=51, device="cuda")
-    out = torch.empty_like(x)
-    expected = op.spec.reference(x)
+    (x,) = op.spec.make_inputs((4096, 1024), "float32", seed=seed, device="cuda")
     compiled = op.rung("v00_torch_compile").build()
-    baseline = lambda: compiled(x)            # noqa: E731
+    return x, torch.empty_like(x), op.spec.reference(x), lambda: compiled(x)
+
+
+def rms_norm_case(seed: int):
+    """bfloat16 8192x4096: (x, weight, out, float64 expected, (rtol, atol), Liger on x as the baseline)."""
+    op = load_op("rms_norm")
+    x, weight = op.spec.make_inputs((8192, 4096), "bfloat16", seed=seed, device="cuda")
+    liger = op.rung("peer_liger").build()
+    liger(x, weight)                          # imports the package
+    return x, weight, torch.empty_like(x), op.spec.reference(x, weight), op.spec.TOLERANCE["bfloat16"], \
+        lambda: liger(x, weight)
+
+
+def softmax_short_rows() -> dict:
+    x, out, expected, baseline = softmax_case(seed=51)
     rows, columns = x.shape
     results = []
     for rows_per_program in (1, 2):
@@ -105,14 +118,7 @@ def softmax_short_rows() -> dict:
 
 
 def rms_norm_mid_rows() -> dict:
-    op = load_op("rms_norm")
-    x, weight = op.spec.make_inputs((8192, 4096), "bfloat16", seed=52, device="cuda")
-    out = torch.empty_like(x)
-    expected = op.spec.reference(x, weight)
-    rtol, atol = op.spec.TOLERANCE["bfloat16"]
-    liger = op.rung("peer_liger").build()
-    liger(x, weight)                          # imports the package
-    baseline = lambda: liger(x, weight)       # noqa: E731
+    x, weight, out, expected, (rtol, atol), baseline = rms_norm_case(seed=52)
     rows, hidden = x.shape
     results = []
     for first, second, store in (("evict_last", "evict_first", ""), ("evict_first", "evict_first", ""),

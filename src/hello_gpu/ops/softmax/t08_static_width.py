@@ -41,7 +41,7 @@ _t07 = load_module(Path(__file__).resolve().parent / "t07_short_rows_tuned.py", 
 
 @triton.jit
 def softmax_rows_kernel(x_ptr, out_ptr, rows, row_stride, ROWS: tl.constexpr, BLOCK: tl.constexpr,
-                        COLUMNS: tl.constexpr, EVEN_ROWS: tl.constexpr):
+                        COLUMNS: tl.constexpr, EVEN_ROWS: tl.constexpr, LOAD_EVICTION: tl.constexpr = ""):
     row_ids = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     column_ids = tl.arange(0, BLOCK)
     pointers = row_ids[:, None] * row_stride + column_ids[None, :]
@@ -50,19 +50,25 @@ def softmax_rows_kernel(x_ptr, out_ptr, rows, row_stride, ROWS: tl.constexpr, BL
         mask = column_ids[None, :] < COLUMNS
     else:
         mask = (row_ids[:, None] < rows) & (column_ids[None, :] < COLUMNS)
-    x = tl.load(x_ptr + pointers, mask=mask, other=float("-inf")).to(tl.float32)
+    # LOAD_EVICTION: "" here (the L2's normal policy); t09 and t10 mark the loads "evict_first".
+    x = tl.load(x_ptr + pointers, mask=mask, other=float("-inf"), eviction_policy=LOAD_EVICTION).to(tl.float32)
     numerator = tl.exp(x - tl.max(x, axis=1)[:, None])
     result = numerator / tl.sum(numerator, axis=1)[:, None]
     tl.store(out_ptr + pointers, result.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def run(x, out=None):
+def launch(x, out, rows_per_program: int, warps: int, load_eviction: str = ""):
+    """Rows of up to t07's SHORT_ROW columns through this kernel, longer ones through t07."""
     rows, columns = x.shape
     block = triton.next_power_of_2(columns)
     if block > _t07.SHORT_ROW:
         return _t07.run(x, out)
     out = torch.empty_like(x) if out is None else out
-    grid = (triton.cdiv(rows, _t07.ROWS_PER_PROGRAM),)
-    softmax_rows_kernel[grid](x, out, rows, x.stride(0), ROWS=_t07.ROWS_PER_PROGRAM, BLOCK=block, COLUMNS=columns,
-                              EVEN_ROWS=rows % _t07.ROWS_PER_PROGRAM == 0, num_warps=_t07.WARPS)
+    grid = (triton.cdiv(rows, rows_per_program),)
+    softmax_rows_kernel[grid](x, out, rows, x.stride(0), ROWS=rows_per_program, BLOCK=block, COLUMNS=columns,
+                              EVEN_ROWS=rows % rows_per_program == 0, LOAD_EVICTION=load_eviction, num_warps=warps)
     return out
+
+
+def run(x, out=None):
+    return launch(x, out, _t07.ROWS_PER_PROGRAM, _t07.WARPS)      # t07's launch: 2 rows, 4 warps

@@ -2,8 +2,8 @@
 
 parent: t08_static_width
 change: rows of up to 1024 columns load with eviction_policy="evict_first" (PTX
-  ld.global.L1::evict_first.L2::cache_hint under a createpolicy L2::evict_first of fraction 1.0);
-  nothing else; longer rows go through t07 unchanged
+  ld.global.L1::evict_first.L2::cache_hint under a createpolicy L2::evict_first of fraction 1.0;
+  t08's kernel takes the policy as LOAD_EVICTION); nothing else; longer rows go through t07 unchanged
 hypothesis: at 4096x1024 float32 t07 takes 12.45 us (records softmax.float32, H200, run of commit
   abc4538), ~1.35 TB/s for its 33.6 MB: far under the ~4 TB/s a long-row softmax reaches, so the
   short-row gap looked like latency. But the cold flush zeroes a 4x-L2 buffer, which leaves the
@@ -35,39 +35,13 @@ deterministic: yes, each row reduces in a fixed tree within its program
 
 from pathlib import Path
 
-import torch
-import triton
-import triton.language as tl
-
 from hello_gpu.ops.rung import load_module
 
-_t07 = load_module(Path(__file__).resolve().parent / "t07_short_rows_tuned.py", "softmax_t07_for_t09")
-
-
-@triton.jit
-def softmax_rows_kernel(x_ptr, out_ptr, rows, row_stride, ROWS: tl.constexpr, BLOCK: tl.constexpr,
-                        COLUMNS: tl.constexpr, EVEN_ROWS: tl.constexpr):
-    row_ids = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    column_ids = tl.arange(0, BLOCK)
-    pointers = row_ids[:, None] * row_stride + column_ids[None, :]
-    if EVEN_ROWS:
-        mask = column_ids[None, :] < COLUMNS
-    else:
-        mask = (row_ids[:, None] < rows) & (column_ids[None, :] < COLUMNS)
-    # The one change from t08: the input is read once, so its lines are the first the L2 may drop.
-    x = tl.load(x_ptr + pointers, mask=mask, other=float("-inf"), eviction_policy="evict_first").to(tl.float32)
-    numerator = tl.exp(x - tl.max(x, axis=1)[:, None])
-    result = numerator / tl.sum(numerator, axis=1)[:, None]
-    tl.store(out_ptr + pointers, result.to(out_ptr.dtype.element_ty), mask=mask)
+_HERE = Path(__file__).resolve().parent
+_t07 = load_module(_HERE / "t07_short_rows_tuned.py", "softmax_t07_for_t09")
+_t08 = load_module(_HERE / "t08_static_width.py", "softmax_t08_for_t09")
 
 
 def run(x, out=None):
-    rows, columns = x.shape
-    block = triton.next_power_of_2(columns)
-    if block > _t07.SHORT_ROW:
-        return _t07.run(x, out)
-    out = torch.empty_like(x) if out is None else out
-    grid = (triton.cdiv(rows, _t07.ROWS_PER_PROGRAM),)
-    softmax_rows_kernel[grid](x, out, rows, x.stride(0), ROWS=_t07.ROWS_PER_PROGRAM, BLOCK=block, COLUMNS=columns,
-                              EVEN_ROWS=rows % _t07.ROWS_PER_PROGRAM == 0, num_warps=_t07.WARPS)
-    return out
+    # t08's kernel and launch; the one change: its loads ask the L2 to drop these lines first.
+    return _t08.launch(x, out, _t07.ROWS_PER_PROGRAM, _t07.WARPS, load_eviction="evict_first")

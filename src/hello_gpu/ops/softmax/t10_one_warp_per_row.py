@@ -1,8 +1,8 @@
 """Triton, t09 launched as Inductor launches it: one row a program, on one warp.
 
 parent: t09_evict_first
-change: rows of up to 1024 columns run t09's kernel with 1 row a program and 1 warp (t09: 2 rows
-  and 4 warps); longer rows go through t07 unchanged
+change: rows of up to 1024 columns run t09's kernel and hint with 1 row a program and 1 warp (t09:
+  2 rows and 4 warps); longer rows go through t07 unchanged
 hypothesis: the kernel torch.compile runs at 4096x1024 float32 is one row a program on one warp,
   with no hints (softmax-dirty-l2.json, run of commit d982f25): each row reduces within a warp by
   shuffles, with no shared memory and no barrier, and 4096 one-warp programs all fit on the 132 SMs
@@ -27,22 +27,11 @@ deterministic: yes, each row reduces in a fixed tree within its warp
 
 from pathlib import Path
 
-import torch
-import triton
-
 from hello_gpu.ops.rung import load_module
 
-_HERE = Path(__file__).resolve().parent
-_t07 = load_module(_HERE / "t07_short_rows_tuned.py", "softmax_t07_for_t10")
-_t09 = load_module(_HERE / "t09_evict_first.py", "softmax_t09_for_t10")
+_t08 = load_module(Path(__file__).resolve().parent / "t08_static_width.py", "softmax_t08_for_t10")
 
 
 def run(x, out=None):
-    rows, columns = x.shape
-    block = triton.next_power_of_2(columns)
-    if block > _t07.SHORT_ROW:
-        return _t07.run(x, out)
-    out = torch.empty_like(x) if out is None else out
-    _t09.softmax_rows_kernel[(rows,)](x, out, rows, x.stride(0), ROWS=1, BLOCK=block, COLUMNS=columns, EVEN_ROWS=True,
-                                      num_warps=1)
-    return out
+    # t09 (t08's kernel, evict-first loads) on Inductor's launch: one row a program, one warp.
+    return _t08.launch(x, out, rows_per_program=1, warps=1, load_eviction="evict_first")
