@@ -14,7 +14,8 @@ prediction: ~1.025x t09 at 4096x1024 float32, so ~1.02-1.03x torch.compile and ~
 outcome: 1.019x torch.compile [1.013, 1.029] and 1.083x Liger [1.078, 1.098] at 4096x1024 float32,
   1.014x t09 by their paired ratios over torch.compile (1.019 against 1.005; predicted ~1.025x): the
   1.0x torch.compile target met, the 1.1x Liger target still short (records softmax.float32, H200,
-  run of commit e343abb). In the dirty-L2 experiment (run of d6d38eb) 1.029x torch.compile [1.017,
+  run of commit e343abb); again, as t08's launch, 1.025x [1.016, 1.034] and 1.089x Liger [1.078,
+  1.099] (run of 0abc2b8, the committed record). In the dirty-L2 experiment (run of d6d38eb) 1.029x torch.compile [1.017,
   1.037], and the smallest dirty/clean ratio there (12.13 against 11.09 us). ncu (its own clean
   cache): the same launch as torch.compile (4096 blocks of 32 threads, 34% achieved occupancy,
   17.2 MB of DRAM a call), 9.11 against 9.26 us, SM throughput 17.8% against 26.0% with 50
