@@ -17,9 +17,9 @@ outcome: 1.019x torch.compile [1.013, 1.029] and 1.083x Liger [1.078, 1.098] at 
   run of commit e343abb); again, as t08's launch, 1.025x [1.016, 1.034] and 1.089x Liger [1.078,
   1.099] (run of 0abc2b8, the committed record). In the dirty-L2 experiment (run of d6d38eb) 1.029x torch.compile [1.017,
   1.037], and the smallest dirty/clean ratio there (12.13 against 11.09 us). ncu (its own clean
-  cache): the same launch as torch.compile (4096 blocks of 32 threads, 34% achieved occupancy,
-  17.2 MB of DRAM a call), 9.11 against 9.26 us, SM throughput 17.8% against 26.0% with 50
-  registers against 64 (Inductor computes each exp twice). 1.0x t09 at 8192x8192 and 4096x32768
+  cache; run of df5859f): the same launch as torch.compile (4096 blocks of 32 threads, 34% achieved
+  occupancy, 17.3 MB of DRAM a call), 9.08 against 9.26 us, SM throughput 18.1% against 26.0% with
+  50 registers against 64 (Inductor computes each exp twice). 1.0x t09 at 8192x8192 and 4096x32768
 deterministic: yes, each row reduces in a fixed tree within its warp
 """
 
