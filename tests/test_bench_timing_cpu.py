@@ -113,3 +113,10 @@ def test_the_spin_stops_growing_at_its_cap_and_the_notes_say_host_time_is_in(mon
 def test_a_host_that_keeps_up_is_timed_once_with_no_notes(monkeypatch):
     _, fake, hold, queued = _hold_with(monkeypatch, behind=0)
     assert len(queued) == 1 and hold.doublings == 0 and hold.notes() == []
+
+
+def test_the_flush_follows_the_cache_setting():
+    from hello_gpu.bench.timing import _Flusher
+    assert _Flusher.for_cache("warm", 60 * 2**20) is None           # no buffer is made for a warm run
+    with pytest.raises(ValueError, match="cache must be one of cold, cold-clean, warm; got 'tepid'"):
+        _Flusher.for_cache("tepid", 60 * 2**20)

@@ -23,7 +23,7 @@ from hello_gpu.cli import main
 from hello_gpu.ops import (HeaderError, SpecError, check_rung, evaluate_grid, list_ops, load_op, ops_root,
                            parse_header)
 from hello_gpu.ops.checking import INTERPRETER_BFLOAT16
-from hello_gpu.ops.ladder import LadderResult, _time_shape, _write, check_ladder, ladder_record
+from hello_gpu.ops.ladder import LadderResult, _time_shape, _write, check_ladder, ladder_record, run_ladder
 from hello_gpu.ops.rung import parse_requires, requirement_unmet
 from hello_gpu.runtime.device import gpu_vendor
 
@@ -431,6 +431,20 @@ def test_cli_run_and_ladder_need_a_gpu(capsys):
     assert "no GPU here" in capsys.readouterr().out
     assert main(["run", "toy_add", "v09_nope", "--root", str(FIXTURES)]) == 2
     assert "toy_add has no rung 'v09_nope'" in capsys.readouterr().out
+
+
+def test_a_clean_flush_is_for_the_screen_not_for_records(capsys, tmp_path):
+    # Refused before any GPU question: the records (and every target) hold cold timings.
+    assert main(["ladder", "toy_add", "--cache", "cold-clean", "--record", str(tmp_path), "--root", str(FIXTURES)]) == 2
+    assert "--record keeps cold timings only" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(ValueError, match="records hold cold timings"):
+        run_ladder("toy_add", record_dir=tmp_path, cache="cold-clean", root=FIXTURES)
+    with pytest.raises(ValueError, match="cache must be 'cold' or 'cold-clean', got 'warm'"):
+        run_ladder("toy_add", cache="warm", root=FIXTURES)
+    with pytest.raises(SystemExit):
+        main(["run", "toy_add", "t01_block_per_program", "--cache", "lukewarm", "--root", str(FIXTURES)])
+    assert "invalid choice: 'lukewarm'" in capsys.readouterr().err
 
 
 @no_gpu_here

@@ -249,7 +249,15 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("rung", help="rung id, e.g. v03_warp_shuffle")
     parser.add_argument("--shape", type=_parse_shape, help="shape to time (default: the spec's largest BENCH_SHAPES)")
     parser.add_argument("--dtype", default="float32", help="dtype (default: float32)")
+    _cache_argument(parser)
     _root_argument(parser)
+
+
+def _cache_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache", choices=("cold", "cold-clean"), default="cold",
+                        help="the flush before each timed call: cold zeroes a buffer of 4x the L2 (do_bench's "
+                             "convention, the records'); cold-clean then reads it back, so no modified lines are "
+                             "left for the kernel to write back (not with --record)")
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -262,7 +270,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return 2
     shape = args.shape or op.spec.BENCH_SHAPES[-1]
     return _show_ladder(run_ladder(op, shapes=[shape], dtype=args.dtype, only=[args.rung],
-                                   progress=console.is_terminal), console)
+                                   progress=console.is_terminal, cache=args.cache), console)
 
 
 def _ladder_arguments(parser: argparse.ArgumentParser) -> None:
@@ -279,6 +287,7 @@ def _ladder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true",
                         help="after timing, read each rung's hardware counters (ncu / rocprofv3, one child process "
                              "per rung) at the largest shape: DRAM bytes, sectors per request, occupancy, top stall")
+    _cache_argument(parser)
     _root_argument(parser)
 
 
@@ -310,10 +319,14 @@ def _ladder(args: argparse.Namespace, console: Console) -> int:
                                max_elements=None if args.shapes else limit)
         console.print(checks_table(op, reports))
         return 1 if any(report.status == "FAIL" for report in reports.values()) else 0
+    if args.cache != "cold" and args.record is not None:
+        console.print(f"ladder: --record keeps cold timings only (the convention of every committed record); "
+                      f"run --cache {args.cache} without --record", markup=False, highlight=False, soft_wrap=True)
+        return 2
     if _no_gpu("ladder", console):
         return 2
     result = run_ladder(op, route=args.route, shapes=args.shapes, dtype=args.dtype or "float32",
-                        record_dir=args.record, progress=console.is_terminal)
+                        record_dir=args.record, progress=console.is_terminal, cache=args.cache)
     status = _show_ladder(result, console)
     if args.profile and result.timed:
         console.print(_ladder_counters_table(result))

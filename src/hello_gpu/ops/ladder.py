@@ -103,11 +103,12 @@ def _repo_root(path: Path) -> Path:
 
 
 def _time_shape(op: Op, dtype: str, shape, rungs: list[Rung], built: dict[str, BuiltRung], result: LadderResult,
-                advance, *, device: str = "cuda", seconds: float | None = None) -> None:
+                advance, *, device: str = "cuda", seconds: float | None = None, cache: str = "cold") -> None:
     """Check, time and compare ``rungs`` at one shape. ``seconds`` caps each measurement and comparison
-    (default: the bench defaults); ``device="cpu"`` times with the wall clock (the CPU-tier test)."""
+    (default: the bench defaults); ``device="cpu"`` times with the wall clock (the CPU-tier test);
+    ``cache`` is the flush before every timed call (bench.timing: "cold" or "cold-clean")."""
     from ..bench import compare, measure
-    limits = {"max_seconds": seconds} if seconds else {}
+    limits = {"cache": cache, **({"max_seconds": seconds} if seconds else {})}
     spec = op.spec
     seed = fresh_seeds(1)[0]
     inputs = spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device)
@@ -120,7 +121,7 @@ def _time_shape(op: Op, dtype: str, shape, rungs: list[Rung], built: dict[str, B
             result.not_timed.append((rung.id, shape_label(shape), f"incorrect at this size: {check.reason}"))
             advance()
             continue
-        measurement = measure(lambda call=call: call(*inputs), work=work, cache="cold", **limits)
+        measurement = measure(lambda call=call: call(*inputs), work=work, **limits)
         timed[rung.id] = TimedRung(rung, shape, measurement, check)
         advance()
     baseline = timed.get(TORCH_BASELINE)
@@ -187,14 +188,22 @@ def _compare_best_with_baselines(timed: dict[str, TimedRung], built: dict[str, B
 
 
 def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str = "float32", record_dir=None,
-               progress: bool = True, *, root=None, only: list[str] | None = None) -> LadderResult:
+               progress: bool = True, *, root=None, only: list[str] | None = None, cache: str = "cold") -> LadderResult:
     """Check, time and compare the ladder of ``op`` on this GPU; write a record when ``record_dir`` is given.
 
     ``route`` keeps one route's rungs (with the torch baselines); ``only`` keeps the named rungs (with
     their parents and v00_torch); ``shapes`` defaults to the spec's BENCH_SHAPES. A relative
     ``record_dir`` is taken from the repository root, and the plot is saved next to the record.
+    ``cache="cold-clean"`` times after a flush that leaves no modified lines in the L2 (see
+    bench.timing): to see what a short kernel pays for other data's write-back. Records hold
+    ``cold`` timings only, the convention every committed figure and target uses.
     """
     from ..runtime.device import require_gpu
+    if cache not in ("cold", "cold-clean"):
+        raise ValueError(f"cache must be 'cold' or 'cold-clean', got {cache!r}")
+    if cache != "cold" and record_dir is not None:
+        raise ValueError(f"records hold cold timings (the zeroing flush, as do_bench): a ladder timed with "
+                         f"cache={cache!r} is for comparison on screen, not for a record")
     op = load_op(op, root) if isinstance(op, str) else op
     require_gpu()
     if triton_interpreter_on():
@@ -224,10 +233,10 @@ def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str =
         with Progress(transient=True) as bar:
             task = bar.add_task(f"{op.name} ladder ({dtype})", total=steps)
             for shape in shapes:
-                _time_shape(op, dtype, shape, correct, built, result, lambda: bar.advance(task))
+                _time_shape(op, dtype, shape, correct, built, result, lambda: bar.advance(task), cache=cache)
     else:
         for shape in shapes:
-            _time_shape(op, dtype, shape, correct, built, result, lambda: None)
+            _time_shape(op, dtype, shape, correct, built, result, lambda: None, cache=cache)
     if result.timed:
         result.record = ladder_record(result, route=route, clocks_start=clocks_start)
     if record_dir is not None and result.record is not None:
@@ -329,7 +338,9 @@ def ladder_table(result: LadderResult):
     from rich.table import Table
 
     from ..bench.records import format_figure
-    table = Table(title=f"{result.op.name} ladder, {result.dtype}")
+    caches = {timed.measurement.cache for timed in result.timed}
+    flush = ", after a clean flush (cache=cold-clean): not comparable with the records" if "cold-clean" in caches else ""
+    table = Table(title=f"{result.op.name} ladder, {result.dtype}{flush}")
     for column in ("rung", "shape", "median µs [95% CI]", "rate", "% of copy", "vs parent", "vs v00_torch",
                    "fastest of route vs"):
         table.add_column(column, justify="left" if column in ("rung", "shape") else "right")
