@@ -15,6 +15,10 @@ flush and paired with the peer (> 1: faster), with the 95% interval:
   - the best rung itself, for scale.
 The rms_norm copies also read the weight, as the operator does.
 
+Found (run of d4a32f2): softmax 4096x1024, the fastest copy 1.079x Liger and t10 1.078x; rms_norm
+8192x4096, torch copy_ 1.050x Liger but our Triton copies 0.968-0.989x and t07 1.006x; softmax
+8192x8192, torch copy_ 1.186x torch.compile. All three targets are at or above the fastest copy.
+
     python benchmarks/copy_floor.py > records/nvidia-h200/copy-floor.json
 """
 

@@ -15,6 +15,9 @@ checked against a float64 reference and paired with the peer of its target (> 1:
 95% interval. ``evict_first`` on a load: the line is dropped first (read once); on a store: the
 output is dropped first; ``.cs``: streaming (likely read once).
 
+Found (run of c01ccac): softmax, 1 row x 1 warp with evict-first loads 1.027x torch.compile (t10);
+rms_norm, nothing above 1.008x Liger, and evict-first on the one-pass loads 0.97-0.98x.
+
     python benchmarks/eviction_sweep.py > records/nvidia-h200/eviction-sweep.json
 """
 

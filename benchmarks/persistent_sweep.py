@@ -13,6 +13,10 @@ lets Triton issue the next row's load while this one is reduced (S >= 2); the rm
 read once a program. The sweep runs 1 to 32 programs an SM, 1 to 8 warps and 1 to 3 stages, each
 checked against a float64 reference and paired with the peer of its target (> 1: faster).
 
+Found (run of 7963476): no gain. softmax at best 1.022x torch.compile (32 programs an SM, one warp,
+no pipelining: one row a program again); rms_norm at best 0.970x Liger. Fewer resident programs
+mean fewer bytes in flight, and the pipelined loads through shared memory did not make up for it.
+
     python benchmarks/persistent_sweep.py > records/nvidia-h200/persistent-sweep.json
 """
 

@@ -13,6 +13,10 @@ only) and pairs it with torch.compile under the same flush (> 1: faster), with t
 t09 (loads marked evict-first) keeps most of that gain under the usual flush. The Triton source
 torch.compile writes for the shape is kept, with its launch (``inductor``).
 
+Found (runs of d982f25 and d6d38eb): every function only 9-19% faster clean (~1.5 us of ~12.5), so
+the dirty lines are not the short-row gap; the hint's share of it did not repeat (t09 1.095x, then
+1.169x dirty/clean). Inductor's kernel: one row a program on one warp, no hints (hence t10).
+
     python benchmarks/softmax_dirty_l2.py > records/nvidia-h200/softmax-dirty-l2.json
 """
 
