@@ -53,6 +53,7 @@ def test_profile_entry_follows_the_record_schema():
     [entry] = record["entries"]
     assert entry["variant"] == "v01_thread_per_element" and entry["shape"] == "2^24" and entry["correctness"] is None
     assert entry["source"]["path"] == "src/hello_gpu/ops/vector_add/v01_thread_per_element.hip"
+    assert entry["sources"][0] == entry["source"]
     assert entry["timing"]["median"] == pytest.approx(62.3835e-6) and entry["timing"]["count"] == 10
     assert (entry["timing"]["cache"], entry["timing"]["clock"]) == ("warm", "device-events")
     extra = entry["extra"]
@@ -86,6 +87,7 @@ def test_merging_replaces_the_same_rung_keeps_others_and_drops_stale_ones():
     stale = copy.deepcopy(first["entries"][0])
     stale.update(variant="v03_grid_stride")
     stale["source"] = {"path": "src/hello_gpu/ops/vector_add/v03_grid_stride.hip", "sha256": "0" * 64}
+    stale["sources"] = [stale["source"]]
     first["entries"].append(stale)
     again = rung_profile("v02_strided_chunks")
     merged = profile_records.profile_record([rung_profile(shape=2**24), again], existing=first,

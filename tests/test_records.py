@@ -19,9 +19,12 @@ from hello_gpu.bench.records import (
     validate_record,
     write_record,
 )
+from hello_gpu.bench.records import SourceRules
 from hello_gpu.bench.stats import Ratio, summarize
 from hello_gpu.bench.work import Work, rates
-from hello_gpu.cli import main
+from hello_gpu.cli import main, table_renderers
+from hello_gpu.ops.header import claims
+from hello_gpu.ops.sources import repository_rules
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,6 +45,7 @@ def _entry(variant: str, role: str, source: dict | None, seconds: float, *, spee
     n = 1 << 24
     work = Work(bytes=12.0 * n, dtype="float32")
     entry = {"variant": variant, "role": role, "source": source, "shape": f"({n},)", "dtype": "float32",
+             **({"sources": [source]} if source else {}),
              "correctness": {"passed": True, "max_abs_error": 0.0, "seeds": [0, 1]} if role == "candidate" else None,
              "timing": _timing(seconds), "work": work.to_dict(),
              "derived": rates(work, seconds, bandwidth_ceiling=ceiling).to_dict()}
@@ -250,23 +254,25 @@ def test_claims(repo):
     kernel.write_text("// hello-gpu: record vector_add\n" + KERNEL)
     (repo / "src").mkdir()
     (repo / "src" / "mention.py").write_text('"""Claims look like  # hello-gpu: record nothing  in prose."""\n')
-    [missing] = check_records(repo).missing
+    rules = SourceRules(claims_in=claims)
+    assert check_records(repo).missing == []                  # bench alone knows no claim syntax
+    [missing] = check_records(repo, rules).missing
     assert missing.startswith("examples/vector_add.hip:1: claims record 'vector_add'") and "missing record" in missing
 
     write_record(_record(repo), repo_root=repo)
-    report = check_records(repo)
+    report = check_records(repo, rules)
     assert report.ok and report.ok_count == 1, report
 
 
 def test_claim_needs_an_entry_for_that_very_file(repo):
     (repo / "examples" / "saxpy.cu").write_text("# hello-gpu: record vector_add\n")
     write_record(_record(repo), repo_root=repo)
-    [missing] = check_records(repo).missing
+    [missing] = check_records(repo, SourceRules(claims_in=claims)).missing
     assert "has no entry whose source is examples/saxpy.cu" in missing
 
 
 def test_the_real_repository_passes():
-    report = check_records(REPO)
+    report = check_records(REPO, repository_rules(REPO))
     assert report.ok, report
 
 
@@ -371,7 +377,7 @@ def test_unterminated_marker(repo):
 
 
 def test_the_real_repository_tables_are_current():
-    assert update_tables(records.default_table_files(REPO), REPO, check=True) == []
+    assert update_tables(records.default_table_files(REPO), REPO, check=True, renderers=table_renderers()) == []
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -397,24 +403,3 @@ def test_cli_records_tables_check_then_update(repo, capsys):
     assert main(["records", "tables", "--root", str(repo)]) == 0
     assert main(["records", "tables", "--check", "--root", str(repo), str(readme)]) == 0
     assert "up to date" in capsys.readouterr().out
-
-
-def test_a_rung_outcome_is_not_hashed_but_its_code_and_prediction_are(tmp_path):
-    from hello_gpu.bench.records import file_sha256
-    rung = tmp_path / "v01_x.hip"
-    header = "/*\nparent: none\nprediction: 1.0x\noutcome: {}\ndeterministic: yes\n*/\n"
-    code = "__global__ void k(float* out) { out[0] = 1.0f; }\n"
-    rung.write_text(header.format("not measured yet") + code)
-    before = file_sha256(rung)
-    rung.write_text(header.format("1.01x v00 [0.99, 1.02] at 2^28,\n  within noise, as predicted") + code)
-    assert file_sha256(rung) == before                       # the outcome is written after measuring
-    rung.write_text(header.format("x").replace("1.0x", "2.0x") + code)
-    assert file_sha256(rung) != before                       # the prediction is not
-    rung.write_text(header.format("not measured yet") + code.replace("1.0f", "2.0f"))
-    assert file_sha256(rung) != before
-    script = tmp_path / "t01_x.py"
-    script.write_text('"""Doc.\n\noutcome: a\n"""\n\noutcome: int = 3\n')
-    changed = script.read_bytes().replace(b"outcome: a", b"outcome: b").replace(b"= 3", b"= 4")
-    first = file_sha256(script)
-    script.write_bytes(changed)
-    assert file_sha256(script) != first                      # outcome: outside the header is code

@@ -70,7 +70,9 @@ def _compile_check(args: argparse.Namespace, console: Console) -> int:
     from .runtime import compile_gate
 
     try:
-        report = compile_gate.check(args.paths, arch=args.arch, amd_arch=args.amd_arch, amd=not args.no_amd)
+        from .ops.header import rung_instantiations
+        report = compile_gate.check(args.paths, arch=args.arch, amd_arch=args.amd_arch, amd=not args.no_amd,
+                                    instantiations=rung_instantiations)
     except (OSError, ValueError) as error:
         console.print(f"compile-check: {error}", markup=False, highlight=False, soft_wrap=True)
         return 2
@@ -97,6 +99,18 @@ def _records_arguments(parser: argparse.ArgumentParser) -> None:
     tables.add_argument("--root", default=".", metavar="DIR", help="repository root (default: the current directory)")
 
 
+def table_renderers() -> dict:
+    """The kinds of generated Markdown region besides the records' ``table``: ``rungs`` (the rung tables of
+    hello_gpu.ops.rung_tables) once that module exists."""
+    try:
+        from .ops.rung_tables import render_rungs
+    except ModuleNotFoundError as error:
+        if error.name != "hello_gpu.ops.rung_tables":
+            raise
+        return {}
+    return {"rungs": render_rungs}
+
+
 def _records(args: argparse.Namespace, console: Console) -> int:
     from pathlib import Path
 
@@ -107,12 +121,13 @@ def _records(args: argparse.Namespace, console: Console) -> int:
         console.print(f"records: --root {root} is not a directory", markup=False, highlight=False, soft_wrap=True)
         return 2
     if args.records_command == "check":
-        report = records.check_records(root)
+        from .ops.sources import repository_rules
+        report = records.check_records(root, repository_rules(root))
         records.render_check(report, console)
         return 0 if report.ok else 1
     files = [Path(name) for name in args.files] or records.default_table_files(root)
     try:
-        changed = records.update_tables(files, root, check=args.check)
+        changed = records.update_tables(files, root, check=args.check, renderers=table_renderers())
     except (records.RecordError, OSError) as error:
         console.print(f"records tables: {error}", markup=False, highlight=False, soft_wrap=True, style="bold red")
         return 1
@@ -553,9 +568,9 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
     if status == 0 and args.record:
         from .agent.tools import record
         from .bench.records import RecordError
-        from .ops.ladder import _repo_root
+        from .bench.records import repository_root
         try:
-            say(f"wrote {record(run_dir, directory=args.record, repo_root=_repo_root(op.path))}")
+            say(f"wrote {record(run_dir, directory=args.record, repo_root=repository_root(op.path))}")
         except RecordError as error:
             say(f"no record written: {error}")
             return 1

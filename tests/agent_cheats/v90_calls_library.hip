@@ -12,8 +12,6 @@ dtypes: float32 bfloat16
 block: 256
 grid: ceil(n / 256)
 */
-// hello-gpu: instantiate vector_add<float>
-// hello-gpu: instantiate vector_add<hip_bfloat16>
 
 template <typename T>
 __global__ void vector_add(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, int64_t n) {

@@ -295,7 +295,7 @@ def _source_file(run_dir: Path, candidate) -> Path:
 def build_record(run_dir: Path, *, repo_root: Path | None = None, allow_cpu: bool = False) -> dict:
     """The run as a record of kind "agent": the start (role baseline) and the best (role candidate,
     with the final re-measured speedup over the start) at the bench shape."""
-    from ..bench.records import device_from_manifest, new_record, source_entry
+    from ..bench.records import device_from_manifest, new_record, source_entries
     from ..bench.stats import Ratio, verdict
     data = report_data(run_dir)
     environment = dict(data["environment"])
@@ -318,14 +318,17 @@ def build_record(run_dir: Path, *, repo_root: Path | None = None, allow_cpu: boo
             bench = candidate.results.get("bench") or {}
             raw = bench.get("raw") or {}
             path = _source_file(Path(run_dir), candidate)
-            source = None
+            sources = []
             if repo_root is not None:
+                from ..ops.sources import repository_rules
                 try:
-                    source = source_entry(path, repo_root)
+                    sources = source_entries(path, repo_root, repository_rules(repo_root))
                 except Exception:  # noqa: BLE001 - a run folder outside the repository: hash kept in extra
-                    source = None
+                    sources = []
             entry = {"variant": f"{task['start']}" if role == "baseline" else f"agent-candidate-{candidate_id}",
-                     "role": role, "source": source, "shape": raw.get("shape") or bench.get("shape") or "?",
+                     "role": role, "source": sources[0] if sources else None,
+                     **({"sources": sources} if sources else {}),
+                     "shape": raw.get("shape") or bench.get("shape") or "?",
                      "dtype": raw.get("dtype") or bench.get("dtype") or "?",
                      "correctness": (candidate.results.get("check") or {}).get("evidence") or None,
                      "timing": raw.get("timing"), "work": raw.get("work"), "derived": raw.get("derived"),

@@ -18,12 +18,20 @@ indented lines; any other line is free prose (kept as ``description``)::
     */
 
 An unknown key is an error, not prose: a typo (``hypothsis:``) must not hide a required field.
+
+This module is the one home of the rung-file format: besides the header, which files are rungs
+(:data:`HIP_RUNG`, :data:`TRITON_RUNG`, :data:`PEER`; a ``vNN_name.py`` beside a ``.hip`` is its
+companion), the ``hello-gpu:`` directive comment lines (``// hello-gpu: record NAME`` claims a record;
+``// hello-gpu: instantiate name<...>`` names a template instantiation in files that are not rungs),
+the template instantiations of a rung (derived from ``entry: name<{T}>`` and ``dtypes``), and the
+bytes a record's sha256 covers (:func:`measured_bytes`).
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import math
 import re
 from dataclasses import dataclass
@@ -32,6 +40,24 @@ from pathlib import Path
 KEYS = ("parent", "change", "hypothesis", "prediction", "outcome", "requires", "deterministic", "entry",
         "block", "grid", "dtypes", "package")
 REQUIRED = ("parent", "change", "hypothesis")
+# Words about the code, not code: editing them changes nothing a measurement saw, so they are not hashed.
+PROSE_KEYS = ("change", "hypothesis", "prediction", "outcome")
+
+# Rung files, told apart by name (hello_gpu.ops.registry). A vNN_name.py beside vNN_name.hip is its companion.
+HIP_RUNG = re.compile(r"^v(\d{2})_([a-z0-9][a-z0-9_]*)\.hip$")
+TRITON_RUNG = re.compile(r"^t(\d{2})_([a-z0-9][a-z0-9_]*)\.py$")
+COMPANION = re.compile(r"^v(\d{2})_([a-z0-9][a-z0-9_]*)\.py$")
+PEER = re.compile(r"^peer_([a-z0-9][a-z0-9_]*)\.py$")
+TORCH_BASELINE_FILE = "v00_torch.py"
+
+# torch dtype name -> the HIP-dialect C type a templated entry is instantiated with (``{T}``).
+# hip_bfloat16 rather than __hip_bfloat16: every ROCm since 5 has it (HIP 5.2's headers, which the AMD
+# compile gate uses, have only it), and on NVIDIA the prelude makes it __nv_bfloat16.
+C_TYPES = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "hip_bfloat16"}
+
+# A directive is a comment line of its own, so prose that merely mentions the syntax is none.
+DIRECTIVE = re.compile(r"^[ \t]*(?://|#|/\*)[ \t]*hello-gpu:[ \t]*(?P<verb>[a-z]+)\b[^\n]*\n?", re.M)
+CLAIM = re.compile(r"^\s*(?://|#|/\*)\s*hello-gpu:\s*record\s+([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 _KEY_LINE = re.compile(r"^([a-z_]+):(?:\s+(.*))?$")
 
@@ -147,11 +173,20 @@ def header_text(path: Path) -> str:
         if not docstring:
             raise HeaderError(f"{path}: no module docstring; a rung's metadata lives in it ({', '.join(REQUIRED)})")
         return docstring
+    return _leading_comment(source, str(path))
+
+
+def _leading_comment(source: str, where: str) -> str:
     stripped = source.lstrip()
     if not stripped.startswith("/*") or "*/" not in stripped:
-        raise HeaderError(f"{path}: must begin with a /* ... */ comment holding the rung's metadata "
+        raise HeaderError(f"{where}: must begin with a /* ... */ comment holding the rung's metadata "
                           f"({', '.join(REQUIRED)})")
     return stripped[2:stripped.index("*/")]
+
+
+def _split_dtypes(text: str | None) -> tuple[str, ...]:
+    """``"float32 bfloat16"`` or ``"float32, bfloat16"`` -> ``("float32", "bfloat16")``."""
+    return tuple(d for d in re.split(r"[,\s]+", text or "") if d)
 
 
 def parse_fields(text: str, where: str) -> tuple[dict[str, str], str]:
@@ -193,7 +228,7 @@ def parse_header(path: Path) -> Header:
         block = int(fields["block"])
     if fields.get("grid"):
         _check_grid(fields["grid"], where)          # refuse a bad expression now, not at launch
-    dtypes = tuple(d for d in re.split(r"[,\s]+", fields["dtypes"]) if d) if fields.get("dtypes") else None
+    dtypes = _split_dtypes(fields.get("dtypes")) or None
     deterministic = fields.get("deterministic")
     if deterministic and not re.match(r"(?i)(yes|no)\b", deterministic):
         raise HeaderError(f"{where}: deterministic must start with yes or no (then why), got {deterministic!r}")
@@ -202,3 +237,142 @@ def parse_header(path: Path) -> Header:
                   deterministic_text=deterministic, entry=fields.get("entry") or None, block=block,
                   grid=fields.get("grid") or None, dtypes=dtypes, package=fields.get("package") or None,
                   description=description)
+
+
+# ------------------------------------------------------------------------------------- rung files
+
+
+def is_rung_file(path: Path) -> bool:
+    """A rung by its name: ``vNN_name.hip``, ``tNN_name.py``, ``peer_name.py`` or ``v00_torch.py``."""
+    name = Path(path).name
+    return bool(HIP_RUNG.match(name) or TRITON_RUNG.match(name) or PEER.match(name)) or name == TORCH_BASELINE_FILE
+
+
+def companion_of(path: Path) -> Path | None:
+    """The ``vNN_name.py`` launcher beside a ``vNN_name.hip`` rung, when there is one."""
+    path = Path(path)
+    companion = path.with_suffix(".py")
+    return companion if HIP_RUNG.match(path.name) and companion.is_file() else None
+
+
+def claims(text: str) -> list[tuple[int, str]]:
+    """(line number, record name) of each ``hello-gpu: record NAME`` comment line of a file's text."""
+    return [(number, match.group(1)) for number, line in enumerate(text.splitlines(), 1)
+            if (match := CLAIM.match(line))]
+
+
+def instantiate_entry(entry: str, dtype: str, where: str) -> str:
+    """``"vector_add<{T}>"`` for ``"bfloat16"`` -> ``"vector_add<hip_bfloat16>"``."""
+    if dtype not in C_TYPES:
+        raise HeaderError(f"{where}: entry {entry!r} needs a C type for {dtype}; known: {', '.join(C_TYPES)}")
+    return entry.replace("{T}", C_TYPES[dtype])
+
+
+def rung_instantiations(path: Path, source: str | None = None) -> list[str] | None:
+    """The template instantiations the compile gate compiles for a rung: ``entry`` for each of ``dtypes``.
+
+    None for a file that is not a rung: its ``// hello-gpu: instantiate`` comment lines say (the gate's
+    own rule). A rung states them once, in its header, so such a comment in a rung is an error.
+    """
+    path = Path(path)
+    if path.suffix != ".hip" or not is_rung_file(path):
+        return None
+    source = path.read_text(encoding="utf-8") if source is None else source
+    for match in DIRECTIVE.finditer(source):
+        if match.group("verb") == "instantiate":
+            line = source.count("\n", 0, match.start()) + 1
+            raise HeaderError(f"{path}:{line}: a rung's instantiations come from its header's entry and dtypes; "
+                              f"remove the '// hello-gpu: instantiate' line")
+    fields, _ = parse_fields(_leading_comment(source, str(path)), str(path))
+    entry = fields.get("entry")
+    if not entry or "{T}" not in entry:
+        return []
+    dtypes = _split_dtypes(fields.get("dtypes"))
+    if not dtypes:
+        raise HeaderError(f"{path}: entry {entry!r} is a template; the header's dtypes: says which to instantiate")
+    return [instantiate_entry(entry, dtype, str(path)) for dtype in dtypes]
+
+
+# --------------------------------------------------------------------------------- measured bytes
+
+_DOCSTRING_OPENER = re.compile(r"[rRuU]?(\"\"\"|'''|\"|')")
+
+
+def _header_body_span(text: str, path: Path) -> tuple[int, int] | None:
+    """Where the inside of a rung's leading header lies in ``text`` (start, end), or None without one."""
+    if path.suffix == ".hip":
+        start = len(text) - len(text.lstrip())
+        if not text.startswith("/*", start):
+            return None
+        end = text.find("*/", start + 2)
+        return None if end < 0 else (start + 2, end)
+    try:
+        module = ast.parse(text)
+    except SyntaxError:
+        return None                      # hashed whole; loading the rung reports the error
+    first = module.body[0] if module.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        return None
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def index(line: int, column: int) -> int:           # ast columns count UTF-8 bytes
+        return offsets[line - 1] + len(lines[line - 1].encode("utf-8")[:column].decode("utf-8"))
+
+    start, end = index(first.lineno, first.col_offset), index(first.end_lineno, first.end_col_offset)
+    opener = _DOCSTRING_OPENER.match(text, start, end)
+    if opener is None:
+        return None
+    return opener.end(), end - len(opener.group(1))
+
+
+def _code_lines_of_header(body: str) -> list[str]:
+    """The lines of a header that hold code-bearing fields (parent, entry, block, grid, dtypes, ...),
+    each with its continuation lines, as written; prose and the prose fields are left out."""
+    lines = body.splitlines(keepends=True)
+    # The margin a docstring's later lines share is no indentation of theirs (as inspect.cleandoc).
+    margin = min((len(line) - len(line.lstrip()) for line in lines[1:] if line.strip()), default=0)
+    kept, keep, current = [], False, None
+    for number, raw in enumerate(lines):
+        line = raw if number == 0 else raw[margin:]
+        if current is not None and line[:1].isspace() and line.strip():
+            if keep:
+                kept.append(raw)
+            continue
+        match = _KEY_LINE.match(line.rstrip())
+        current = match.group(1) if match else None
+        keep = current is not None and current not in PROSE_KEYS
+        if keep:
+            kept.append(raw)
+    return kept
+
+
+def measured_bytes(path: Path) -> bytes:
+    """The bytes a record's sha256 covers: what the code is, not what is said about it.
+
+    A file's bytes, less (a) in a rung, the prose of its leading header: the description and the
+    change, hypothesis, prediction and outcome fields (the outcome is written from the record after
+    the measurement; none of them is code), while parent, entry, block, grid, dtypes, requires,
+    deterministic and package stay hashed; and (b) in any file, whole ``hello-gpu:`` directive
+    comment lines (``// hello-gpu: record NAME``: file-format metadata, not code).
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data                      # not text: no header, no directive lines
+    if is_rung_file(path):
+        span = _header_body_span(text, path)
+        if span is not None:
+            start, end = span
+            text = text[:start] + "\n" + "".join(_code_lines_of_header(text[start:end])) + text[end:]
+    return DIRECTIVE.sub("", text).encode("utf-8")
+
+
+def measured_sha256(path: Path) -> str:
+    """sha256 of :func:`measured_bytes`: the hasher records use for every file of this repository."""
+    return hashlib.sha256(measured_bytes(path)).hexdigest()

@@ -93,15 +93,6 @@ def check_ladder(op: Op | str, *, route: str | None = None, rungs: list[Rung] | 
 # ------------------------------------------------------------------------------------------ timing
 
 
-def _repo_root(path: Path) -> Path:
-    """The nearest folder above ``path`` with pyproject.toml or .git: records name files relative to it."""
-    for folder in Path(path).resolve().parents:
-        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
-            return folder
-    from ..bench.records import RecordError
-    raise RecordError(f"{path} is in no repository (no pyproject.toml or .git above it): records need one")
-
-
 def _time_shape(op: Op, dtype: str, shape, rungs: list[Rung], built: dict[str, BuiltRung], result: LadderResult,
                 advance, *, device: str = "cuda", seconds: float | None = None, cache: str = "cold") -> None:
     """Check, time and compare ``rungs`` at one shape. ``seconds`` caps each measurement and comparison
@@ -270,26 +261,25 @@ def ladder_record(result: LadderResult, *, route: str | None = None, device: dic
     ``v00_torch`` (the only baseline every entry shares a shape with). The speedup against the parent,
     usually a candidate and so not a schema baseline, goes in the entry's ``extra``.
     """
-    from ..bench.records import device_from_manifest, new_record, source_entry
+    from ..bench.records import device_from_manifest, new_record, repository_root
     from ..runtime.manifest import environment_manifest, read_clocks
+    from .sources import rung_source_fields
     op = result.op
     if environment is None:
         environment = environment_manifest()
         environment.update(clocks_start=clocks_start, clocks_end=read_clocks())
     device = device or device_from_manifest(environment)
-    root = _repo_root(op.path)
+    root = repository_root(op.path)
     entries = []
     for timed in result.timed:
         rung, header, measurement = timed.rung, timed.rung.metadata, timed.measurement
         extra = {"route": rung.route, "parent": header.parent, "change": header.change,
                  "hypothesis": header.hypothesis, "prediction": header.prediction, "outcome": header.outcome,
                  "stopped_by": measurement.stopped_by, "notes": measurement.notes}
-        if rung.companion is not None:
-            extra["companion"] = source_entry(rung.companion, root)
         if timed.vs_parent is not None:
             extra["speedup_vs_parent"] = {"parent": header.parent_id, **_speedup(timed.vs_parent)}
         entry = {"variant": rung.id, "role": "baseline" if rung.is_baseline else "candidate",
-                 "source": source_entry(rung.path, root), "shape": shape_label(timed.shape), "dtype": result.dtype,
+                 **rung_source_fields(rung, root), "shape": shape_label(timed.shape), "dtype": result.dtype,
                  "correctness": _evidence(result.checks.get(rung.id), timed.check),
                  "timing": measurement.timing_dict(),
                  "work": measurement.work.to_dict() if measurement.work else None,
@@ -314,8 +304,10 @@ def ladder_record(result: LadderResult, *, route: str | None = None, device: dic
 
 def _write(result: LadderResult, record_dir: Path) -> None:
     from ..bench.plots import save
-    from ..bench.records import write_record
-    result.record_path = write_record(result.record, record_dir, repo_root=_repo_root(result.op.path))
+    from ..bench.records import repository_root, write_record
+    from .sources import record_rules
+    result.record_path = write_record(result.record, record_dir, repo_root=repository_root(result.op.path),
+                                      rules=record_rules(result.op.path.parent))
     result.plot_paths = save(result.figure(), result.record_path.with_suffix(""))    # NAME.png, NAME.svg beside it
 
 

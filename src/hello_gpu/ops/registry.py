@@ -16,18 +16,12 @@ Anything else (``spec.py``, ``__init__.py``, notes) is not a rung. A ``vNN_name.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .header import Header, HeaderError, parse_header
+from .header import COMPANION, HIP_RUNG, PEER, TRITON_RUNG, Header, HeaderError, companion_of, parse_header
 from .rung import TORCH_BASELINE, TORCH_COMPILE, Rung, load_module, parse_requires
-
-HIP_RUNG = re.compile(r"^v(\d{2})_([a-z0-9][a-z0-9_]*)\.hip$")
-TRITON_RUNG = re.compile(r"^t(\d{2})_([a-z0-9][a-z0-9_]*)\.py$")
-COMPANION = re.compile(r"^v(\d{2})_([a-z0-9][a-z0-9_]*)\.py$")
-PEER = re.compile(r"^peer_([a-z0-9][a-z0-9_]*)\.py$")
 SPEC_NAMES = ("NAME", "DTYPES", "reference", "make_inputs", "EDGE_SHAPES", "BENCH_SHAPES", "TOLERANCE", "work")
 
 
@@ -109,9 +103,7 @@ def _discover(op: Op) -> list[Rung]:
             baseline = Rung(op, TORCH_BASELINE, "torch", path, parse_header(path))
             rungs += [baseline, Rung(op, TORCH_COMPILE, "torch", path, _compile_header(baseline.metadata))]
         elif HIP_RUNG.match(path.name):
-            companion = path.with_suffix(".py")
-            rungs.append(Rung(op, path.stem, "hip", path, parse_header(path),
-                              companion if companion.is_file() else None))
+            rungs.append(Rung(op, path.stem, "hip", path, parse_header(path), companion_of(path)))
         elif TRITON_RUNG.match(path.name):
             rungs.append(Rung(op, path.stem, "triton", path, parse_header(path)))
         elif PEER.match(path.name):

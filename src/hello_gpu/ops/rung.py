@@ -27,7 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
-from .header import Header, HeaderError
+from .header import C_TYPES, Header, HeaderError, instantiate_entry  # noqa: F401 - C_TYPES: public here too
+from .sources import collect_sources
 
 if TYPE_CHECKING:
     from .registry import Op
@@ -39,10 +40,6 @@ TORCH_COMPILE = "v00_torch_compile"
 _REQUIRES = re.compile(r"^(nvidia|amd)(?:\s+((?:sm_\d+a?)|(?:gfx[0-9a-f]+)))?(?:$|[\s,;(])", re.IGNORECASE)
 _module_counter = itertools.count()
 
-# torch dtype name -> the HIP-dialect C type a templated entry is instantiated with (``{T}``).
-# hip_bfloat16 rather than __hip_bfloat16: every ROCm since 5 has it (HIP 5.2's headers, which the AMD
-# compile gate uses, have only it), and on NVIDIA the prelude makes it __nv_bfloat16.
-C_TYPES = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "hip_bfloat16"}
 
 
 class RungError(ValueError):
@@ -191,6 +188,12 @@ class Rung:
         return [rung for rung in self.op.rungs if rung.metadata.parent_id == self.id]
 
     @property
+    def sources(self) -> list[Path]:
+        """Every operator-code file this rung runs: its own file first, its companion, then what they
+        load, import or #include (:mod:`.sources`). A record hashes them all."""
+        return collect_sources([self.path], self.op.path.parent)
+
+    @property
     def is_baseline(self) -> bool:
         """torch and the peers: what the candidates are measured against, never candidates themselves."""
         return self.route in ("torch", "peer")
@@ -249,9 +252,10 @@ class Rung:
         if entry is None or "{T}" not in entry:
             return entry
         dtype = dtype or (self.metadata.dtypes or tuple(self.op.spec.DTYPES))[0]
-        if dtype not in C_TYPES:
-            raise RungError(f"{self.path}: entry {entry!r} needs a C type for {dtype}; known: {', '.join(C_TYPES)}")
-        return entry.replace("{T}", C_TYPES[dtype])
+        try:
+            return instantiate_entry(entry, dtype, str(self.path))
+        except HeaderError as error:
+            raise RungError(str(error)) from None
 
     def kernel(self, arch: str | None = None, dtype: str | None = None):
         """The HIP rung's :class:`hello_gpu.Kernel` for ``dtype`` (``arch`` given: compiled for it, no GPU needed)."""

@@ -13,8 +13,9 @@ fits without change:
   earlier runs are kept when their source is unchanged, so the record-level environment is the
   latest run's only).
 
-A new profile of a rung replaces its entry of the same shape and dtype; entries whose source file
-changed since they were measured are dropped rather than written stale.
+A new profile of a rung replaces its entry of the same shape and dtype; entries any of whose files
+(``sources``: the rung and everything it runs) changed since they were measured are dropped rather
+than written stale.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..bench.records import (RecordError, device_from_manifest, file_sha256, new_record, record_path, source_entry,
-                             timing_from_summary, utc_now, write_record)
+from ..bench.records import (RecordError, device_from_manifest, new_record, record_path, repository_root,
+                             source_changes, timing_from_summary, utc_now, write_record)
 from .roofline import PROFILE_SUFFIX
 
 TIMING_SOURCE = ("torch.profiler: per call, the sum of its kernels' device durations; L2 not flushed between calls")
@@ -33,16 +34,12 @@ def profile_record_name(op: str, dtype: str) -> str:
     return f"{op}.{dtype}.{PROFILE_SUFFIX}"
 
 
-def _repo_root(op) -> Path:
-    from ..ops.ladder import _repo_root as repo_root
-    return repo_root(op.path)
-
-
 def profile_entry(profile, *, environment: dict, ceilings=None, created: str | None = None) -> dict:
     """The record entry of one :class:`~hello_gpu.profile.rung_profile.RungProfile`."""
     from ..bench.stats import summarize
     from ..bench.work import rates
     from ..ops.checking import shape_label
+    from ..ops.sources import rung_source_fields
     table, rung = profile.table, profile.rung
     if not table.per_call_seconds:
         raise RecordError(f"{rung.id}: no device time was recorded for any call (no kernels?): nothing to record")
@@ -58,25 +55,18 @@ def profile_entry(profile, *, environment: dict, ceilings=None, created: str | N
                                                         if key != "kernels"},
              "measured": {"created": created or utc_now(), "commit": (environment.get("git") or {}).get("commit")}}
     return {"variant": rung.id, "role": "baseline" if rung.is_baseline else "candidate",
-            "source": source_entry(rung.path, _repo_root(profile.op)), "shape": shape_label(profile.shape),
+            **rung_source_fields(rung, repository_root(profile.op.path)), "shape": shape_label(profile.shape),
             "dtype": profile.dtype, "correctness": None,
             "timing": timing_from_summary(summary, cache="warm", graph=False, clock="device-events"),
             "work": profile.work.to_dict(), "derived": measured.to_dict(), "extra": extra}
 
 
-def _still_current(entry: dict, repo_root: Path) -> bool:
-    source = entry.get("source")
-    if source is None:
-        return True
-    file = repo_root / source["path"]
-    return file.is_file() and file_sha256(file) == source["sha256"]
-
-
-def merge_entries(old: list[dict], new: list[dict], repo_root: Path) -> list[dict]:
-    """``new`` plus the ``old`` entries it does not replace (same variant, shape, dtype) whose source is
-    unchanged, in ladder order of first appearance."""
+def merge_entries(old: list[dict], new: list[dict], repo_root: Path, hasher) -> list[dict]:
+    """``new`` plus the ``old`` entries it does not replace (same variant, shape, dtype) whose files
+    (``sources``, hashed by ``hasher``) are unchanged and listed, in ladder order of first appearance."""
     replaced = {(e["variant"], e["shape"], e["dtype"]) for e in new}
-    kept = [e for e in old if (e["variant"], e["shape"], e["dtype"]) not in replaced and _still_current(e, repo_root)]
+    kept = [e for e in old if (e["variant"], e["shape"], e["dtype"]) not in replaced
+            and (e.get("source") is None or "sources" in e) and not source_changes(e, repo_root, hasher)]
     return kept + new
 
 
@@ -95,7 +85,9 @@ def profile_record(profiles: list, *, existing: dict | None = None, environment:
     ceilings = cached_ceilings()
     created = utc_now()
     entries = [profile_entry(p, environment=environment, ceilings=ceilings, created=created) for p in profiles]
-    entries = merge_entries((existing or {}).get("entries", []), entries, _repo_root(op))
+    from ..ops.sources import record_rules
+    entries = merge_entries((existing or {}).get("entries", []), entries, repository_root(op.path),
+                            record_rules(op.path.parent).hasher)
     tools = sorted({p.table.counters.tool for p in profiles if p.table.counters and p.table.counters.tool})
     return new_record(profile_record_name(op.name, dtype), "profile", device=device_from_manifest(environment),
                       environment=environment, entries=entries,
@@ -109,7 +101,8 @@ def write_profile_record(profiles: list, record_dir: Path) -> Path:
     """Write (or update) ``<record_dir>/<device>/<op>.<dtype>.profile.json``; a relative ``record_dir``
     is taken from the repository root, as ``ladder --record`` does."""
     from ..runtime.manifest import environment_manifest, read_clocks
-    root = _repo_root(profiles[0].op)
+    from ..ops.sources import record_rules
+    root = repository_root(profiles[0].op.path)
     directory = Path(record_dir) if Path(record_dir).is_absolute() else root / record_dir
     environment = environment_manifest()
     environment["clocks_end"] = read_clocks()
@@ -117,4 +110,4 @@ def write_profile_record(profiles: list, record_dir: Path) -> Path:
     path = record_path({"name": name, "device": device_from_manifest(environment)}, directory)
     existing = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     record = profile_record(profiles, existing=existing, environment=environment)
-    return write_record(record, directory, repo_root=root)
+    return write_record(record, directory, repo_root=root, rules=record_rules(profiles[0].op.path.parent))

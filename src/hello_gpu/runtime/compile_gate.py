@@ -10,7 +10,9 @@ in comment lines::
 
     // hello-gpu: instantiate scale<float, 256>
 
-A template kernel without such a line is reported as skipped, with that reason.
+A template kernel without such a line is reported as skipped, with that reason. Files whose format
+says more (a ladder rung derives its instantiations from its header's ``entry`` and ``dtypes``) get
+theirs from the ``instantiations`` function the caller passes to :func:`check`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .clang_hip import INSTALL_HINT, compile_for_amd, find_clang
 from .compiler import CompileOptions, compile_source, nvrtc_version
@@ -214,8 +217,16 @@ def _clang_description(clang: str) -> str:
         return clang
 
 
-def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: bool = True) -> GateReport:
-    """Compile every kernel under ``paths``; raises FileNotFoundError/ValueError for a bad path only."""
+# (path, source) -> the entries to instantiate, or None where the file's comment lines say.
+Instantiations = Callable[[Path, str], "list[str] | None"]
+
+
+def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: bool = True,
+          instantiations: Instantiations | None = None) -> GateReport:
+    """Compile every kernel under ``paths``; raises FileNotFoundError/ValueError for a bad path only.
+
+    ``instantiations(path, source)`` names a file's template instantiations (None: its
+    ``// hello-gpu: instantiate`` lines do); a ValueError it raises fails that file's kernels."""
     started = time.perf_counter()
     sources = find_sources(paths)
     clang = find_clang() if amd else None
@@ -224,7 +235,7 @@ def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: 
     files = []
     for path in sources:
         source = path.read_text(encoding="utf-8", errors="replace")
-        files.append((path, _label(path), SUFFIXES[path.suffix], source, plan_file(source)))
+        files.append((path, _label(path), SUFFIXES[path.suffix], source, _plan(path, source, instantiations)))
 
     # clang runs as a subprocess: start every file's AMD compile now, and run NVRTC meanwhile.
     with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
@@ -255,10 +266,22 @@ def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: 
     return report
 
 
-def plan_file(source: str) -> list[tuple[KernelDeclaration, str, str, str]]:
-    """What to do with each kernel of a file: (declaration, entry, "compile"/"skip"/"fail", why)."""
+def _plan(path: Path, source: str, instantiations: Instantiations | None) -> list:
+    try:
+        requested = instantiations(path, source) if instantiations else None
+    except ValueError as error:
+        return [(kernel, kernel.name, "fail", str(error)) for kernel in find_kernels(source)]
+    return plan_file(source, requested)
+
+
+def plan_file(source: str, requested: list[str] | None = None) -> list[tuple[KernelDeclaration, str, str, str]]:
+    """What to do with each kernel of a file: (declaration, entry, "compile"/"skip"/"fail", why).
+
+    ``requested``: the template instantiations to compile; None: the file's ``// hello-gpu: instantiate``
+    lines."""
     declared = {k.name: k for k in find_kernels(source)}
-    requested = instantiations(source)
+    from_comments = requested is None
+    requested = instantiations(source) if from_comments else requested
     plan = []
     for kernel in declared.values():
         if not kernel.template:
@@ -269,15 +292,16 @@ def plan_file(source: str) -> list[tuple[KernelDeclaration, str, str, str]]:
         if not entries:
             plan.append((kernel, kernel.name, "skip",
                          f"template kernel: add a line '// hello-gpu: instantiate {kernel.name}<...>' "
-                         f"with its template arguments to compile it"))
+                         f"with its template arguments to compile it" if from_comments else
+                         "template kernel that the header's entry and dtypes do not instantiate"))
     for entry in requested:
         kernel = declared.get(_base_name(entry))
+        said = f"'// hello-gpu: instantiate {entry}'" if from_comments else f"the header's entry {entry!r}"
         if kernel is None:
             plan.append((KernelDeclaration(_base_name(entry), 0, True), entry, "fail",
-                         f"'// hello-gpu: instantiate {entry}' names no __global__ function of this file"))
+                         f"{said} names no __global__ function of this file"))
         elif not kernel.template:
-            plan.append((kernel, entry, "fail",
-                         f"'// hello-gpu: instantiate {entry}': {kernel.name} is not a template kernel"))
+            plan.append((kernel, entry, "fail", f"{said}: {kernel.name} is not a template kernel"))
     return plan
 
 

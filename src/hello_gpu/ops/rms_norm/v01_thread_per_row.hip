@@ -24,9 +24,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record rms_norm.float32
 // hello-gpu: record rms_norm.bfloat16
-// hello-gpu: instantiate rms_norm_thread_per_row<float>
-// hello-gpu: instantiate rms_norm_thread_per_row<hip_bfloat16>
-// hello-gpu: instantiate rms_norm_thread_per_row<__half>
 
 // Threads per block (the companion's BLOCK). Small on purpose: a thread is a row, and 8192 rows in
 // blocks of 64 make 128 blocks, which spread over 128 of the 132 SMs instead of crowding 32 of them.

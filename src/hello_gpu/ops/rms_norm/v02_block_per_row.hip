@@ -22,9 +22,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record rms_norm.float32
 // hello-gpu: record rms_norm.bfloat16
-// hello-gpu: instantiate rms_norm_block_per_row<float>
-// hello-gpu: instantiate rms_norm_block_per_row<hip_bfloat16>
-// hello-gpu: instantiate rms_norm_block_per_row<__half>
 
 // Threads per block (the companion's BLOCK): a power of two for the halving tree. 256 threads at
 // 28-32 registers each (compile-check): 8 blocks fill an SM's 2048 threads and its 65536 registers.

@@ -33,9 +33,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record rms_norm.float32
 // hello-gpu: record rms_norm.bfloat16
-// hello-gpu: instantiate rms_norm_warp_shuffle_registers<float>
-// hello-gpu: instantiate rms_norm_warp_shuffle_registers<hip_bfloat16>
-// hello-gpu: instantiate rms_norm_warp_shuffle_registers<__half>
 
 // Threads per block (the companion's BLOCK), whole warps. 256 threads x 32 registers of row = 8192
 // columns, the benchmark's longest row; at 48 registers a thread an SM holds 5 such blocks.

@@ -26,9 +26,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record rms_norm.float32
 // hello-gpu: record rms_norm.bfloat16
-// hello-gpu: instantiate rms_norm_vector_128bit<float>
-// hello-gpu: instantiate rms_norm_vector_128bit<hip_bfloat16>
-// hello-gpu: instantiate rms_norm_vector_128bit<__half>
 
 // Threads per block (the companion's BLOCK) and elements held per thread, as in v03: rows of up to
 // 256 x 32 = 8192 columns stay in registers in both paths.

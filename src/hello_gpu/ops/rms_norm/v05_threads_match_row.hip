@@ -34,9 +34,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record rms_norm.float32
 // hello-gpu: record rms_norm.bfloat16
-// hello-gpu: instantiate rms_norm_threads_match_row<float>
-// hello-gpu: instantiate rms_norm_threads_match_row<hip_bfloat16>
-// hello-gpu: instantiate rms_norm_threads_match_row<__half>
 
 // The largest block the launcher asks for; the kernel reads blockDim.x (any whole number of warps up
 // to this). __launch_bounds__(1024) caps ptxas at 64 registers a thread; it uses 38-42.

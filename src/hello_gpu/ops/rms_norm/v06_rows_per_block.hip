@@ -29,9 +29,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record rms_norm.float32
 // hello-gpu: record rms_norm.bfloat16
-// hello-gpu: instantiate rms_norm_rows_per_block<float>
-// hello-gpu: instantiate rms_norm_rows_per_block<hip_bfloat16>
-// hello-gpu: instantiate rms_norm_rows_per_block<__half>
 
 // The largest block the launcher asks for (threads per row x rows per block). __launch_bounds__(1024)
 // caps ptxas at 64 registers a thread; it uses 44-48.

@@ -25,9 +25,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record softmax.float32
 // hello-gpu: record softmax.bfloat16
-// hello-gpu: instantiate softmax_thread_per_row<float>
-// hello-gpu: instantiate softmax_thread_per_row<hip_bfloat16>
-// hello-gpu: instantiate softmax_thread_per_row<__half>
 
 // -inf as a float: NVRTC defines neither INFINITY nor __builtin_huge_valf, but both vendors have
 // __uint_as_float (0xff800000 is the bit pattern of -inf: sign 1, exponent all ones, mantissa 0).

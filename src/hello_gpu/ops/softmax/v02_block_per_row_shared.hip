@@ -28,9 +28,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record softmax.float32
 // hello-gpu: record softmax.bfloat16
-// hello-gpu: instantiate softmax_block_per_row_shared<float>
-// hello-gpu: instantiate softmax_block_per_row_shared<hip_bfloat16>
-// hello-gpu: instantiate softmax_block_per_row_shared<__half>
 
 // Threads per block; the launcher uses the same number. A power of two: the tree halves it.
 constexpr int kBlock = 256;

@@ -22,9 +22,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record softmax.float32
 // hello-gpu: record softmax.bfloat16
-// hello-gpu: instantiate softmax_warp_shuffle<float>
-// hello-gpu: instantiate softmax_warp_shuffle<hip_bfloat16>
-// hello-gpu: instantiate softmax_warp_shuffle<__half>
 
 // Threads per block (the launcher uses the same): 8 warps of 32 on NVIDIA, 4 wavefronts of 64 on CDNA.
 constexpr int kBlock = 256;

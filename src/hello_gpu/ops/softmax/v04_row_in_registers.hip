@@ -31,9 +31,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record softmax.float32
 // hello-gpu: record softmax.bfloat16
-// hello-gpu: instantiate softmax_row_in_registers<float>
-// hello-gpu: instantiate softmax_row_in_registers<hip_bfloat16>
-// hello-gpu: instantiate softmax_row_in_registers<__half>
 
 // Row values a thread keeps in registers. 32 floats are 32 of the 64 registers a thread may use
 // when 1024 threads share an SM's 65536 (the __launch_bounds__ below makes the compiler fit in 64);

@@ -30,9 +30,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record softmax.float32
 // hello-gpu: record softmax.bfloat16
-// hello-gpu: instantiate softmax_vector_128bit<float>
-// hello-gpu: instantiate softmax_vector_128bit<hip_bfloat16>
-// hello-gpu: instantiate softmax_vector_128bit<__half>
 
 // Row values a thread keeps in registers, as float32 (see v04): up to 32768 per block of 1024.
 constexpr int kPerThread = 32;

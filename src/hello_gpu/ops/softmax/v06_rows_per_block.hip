@@ -25,9 +25,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record softmax.float32
 // hello-gpu: record softmax.bfloat16
-// hello-gpu: instantiate softmax_rows_per_block<float>
-// hello-gpu: instantiate softmax_rows_per_block<hip_bfloat16>
-// hello-gpu: instantiate softmax_rows_per_block<__half>
 
 // Row values a thread keeps in registers, as float32 (see v04): a warp holds up to 32 x 32 = 1024
 // (wave64: 2048), a block of 1024 threads up to 32768.

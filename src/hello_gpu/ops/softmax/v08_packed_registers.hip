@@ -31,9 +31,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record softmax.float32
 // hello-gpu: record softmax.bfloat16
-// hello-gpu: instantiate softmax_packed_registers<float>
-// hello-gpu: instantiate softmax_packed_registers<hip_bfloat16>
-// hello-gpu: instantiate softmax_packed_registers<__half>
 
 // Row values a thread keeps in registers, as float32 (see v04): up to 32768 per block of 1024.
 constexpr int kPerThread = 32;          // float slots a thread holds on the scalar path (as v05)

@@ -33,9 +33,6 @@ dtypes: float32 bfloat16 float16
 */
 // hello-gpu: record softmax.float32
 // hello-gpu: record softmax.bfloat16
-// hello-gpu: instantiate softmax_half_packs<float>
-// hello-gpu: instantiate softmax_half_packs<hip_bfloat16>
-// hello-gpu: instantiate softmax_half_packs<__half>
 
 // Row values a thread keeps in registers, up to 1024 x 32 = 32768 a block on the 16-byte path. Per
 // dtype, so that a 2-byte row keeps half of v08's registers: 8 packs (32 registers of row) for

@@ -22,8 +22,6 @@ grid: ceil(n / 256)
 */
 // hello-gpu: record vector_add.float32
 // hello-gpu: record vector_add.bfloat16
-// hello-gpu: instantiate vector_add<float>
-// hello-gpu: instantiate vector_add<hip_bfloat16>
 
 // bfloat16 is added in float32 and rounded once on the store: the sum of two bfloat16 values is then
 // within one bfloat16 rounding of exact (what torch.add does too).

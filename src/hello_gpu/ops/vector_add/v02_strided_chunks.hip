@@ -19,8 +19,6 @@ grid: ceil(n / (256 * 16))
 */
 // hello-gpu: record vector_add.float32
 // hello-gpu: record vector_add.bfloat16
-// hello-gpu: instantiate vector_add_chunked<float>
-// hello-gpu: instantiate vector_add_chunked<hip_bfloat16>
 
 constexpr int kChunk = 16;   // elements per thread, consecutive in memory
 

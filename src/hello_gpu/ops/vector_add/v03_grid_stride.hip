@@ -20,8 +20,6 @@ grid: min(ceil(n / 256), sm_count * 8)
 */
 // hello-gpu: record vector_add.float32
 // hello-gpu: record vector_add.bfloat16
-// hello-gpu: instantiate vector_add_grid_stride<float>
-// hello-gpu: instantiate vector_add_grid_stride<hip_bfloat16>
 
 template <typename T>
 __global__ void vector_add_grid_stride(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,

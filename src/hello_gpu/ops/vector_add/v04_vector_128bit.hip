@@ -21,8 +21,6 @@ grid: min(ceil(n / 1024), sm_count * 8)
 */
 // hello-gpu: record vector_add.float32
 // hello-gpu: record vector_add.bfloat16
-// hello-gpu: instantiate vector_add_vec128<float>
-// hello-gpu: instantiate vector_add_vec128<hip_bfloat16>
 
 // 16 bytes of T, aligned so that one access is one 128-bit load or store (LDG.128 / global_load_dwordx4).
 template <typename T>

@@ -18,8 +18,6 @@ grid: min(ceil(n / 4096), sm_count * 8)
 */
 // hello-gpu: record vector_add.float32
 // hello-gpu: record vector_add.bfloat16
-// hello-gpu: instantiate vector_add_in_flight<float>
-// hello-gpu: instantiate vector_add_in_flight<hip_bfloat16>
 
 template <typename T>
 struct alignas(16) Pack {

@@ -32,8 +32,6 @@ grid: ceil(n * itemsize / 8192)
 */
 // hello-gpu: record vector_add.float32
 // hello-gpu: record vector_add.bfloat16
-// hello-gpu: instantiate vector_add_tile<float>
-// hello-gpu: instantiate vector_add_tile<hip_bfloat16>
 
 template <typename T>
 struct alignas(16) Pack {
