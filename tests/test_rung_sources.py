@@ -65,8 +65,10 @@ def test_a_python_rung_hashes_code_outside_its_docstring(tmp_path):
     script.write_text(script.read_text().replace("outcome: a", "outcome: b").replace("# hello-gpu: record demo\n", ""))
     assert measured_sha256(script) == first
     script.write_text(script.read_text().replace("= 3", "= 4"))
-    assert measured_sha256(script) != first                       # outcome: outside the header is code
+    second = measured_sha256(script)
+    assert second != first                                        # outcome: outside the header is code
     script.write_text(script.read_text().replace("parent: none", "parent: t00"))
+    assert measured_sha256(script) != second                      # parent is a code-bearing field
     helper = tmp_path / "helper.py"                                # not a rung: its docstring is hashed
     helper.write_text('"""Doc."""\n')
     hashed = measured_sha256(helper)
