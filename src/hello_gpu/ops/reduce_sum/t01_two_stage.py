@@ -9,9 +9,7 @@ hypothesis: stage 1 is a plain streaming read, 16 KiB per program and 2^16 progr
   stage 1 is 256 programs and stage 2 one step, but it is two launches (~2-3 us each on the device,
   ~15-20 us of host time each for a Triton launch): ~0.7x torch.sum there.
 prediction: 0.9x torch.sum at 2^28; 0.7x at 2^20
-outcome: 0.96x torch.sum [0.96, 0.96] at 2^28 (predicted 0.9x); 0.42x at 2^20 (predicted 0.7x): two
-  Triton launches of host time that the cold flush did not hide (record reduce_sum.float32, H200,
-  run of commit a3e1cf2)
+outcome: 0.96x torch.sum [0.96, 0.96] at 2^28 (predicted 0.9x); 0.42x at 2^20 (predicted 0.7x) (records reduce_sum.float32, run of a3e1cf2)
 deterministic: yes, tl.sum reduces a block in a fixed tree and stage 2 adds the partials in a fixed
   order (the same lanes, the same chunks, every run)
 dtypes: float32

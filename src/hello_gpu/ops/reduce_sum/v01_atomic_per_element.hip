@@ -9,8 +9,7 @@ hypothesis: 2^28 atomic adds all go to one address, and the L2 applies them one 
   torch.sum reads the same 1 GiB in ~0.26 ms. The atomics, not the memory, set the time at every
   size (2^20: ~0.5 ms against a few us), and the order of the adds is whichever warp gets there first.
 prediction: about 0.002x torch.sum at 2^28 (the claim tested: more than 50x slower); ~0.01x at 2^20
-outcome: 0.47 s a call at 2^28, 2.3 GB/s: far more than 50x slower than torch.sum, as predicted
-  (1800x); 1.8 ms at 2^20 (record reduce_sum.float32, H200, run of commit a3e1cf2)
+outcome: 0.47 s a call at 2^28, 2.3 GB/s: 1800x slower than torch.sum, as predicted (records reduce_sum.float32, run of a3e1cf2)
 deterministic: no, the float adds happen in whatever order the atomics arrive, so the rounding changes
 dtypes: float32
 */

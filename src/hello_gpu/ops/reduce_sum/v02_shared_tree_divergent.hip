@@ -15,8 +15,7 @@ hypothesis: no atomics, so v01's 2^28 serial adds are gone and the reads are coa
   take ~100 us of host time (~33 us per checked kernel() call); the timer's cache flush before each
   call (~65 us of GPU time) hides two of them, the third one's wait is counted: ~0.2x.
 prediction: 0.2x torch.sum at 2^28; 0.2x at 2^20 (three Python launches)
-outcome: 0.21x torch.sum [0.21, 0.21] at 2^28 (898 GB/s) as predicted; 0.19x at 2^20 as predicted
-  (0.2x) (record reduce_sum.float32, H200, run of commit a3e1cf2)
+outcome: 0.21x torch.sum [0.21, 0.21] at 2^28, 0.19x at 2^20, as predicted (records reduce_sum.float32, run of a3e1cf2)
 deterministic: yes, every block adds in a fixed tree and every level is a fixed set of blocks
 dtypes: float32
 */

@@ -11,9 +11,7 @@ hypothesis: the active threads now fill whole warps (128, 64, 32 threads: 4, 2, 
   thread still caps reading at ~1.5 TB/s: expect ~0.3x torch.sum at 2^28, and the same three
   Python launches at 2^20.
 prediction: 1.4x v02_shared_tree_divergent at 2^28 (0.3x torch.sum); ~1.0x v02 at 2^20
-outcome: 1.03x v02 [1.03, 1.04] at 2^28, far below the 1.4x predicted: with a block of 256 and one
-  element per thread, the load, not the tree, sets the time; the divergent tree's idle lanes cost
-  little; ~1.0x at 2^20 as predicted (record reduce_sum.float32, H200, run of commit a3e1cf2)
+outcome: 1.03x v02 [1.03, 1.04] at 2^28 (predicted 1.4x) (records reduce_sum.float32, run of a3e1cf2)
 deterministic: yes, every block adds in a fixed tree and every level is a fixed set of blocks
 dtypes: float32
 */

@@ -10,8 +10,7 @@ hypothesis: in v03 half the threads go idle after the first tree step, and every
   2 MiB over the GPU, ~3 TB/s by Little's law at ~0.7 us latency. Expect ~1.6x v03, ~0.5x torch.sum
   at 2^28. At 2^20 still three Python launches (2048, 4, 1 values).
 prediction: 1.6x v03_sequential_addressing at 2^28 (0.5x torch.sum); ~1.0x v03 at 2^20
-outcome: 1.87x v03 [1.87, 1.87] at 2^28 (predicted 1.6x), 0.41x torch.sum: half the blocks and two
-  loads in flight per thread; 1.08x at 2^20 (record reduce_sum.float32, H200, run of commit a3e1cf2)
+outcome: 1.87x v03 [1.87, 1.87] at 2^28 (predicted 1.6x), 0.41x torch.sum (records reduce_sum.float32, run of a3e1cf2)
 deterministic: yes, every block adds in a fixed tree and every level is a fixed set of blocks
 dtypes: float32
 */

@@ -11,8 +11,7 @@ hypothesis: a shuffle moves a value between lanes in registers (no shared store,
   still caps bandwidth near ~3 TB/s: expect ~1.15x v04 at 2^28 (~0.6x torch.sum). At 2^20 the three
   Python launches still set the time.
 prediction: 1.15x v04_first_add_during_load at 2^28 (0.6x torch.sum); ~1.0x v04 at 2^20
-outcome: 1.30x v04 [1.30, 1.30] at 2^28 (predicted 1.15x), 0.53x torch.sum; 1.10x at 2^20 (record
-  reduce_sum.float32, H200, run of commit a3e1cf2)
+outcome: 1.30x v04 [1.30, 1.30] at 2^28 (predicted 1.15x), 0.53x torch.sum (records reduce_sum.float32, run of a3e1cf2)
 deterministic: yes, the shuffle trees and the levels add in a fixed order
 dtypes: float32
 */

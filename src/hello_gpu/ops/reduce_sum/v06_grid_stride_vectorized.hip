@@ -16,10 +16,7 @@ hypothesis: v05 keeps 8 bytes per thread in flight and pays a block_sum per 512 
   buffer (~65 us) before each call, which hides that host time; what remains is the second launch's
   device-side gap (~1-2 us) and its one block (~2 us): ~0.8x torch.sum there.
 prediction: 1.0x torch.sum at 2^28; 0.8x at 2^20 (two launches)
-outcome: 1.03x torch.sum [1.03, 1.03] at 2^28 (4329 GB/s), predicted 1.0x; 0.40x at 2^20 against the
-  0.8x predicted: the two launches' host time (a Python launcher) was not hidden by the cold flush,
-  see the timing notes in docs/measurement.md (record reduce_sum.float32, H200, run of commit
-  a3e1cf2)
+outcome: 1.03x torch.sum [1.03, 1.03] at 2^28 (predicted 1.0x); 0.40x at 2^20 (predicted 0.8x) (records reduce_sum.float32, run of a3e1cf2)
 deterministic: yes, each thread's elements, each block's tree and the final block are fixed by n,
   the grid and the data's alignment, which do not change between runs on the same GPU
 dtypes: float32

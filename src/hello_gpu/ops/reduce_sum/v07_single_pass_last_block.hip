@@ -11,9 +11,7 @@ hypothesis: at 2^20 the work is ~1 us of reading and v06 pays a second launch (~
   block (~1 us). torch.sum at 2^20 is also one launch plus a device-wide combine, so the win over it
   comes from a leaner kernel: ~1.3x torch.sum at 2^20. At 2^28 the same reads as v06: ~1.0x.
 prediction: 1.3x torch.sum at 2^20 and 1.6x v06_grid_stride_vectorized there; 1.0x torch.sum at 2^28
-outcome: 1.37x torch.sum [1.35, 1.38] at 2^20 (predicted 1.3x), 7.5 us; 1.03x [1.03, 1.04] at 2^28
-  (predicted 1.0x). The best rung at both sizes (record reduce_sum.float32, H200, run of commit
-  a3e1cf2)
+outcome: 1.37x torch.sum [1.35, 1.38] at 2^20 (predicted 1.3x), 1.03x [1.03, 1.04] at 2^28 (predicted 1.0x) (records reduce_sum.float32, run of a3e1cf2)
 deterministic: yes, the last block adds the partials in index order whichever block finishes last
 dtypes: float32
 */

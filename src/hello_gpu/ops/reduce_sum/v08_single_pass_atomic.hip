@@ -10,8 +10,7 @@ hypothesis: 528 atomics on one address cost ~528 L2 clocks, well under 1 us, and
   what the single pass saved: ~0.9x v07 at 2^20, the same as v07 at 2^28. The price is
   repeatability: the float adds happen in the order the blocks finish.
 prediction: 0.9x v07_single_pass_last_block at 2^20; 1.0x v07 at 2^28
-outcome: 0.91x v07 [0.89, 0.92] at 2^20 (predicted 0.9x: the extra zeroing launch); 1.00x v07 at
-  2^28 as predicted (record reduce_sum.float32, H200, run of commit a3e1cf2)
+outcome: 0.91x v07 [0.89, 0.92] at 2^20 (predicted 0.9x), 1.00x v07 at 2^28, as predicted (records reduce_sum.float32, run of a3e1cf2)
 deterministic: no, the blocks' partials are added to out[0] in whatever order the atomics arrive
 dtypes: float32
 */

@@ -8,7 +8,7 @@ change: liger_kernel.ops.rms_norm.LigerRMSNormFunction with casting_mode "gemma"
   close to the line to be checked reliably on the benchmark shapes
 hypothesis: a one-pass Triton kernel (one program per row, the row in registers), plus a float32
   rstd per row written for the backward pass (32 KiB at 8192 rows, nothing next to 64 MiB):
-  ~3.5-4.0 TB/s on these shapes (../shared/anchors-h200.md: a plain one-pass Triton RMSNorm, 4007
+  ~3.5-4.0 TB/s on these shapes (a reference run before this ladder: a plain one-pass Triton RMSNorm, 4007
   GB/s at 16384x8192 bfloat16), ~1.5x F.rms_norm there
 prediction: ~1.5x F.rms_norm at 16384x8192 bfloat16; ~1.2x at 8192x4096
 deterministic: yes, one program per row, a fixed reduction tree

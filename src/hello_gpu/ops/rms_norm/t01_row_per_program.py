@@ -7,10 +7,7 @@ hypothesis: 2 bytes read and 2 written per bfloat16 element, the weight (16 KiB 
   by every row: at ~4 TB/s a 16384x8192 bfloat16 norm takes ~130 us; an unfused eager version moves
   the row several times
 prediction: 1.5x F.rms_norm at 16384x8192 bfloat16; about 1.0x torch.compile
-outcome: 1.52x F.rms_norm [1.50, 1.52] at 16384x8192 bfloat16 (predicted 1.5x), 0.97x torch.compile
-  [0.970, 0.978] (predicted 1.0x), 0.99x Liger; 1.24x F.rms_norm at 8192x4096 bfloat16, 1.13x
-  torch.compile, 1.02x Liger [1.01, 1.03]; 1.30x F.rms_norm at 8192x4096 float32 (records
-  rms_norm.bfloat16 and rms_norm.float32, H200, run of commit 152c451)
+outcome: 1.52x F.rms_norm [1.50, 1.52] at 16384x8192 bfloat16 (predicted 1.5x), 0.97x torch.compile [0.970, 0.978] (records rms_norm.bfloat16, run of 152c451)
 deterministic: yes, tl.sum reduces a row in a fixed tree
 """
 

@@ -9,10 +9,7 @@ hypothesis: at 16384x8192 bfloat16 t01 gives a thread 32 values of x and 32 of t
   or more. The bytes do not change (x once in, once out; the weight from L2), so expect the gain
   to come only from latency hiding: ~1.05x t01 at 16384x8192, 1.0x at 8192x4096 (8 warps either way)
 prediction: 1.05x t01 at 16384x8192 bfloat16; 1.0x t01 at 8192x4096
-outcome: 1.001x t01 [0.997, 1.006] at 16384x8192 bfloat16 (predicted 1.05x: missed; 8 warps already
-  hid the latency), 1.001x at 8192x4096 bfloat16 (predicted 1.0x), 1.008x at 8192x4096 float32;
-  1.53x F.rms_norm at 16384x8192 bfloat16, the best rung there by a hair (records rms_norm.bfloat16
-  and rms_norm.float32, H200, run of commit 152c451)
+outcome: 1.001x t01 [0.997, 1.006] at 16384x8192 bfloat16 (predicted 1.05x) (records rms_norm.bfloat16, run of 152c451)
 deterministic: yes, tl.sum reduces a row in a fixed tree
 """
 

@@ -8,10 +8,7 @@ hypothesis: a short row gives a program little to do (1 KiB of bfloat16 at hidde
   the weight once for all of them. The benchmark shapes (hidden 4096 and 8192) are long rows and
   take t02's path: 1.0x t02 there; the change shows on short rows only (edge shapes 127 and 781)
 prediction: 1.0x t02 at 16384x8192 and 8192x4096 (long rows: same path)
-outcome: 0.996x t02 [0.994, 0.997] at 16384x8192 bfloat16, 1.002x at 8192x4096 bfloat16, 1.006x at
-  8192x4096 float32, as predicted (long rows take t02's path): 1.29x F.rms_norm, 0.98x torch.compile
-  [0.977, 0.994], 1.00x Liger at 8192x4096 float32 (records rms_norm.bfloat16 and rms_norm.float32,
-  H200, run of commit 152c451)
+outcome: 0.996x t02 [0.994, 0.997] at 16384x8192 bfloat16, 1.002x at 8192x4096 bfloat16, as predicted (records rms_norm.bfloat16, run of 152c451)
 deterministic: yes, each row reduces in a fixed tree within its program
 """
 

@@ -20,13 +20,7 @@ hypothesis: at 16384x8192 bfloat16 every rung holding the row in registers (t01-
   8192x4096 float32 (~1.37x F.rms_norm, over the 1.3x target)
 prediction: 1.04x t02 at 16384x8192 bfloat16 (1.0x torch.compile); 1.05x t02 at 8192x4096 float32
   (~1.37x F.rms_norm); ~1.0x t02 at 8192x4096 bfloat16
-outcome: 0.988x t02 [0.985, 0.989] at 16384x8192 bfloat16 (predicted 1.04x: wrong), 0.955x
-  torch.compile; 0.991x t02 at 8192x4096 float32 (1.33x F.rms_norm [1.32, 1.34], the best rung
-  there: over the 1.3x target, though within noise of t02's 1.28x), 0.989x t02 at 8192x4096
-  bfloat16; 0.824x t02 at 16384x8192 float32 (records rms_norm.bfloat16 and rms_norm.float32, H200,
-  run of commit abc4538). The same run swept t04's chunk and warps (rms_norm-sweep.json): 2048 x
-  8, the configuration guessed here, is 0.956x torch.compile, and 4096 x 16 the best, 0.990x
-  [0.988, 0.997]; so Inductor's choice is not the one assumed here (see t05)
+outcome: 0.988x t02 [0.985, 0.989] at 16384x8192 bfloat16 (predicted 1.04x: wrong), 0.955x torch.compile (records rms_norm.bfloat16, run of abc4538)
 deterministic: yes, each program adds its chunks in order and tl.sum reduces in a fixed tree
 """
 

@@ -12,13 +12,7 @@ hypothesis: t04, with the 2048 x 8 configuration assumed to be Inductor's, ran 0
   x 4 programs an SM at full occupancy, each with a 4096-column chunk of loads in flight
 prediction: ~1.03x t04 at 16384x8192 bfloat16 (~0.99x torch.compile: the 1.0x target still
   missed by ~1%); ~1.03x t04 at 8192x4096 float32 (~1.37x F.rms_norm); ~1.0x at 8192x4096 bfloat16
-outcome: 1.039x t04 [1.034, 1.042] at 16384x8192 bfloat16 (predicted ~1.03x): 129.3 us, 0.990x
-  torch.compile [0.984, 0.995] (target 1.0x: missed by 1%), 1.019x Liger [1.014, 1.021], 1.60x
-  F.rms_norm; 1.026x t04 at 8192x4096 float32, 1.363x F.rms_norm [1.357, 1.369] (over the 1.3x
-  target), 0.998x torch.compile; 1.199x t04 at 16384x8192 float32. But 0.781x t04 [0.776, 0.784]
-  at 8192x4096 bfloat16 (predicted ~1.0x: wrong), a shape the sweep had not run; see t06 (records
-  rms_norm.bfloat16 and rms_norm.float32, H200, run of commit ea33b2d). ncu at 16384x8192 bfloat16
-  (rms_norm.bfloat16.profile.json): 512 MB of DRAM a call, as torch.compile's 510 MB
+outcome: 1.039x t04 [1.034, 1.042] at 16384x8192 bfloat16 (predicted ~1.03x); 0.781x t04 [0.776, 0.784] at 8192x4096 bfloat16 (predicted ~1.0x) (records rms_norm.bfloat16, run of ea33b2d)
 deterministic: yes, as t04
 """
 

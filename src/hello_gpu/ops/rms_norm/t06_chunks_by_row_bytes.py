@@ -16,10 +16,7 @@ hypothesis: t05's configuration came from a sweep at two shapes, both with 16 Ki
 prediction: 1.0x t05 at 16384x8192 bfloat16 (~0.99x torch.compile, ~1.02x Liger) and at 8192x4096
   float32 (~1.36x F.rms_norm); ~1.28x t05 at 8192x4096 bfloat16 (t04's ~36.3 us: ~1.1x
   torch.compile, ~1.05x Liger)
-outcome: 1.284x t05 [1.274, 1.292] at 8192x4096 bfloat16 (predicted ~1.28x), 36.8 us, back to
-  t04's figure; 1.000x t05 [0.999, 1.003] at 16384x8192 bfloat16 and 1.002x at 8192x4096 float32
-  (predicted 1.0x), 1.000x at 16384x8192 float32 (records rms_norm.bfloat16 and rms_norm.float32,
-  H200, run of commit 35e06ab)
+outcome: 1.284x t05 [1.274, 1.292] at 8192x4096 bfloat16 (predicted ~1.28x), 1.000x t05 [0.999, 1.003] at 16384x8192 bfloat16 (records rms_norm.bfloat16, run of 35e06ab)
 deterministic: yes, as t04
 """
 

@@ -16,16 +16,7 @@ hypothesis: ncu at 16384x8192 bfloat16 (rms_norm.bfloat16.profile.json, run of c
   torch.compile), ~1.0-1.02x elsewhere
 prediction: 1.02x t06 at 16384x8192 bfloat16 (~1.01x torch.compile, over the 1.0x target);
   1.0-1.02x t06 at 8192x4096 bfloat16 and float32
-outcome: 1.005x t06 [1.003, 1.011] at 16384x8192 bfloat16 (predicted 1.02x): 128.8 us, 1.000x
-  torch.compile [0.995, 1.003] (a tie: the 1.0x target met at parity, not beaten), 1.026x Liger
-  [1.022, 1.033], 1.63x F.rms_norm; 1.013x t06 at 8192x4096 bfloat16 (36.1 us, the fastest rung
-  there by median); 1.003x t06 at 8192x4096 float32, 1.365x F.rms_norm [1.361, 1.378], 1.002x
-  torch.compile, 1.017x Liger; 1.0x at 16384x8192 float32 (records rms_norm.bfloat16 and
-  rms_norm.float32, H200, run of commit 35e06ab). Inductor's own launch, read back by the sweep of
-  the same run (rms_norm-sweep.json): R0_BLOCK 8192 (the whole row), 16 warps, 1 stage at
-  16384x8192 bfloat16; R0_BLOCK 2048, 16 warps at 8192x4096 float32. t04's run-time-width kernel at
-  8192 x 16 was 0.85x torch.compile in that sweep, so the compiled-in width, not the chunk, is
-  what Inductor had over t05
+outcome: 1.005x t06 [1.003, 1.011] at 16384x8192 bfloat16 (predicted 1.02x), 1.000x torch.compile [0.995, 1.003] (records rms_norm.bfloat16, run of 35e06ab)
 deterministic: yes, each program adds its chunks in order and tl.sum reduces in a fixed tree
 """
 

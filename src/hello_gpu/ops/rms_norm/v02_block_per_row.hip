@@ -10,12 +10,10 @@ hypothesis: the loads are now coalesced and there are 16384 blocks to keep every
   second pass finds the row in L2 (1056 resident rows x 16 KiB = 17 MiB of the 60 MiB), so DRAM
   sees x once; what costs now is instructions: every element is loaded twice, plus the weight, and
   stored once, each a 2-byte access (64 bytes per warp instruction), with 9 barriers per row. Expect
-  ~2.4 TB/s in bfloat16 (~0.9x F.rms_norm, 2642 GB/s in ../shared/anchors-h200.md) and ~2.9 TB/s
+  ~2.4 TB/s in bfloat16 (~0.9x F.rms_norm, 2642 GB/s in a reference run before this ladder) and ~2.9 TB/s
   (~1.0x, 2934 GB/s) in float32, where each instruction carries twice the bytes
 prediction: 0.9x F.rms_norm at 16384x8192 bfloat16; 1.0x at 8192x4096 float32; 3x v01 or more
-outcome: 1.18x F.rms_norm [1.18, 1.19] at 16384x8192 bfloat16 (predicted 0.9x: the second read comes
-  from L2 and costs less than modelled), 1.005x at 8192x4096 bfloat16, 1.22x at 8192x4096 float32
-  (predicted 1.0x) (records rms_norm.bfloat16 and rms_norm.float32, H200, run of commit 152c451)
+outcome: 1.18x F.rms_norm [1.18, 1.19] at 16384x8192 bfloat16 (predicted 0.9x) (records rms_norm.bfloat16, run of 152c451)
 deterministic: yes, each thread adds its columns in order and the tree pairs the same slots every run
 entry: rms_norm_block_per_row<{T}>
 dtypes: float32 bfloat16 float16

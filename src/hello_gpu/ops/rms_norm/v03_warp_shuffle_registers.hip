@@ -13,19 +13,10 @@ hypothesis: v02 loads every element twice (DRAM, then L2) and waits at 9 barrier
   of reads x 1-2 us of loaded latency needs over 132 SMs. DRAM traffic is the minimum, 536 MB at
   16384x8192 bfloat16 (read x, write out; weight from L2). What still costs is instruction count:
   two 2-byte loads (x, weight) and a 2-byte store per element (v02: three loads and a store).
-  Expect ~3.2 TB/s: 1.2x F.rms_norm (2642 GB/s in ../shared/anchors-h200.md), 0.8x the plain
+  Expect ~3.2 TB/s: 1.2x F.rms_norm (2642 GB/s in a reference run before this ladder), 0.8x the plain
   Triton kernel (4007 GB/s); in float32 ~3.3 TB/s, 1.1x F.rms_norm at 8192x4096
 prediction: 1.3x v02 at 16384x8192 bfloat16 (1.2x F.rms_norm); 1.1x F.rms_norm at 8192x4096 float32
-outcome: 1.037x v02 [1.029, 1.040] at 16384x8192 bfloat16 (predicted 1.3x), 1.052x v02 at 8192x4096
-  float32 (1.29x F.rms_norm; predicted 1.1x F), but 0.81x v02 [0.806, 0.817] at 8192x4096 bfloat16:
-  a regression this rung's model does not explain (records rms_norm.bfloat16 and rms_norm.float32,
-  H200, run of commit 152c451; the run of abc4538 repeats it: 0.807x [0.802, 0.818]). Located with
-  ncu at 8192x4096 bfloat16 (rms_norm.bfloat16.profile.json, run of abc4538): a 4096-column row
-  fills 16 of a thread's 32 slots, but the registers are sized for 32 (48 a thread, v02: 28), so
-  an SM holds 5 blocks, not 8: achieved occupancy 58.6% against v02's 92.1%, memory throughput 54%
-  against 61%. And the fixed 32 slots cost instructions whether used or not: SM throughput 66.5%
-  over 51.8 us against v02's 58.4% over 40.8 us, ~1.45x the issued work (ptxas: 968 SASS
-  instructions against 456, a predicate per slot). v05 sizes the threads to the row and fixes it
+outcome: 1.037x v02 [1.029, 1.040] at 16384x8192 bfloat16 (predicted 1.3x); 0.81x v02 [0.806, 0.817] at 8192x4096 bfloat16 (records rms_norm.bfloat16, run of 152c451)
 deterministic: yes, each thread adds its elements in order, then the same butterfly and the same
   per-warp order in every thread and every run
 entry: rms_norm_warp_shuffle_registers<{T}>

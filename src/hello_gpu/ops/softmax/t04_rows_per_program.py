@@ -5,15 +5,12 @@ change: rows of up to 2048 columns are packed into a program, 4096 elements per 
   1024 columns), 8 warps; longer rows keep one row per program as t01
 hypothesis: at 4096x1024 float32 (16 MiB in, 16 MiB out: ~8 us at 4 TB/s) t01 launches 4096
   programs of 4 warps that each move 4 KiB and finish in a few hundred cycles, and the launch and
-  the tail of scheduling them cost as much as the transfer (anchors: torch.compile 2485 GB/s, a
+  the tail of scheduling them cost as much as the transfer (a reference run before this ladder: torch.compile 2485 GB/s, a
   plain one-row Triton kernel 2180-2480 GB/s). Four rows per program: a quarter of the programs,
   16 KiB in flight each, one wave on 132 SMs. Expect ~1.1x t01 at 4096x1024, ~1.0x torch.compile;
   nothing changes for 8192 and 32768 columns.
 prediction: 1.1x t01 at 4096x1024; 1.0x t01 at 8192x8192 and 4096x32768
-outcome: 0.97x t01 [0.96, 0.98] at 4096x1024 float32 (predicted 1.1x: missed): 1.10x torch.softmax,
-  0.98x Liger [0.970, 0.979], 0.94x torch.compile [0.930, 0.948]; one wave of fat programs did not
-  beat two waves of thin ones; 0.99x t01 at 8192x8192 and 1.06x at 4096x32768 (its 8-warp path
-  there) (record softmax.float32 and softmax.bfloat16, H200, run of commit 2c2a085)
+outcome: 0.97x t01 [0.96, 0.98] at 4096x1024 float32 (predicted 1.1x) (records softmax.float32, run of 2c2a085)
 deterministic: yes, each row reduces in a fixed tree within its program
 """
 

@@ -9,11 +9,7 @@ hypothesis: each earlier rung wins on one kind of row and none on all: t04 on sh
   at every shape: 1.0x the best of t02, t03 and t04 at each benchmark shape, and the rung that
   hello_gpu.ops.softmax() calls
 prediction: 1.0x the fastest of t02/t03/t04 at each shape; >= 2.0x torch.softmax at 8192x8192 float32
-outcome: at 8192x8192: 2.09x torch.softmax [2.08, 2.10] in float32 (predicted >= 2.0x) and 3.73x in
-  bfloat16 [3.70, 3.75], 1.006x Liger, 2.37x torch.compile; at 4096x1024 1.10x torch, as t04; but at
-  4096x32768 1.03x torch, 0.84x t04: the dispatch sent 32768 columns to t02's online tiles, and t03
-  (1.54x) holds that row better: the 16384-column limit was wrong (record softmax.float32 and
-  softmax.bfloat16, H200, run of commit 2c2a085)
+outcome: 2.09x torch.softmax [2.08, 2.10] at 8192x8192 float32 (predicted >= 2.0x), but 0.84x t04 at 4096x32768 (records softmax.float32, run of 2c2a085)
 deterministic: yes, each of the three kernels reduces a row in a fixed order
 """
 

@@ -9,9 +9,7 @@ hypothesis: t05 sent 4096x32768 float32 to t02 and ran at 1.03x torch.softmax, w
   second read and two exponentials per value. Moving the limit should give t03's figure there and
   change nothing at 8192 and 1024 columns.
 prediction: 1.5x t05 at 4096x32768 (1.54x torch.softmax, as t03); 1.0x t05 at 8192x8192 and 4096x1024
-outcome: 1.488x t05 [1.485, 1.490] at 4096x32768 float32 (predicted 1.5x): 1.54x torch.softmax,
-  1.00x Liger [0.998, 1.007], 1.42x torch.compile; 1.003x t05 at 8192x8192 and 1.001x at 4096x1024,
-  as predicted (records softmax.float32 and softmax.bfloat16, H200, run of commit 152c451)
+outcome: 1.488x t05 [1.485, 1.490] at 4096x32768 float32 (predicted 1.5x) (records softmax.float32, run of 152c451)
 deterministic: yes, each of the three kernels reduces a row in a fixed order
 """
 

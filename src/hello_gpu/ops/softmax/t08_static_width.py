@@ -18,11 +18,7 @@ hypothesis: at 4096x1024 float32 t07 is 0.974x torch.compile [0.968, 0.983] and 
 prediction: ~1.01-1.02x t07 at 4096x1024 float32, likely within noise (~0.99x torch.compile, ~1.04x
   Liger: the 1.1x Liger target stays out of reach); 1.0x t07 at 8192x8192 and 4096x32768 (the
   same code)
-outcome: 1.02x t07 by the two paired ratios over torch.softmax at 4096x1024 float32 (1.164x
-  [1.158, 1.171] against 1.153x), as predicted; 0.974x torch.compile [0.966, 0.982] and 1.038x Liger
-  [1.028, 1.048], both targets still missed. 1.0x t07 at 8192x8192 and 4096x32768 (records
-  softmax.float32 and softmax.bfloat16, H200, run of commit d982f25). Again after the kernel took
-  its load policy as a parameter (run of 0abc2b8): 1.167x torch.softmax against t07's 1.155x
+outcome: 1.164x torch.softmax [1.158, 1.171] at 4096x1024 float32 against t07's 1.153x: 1.02x t07, as predicted (records softmax.float32, run of d982f25)
 deterministic: yes, each row reduces in a fixed tree within its program
 """
 

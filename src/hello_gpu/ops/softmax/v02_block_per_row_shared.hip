@@ -13,15 +13,12 @@ hypothesis: both faults of v01 go. 8192 rows are now 8192 blocks of 8 warps; at 
   DRAM sees little more than 1 read + 1 write; the limit is the SMs' own traffic (four 4-byte
   accesses per element, each pass a scalar load per thread with its latency) and 2 x 10 barriers a
   row. Expect ~1.5 TB/s at 8192x8192 float32, 0.8x torch.softmax (1926 GB/s in
-  ../shared/anchors-h200.md); bfloat16 issues the same loads for 2 bytes each: ~0.8 TB/s, 0.75x
+  a reference run before this ladder); bfloat16 issues the same loads for 2 bytes each: ~0.8 TB/s, 0.75x
   (torch 1050 GB/s). 4096x32768 rows are 128 KiB: 1056 of them are 132 MiB, twice the L2, so the
   second and third reads go to DRAM: ~1.1 TB/s, 0.4x torch (2637 GB/s).
 prediction: 0.8x torch.softmax at 8192x8192 float32; 0.75x in bfloat16; 0.4x at 4096x32768;
   ~0.6x at 4096x1024 (4 elements per thread per pass: the 20 barriers dominate); >20x v01
-outcome: 1.43x torch.softmax [1.43, 1.44] at 8192x8192 float32 (predicted 0.8x: the second and third
-  reads of a 32 KiB row come from L2, not DRAM); 2.31x in bfloat16 (predicted 0.75x); 0.77x at
-  4096x32768 (predicted 0.4x); 0.79x at 4096x1024 (record softmax.float32 and softmax.bfloat16,
-  H200, run of commit 2c2a085)
+outcome: 1.43x torch.softmax [1.43, 1.44] at 8192x8192 float32 (predicted 0.8x) (records softmax.float32, run of 2c2a085)
 deterministic: yes, each thread reads its columns in order and the tree adds in a fixed pattern
 entry: softmax_block_per_row_shared<{T}>
 dtypes: float32 bfloat16 float16

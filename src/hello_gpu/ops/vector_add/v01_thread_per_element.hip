@@ -9,11 +9,7 @@ hypothesis: the add does 1 FLOP per 12 bytes (float32), so the kernel waits on m
   of 4.2 TB/s at ~500 ns latency (2.1 MB). So the simplest kernel should sit near torch.add.
 prediction: 0.95x to 1.0x torch.add at 2^28 and 2^24 (torch.add issues 128-bit loads, this one
   32-bit: four times the load instructions, which should not matter while memory is the limit)
-outcome: 0.79x torch.add [0.78, 0.79] at 2^28 in float32 (3432 GB/s), 0.47x in bfloat16: below the
-  0.95-1.0x predicted. Memory is not the limit here: 2^20 short blocks, each thread issuing a 4-byte
-  (bfloat16: 2-byte) load per input, are limited by load instructions and block launches; v04's
-  128-bit loads test that (1.65x in bfloat16 over v03) (record vector_add.float32, H200, run of
-  commit a3e1cf2)
+outcome: 0.79x torch.add [0.78, 0.79] at 2^28 float32, 0.47x in bfloat16; predicted 0.95-1.0x (records vector_add.float32, run of a3e1cf2)
 deterministic: yes, one writer per element
 entry: vector_add<{T}>
 dtypes: float32 bfloat16

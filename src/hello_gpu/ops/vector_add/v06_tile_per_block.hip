@@ -14,16 +14,7 @@ prediction: 0.98x to 1.0x torch.add at 2^28 and 2^24; 1.05x v05. Revised with th
   (ceil(n * itemsize / 8192); it was ceil(n / 2048) for both dtypes): float32 unchanged (the same
   grid); bfloat16 ~0.98x torch.add at 2^28, as the same kernel with that grid measured 0.984x in
   benchmarks/vector_add_grid.py (run of commit 3b81a7e)
-outcome: float32: 0.994x torch.add [0.993, 0.994] at 2^28 (4351 GB/s), 1.044x v05 [1.043, 1.047]:
-  as predicted, the best HIP rung and above the 0.97x target; 0.987x at 2^24, 0.982x at 2^20.
-  bfloat16, with the grid in bytes: 0.984x torch.add [0.983, 0.986] at 2^28 (4302 GB/s), 1.053x
-  v05 [1.048, 1.056]: as predicted (~0.98x); 0.976x at 2^24, 0.987x at 2^20 (records
-  vector_add.float32 and vector_add.bfloat16, H200, run of commit 0640e65). Before, the grid
-  counted float32 tiles (ceil(n / 2048)) for both dtypes, and bfloat16 measured 0.90x torch.add
-  [0.902, 0.905] at 2^28 (run of commit 01e365d): half of the 131072 blocks found no tile. The
-  same kernel launched with one block per bfloat16 tile was 1.091x [1.089, 1.093] that grid in
-  benchmarks/vector_add_grid.py (records/nvidia-h200/vector_add-grid.json, run of commit 3b81a7e),
-  which located the 9% before the grid changed
+outcome: 0.994x torch.add [0.993, 0.994] at 2^28 float32, 0.984x [0.983, 0.986] in bfloat16, as predicted (records vector_add.float32 and vector_add.bfloat16, run of 0640e65)
 deterministic: yes, one writer per element
 entry: vector_add_tile<{T}>
 dtypes: float32 bfloat16
