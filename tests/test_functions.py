@@ -119,14 +119,15 @@ gpu = pytest.mark.skipif(gpu_vendor() is None, reason="needs a GPU")
 def test_functions_match_the_references_on_the_gpu(shape, dtype):
     softmax_spec, rms_spec = load_op("softmax").spec, load_op("rms_norm").spec
     torch_dtype = getattr(torch, dtype)
-    x = (torch.randn(shape, device="cuda") * 3).to(torch_dtype)
-    w = (1 + 0.1 * torch.randn(shape[-1], device="cuda")).to(torch_dtype)
-    for got, want, (rtol, atol) in (
-            (ops.softmax(x), softmax_spec.reference(x), softmax_spec.TOLERANCE[dtype]),
-            (ops.rms_norm(x, w, 1e-5), torch.nn.functional.rms_norm(x.double(), (shape[-1],), w.double(), 1e-5),
-             rms_spec.TOLERANCE[dtype])):
-        assert got.shape == x.shape and got.dtype == x.dtype
-        assert torch.allclose(got.double(), want.double(), rtol=rtol, atol=atol)
+    for _ in range(3):          # the first call of a shape records its launches, the later ones replay them
+        x = (torch.randn(shape, device="cuda") * 3).to(torch_dtype)
+        w = (1 + 0.1 * torch.randn(shape[-1], device="cuda")).to(torch_dtype)
+        for got, want, (rtol, atol) in (
+                (ops.softmax(x), softmax_spec.reference(x), softmax_spec.TOLERANCE[dtype]),
+                (ops.rms_norm(x, w, 1e-5), torch.nn.functional.rms_norm(x.double(), (shape[-1],), w.double(), 1e-5),
+                 rms_spec.TOLERANCE[dtype])):
+            assert got.shape == x.shape and got.dtype == x.dtype
+            assert torch.allclose(got.double(), want.double(), rtol=rtol, atol=atol)
 
 
 @pytest.mark.gpu

@@ -25,6 +25,7 @@ import torch
 from torch.compiler import is_compiling
 
 from .registry import load_op
+from ..runtime.triton_replay import replayable
 from .rung import triton_interpreter_on
 
 # Within noise of the fastest candidate at every shape of the H200 records (softmax.float32, rms_norm.bfloat16).
@@ -33,7 +34,8 @@ BEST = {"softmax": "t10_one_warp_per_row", "rms_norm": "t07_static_width"}
 
 @functools.cache
 def _best(op_name: str):
-    """The built best rung (compiled or imported once per process)."""
+    """The built best rung (compiled or imported once per process). A Triton rung's launches are
+    replayed per call signature (hello_gpu.runtime.triton_replay, applied by Rung.build)."""
     return load_op(op_name).rung(BEST[op_name]).build()
 
 
@@ -42,8 +44,10 @@ def _rms_norm_launch():
     """The best rms_norm rung as ``launch(rows, weight, eps)``, resolved once: whether its run() takes
     eps was read with inspect on every call before (~10 us)."""
     built = _best("rms_norm")
-    if "eps" in inspect.signature(built.function).parameters:
-        return lambda rows, weight, eps: built.function(rows, weight, eps=eps)
+    run = getattr(built.function, "__wrapped__", built.function)      # the rung's own run(), not its replay
+    if "eps" in inspect.signature(run).parameters:
+        # eps by position, so each (shape, dtype, eps) replays its launches (runtime.triton_replay)
+        return replayable(lambda rows, weight, eps: run(rows, weight, eps=eps))
     spec_eps = load_op("rms_norm").spec.EPS
 
     def fixed_eps(rows, weight, eps):

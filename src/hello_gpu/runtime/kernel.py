@@ -428,7 +428,11 @@ class CallPlan:
                 self.aligned.append((len(self.sources) - 1, parameter.lanes * tensor.element_size()))
             self.sizes.append(tensor.numel() * tensor.element_size())
             self.is_output.append(parameter.is_output)
-        self.check_overlap = len(self.sources) > 1 and any(self.is_output)
+        # (output, other) pairs whose byte ranges must not meet, checked on every call's pointers
+        self.overlap_pairs = [(index, other, self.sizes[index], self.sizes[other])
+                              for index in range(len(self.sources)) if self.is_output[index] and self.sizes[index]
+                              for other in range(len(self.sources))
+                              if other != index and self.sizes[other] and not (self.is_output[other] and other < index)]
         self.slots = launch.keep_alive[1].copy()       # this plan's own argument buffer, reused each call
         self.addresses = self.slots.ctypes.data + kernel._slot_offsets
         self.params_address = int(self.addresses.ctypes.data)
@@ -454,15 +458,16 @@ class CallPlan:
         for index, width in self.aligned:
             if pointers[index] % width:
                 return _REPLAN
-        if self.check_overlap and _overlapping(pointers, self.sizes, self.is_output):
-            return _REPLAN
+        for index, other, size, other_size in self.overlap_pairs:
+            if pointers[other] < pointers[index] + size and pointers[index] < pointers[other] + other_size:
+                return _REPLAN
         stream_handle = _current_raw_stream(self.device) if self.stream is None else self.stream
         with self.lock:
             slots = self.slots
             for slot, pointer in zip(self.slot_indices, pointers):
                 slots[slot] = pointer
             if not self.skip:
-                if torch.cuda.current_device() == self.device:
+                if torch._C._cuda_getDevice() == self.device:
                     self.launch_raw(*self.arguments, stream_handle, self.params_address)
                 else:   # the launch goes to the current context: make it the tensors' device
                     with torch.cuda.device(self.device):
@@ -471,18 +476,6 @@ class CallPlan:
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-def _overlapping(pointers, sizes, is_output) -> bool:
-    """Does an output's byte range meet any other argument's? (The full path then names which.)"""
-    for index, size in enumerate(sizes):
-        if not is_output[index] or not size:
-            continue
-        start, end = pointers[index], pointers[index] + size
-        for other, other_size in enumerate(sizes):
-            if other != index and other_size and pointers[other] < end and start < pointers[other] + other_size:
-                return True
-    return False
 
 
 def _tool(name: str) -> str | None:
