@@ -65,12 +65,15 @@ def _launcher_class():
 
 
 def _hooks_set() -> bool:
-    """A Triton launch hook (a profiler's) wants fresh launch metadata per call: no replay then."""
+    """A Triton launch hook (a profiler's) wants fresh launch metadata per call: no replay then.
+    Triton >= 3.4 keeps the hooks in ``knobs.runtime``; earlier ones on ``CompiledKernel``."""
     try:
         from triton import knobs
-        return knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None
+        holder = knobs.runtime
     except (ImportError, AttributeError):
-        return True
+        from triton.compiler import CompiledKernel
+        holder = CompiledKernel
+    return any(getattr(holder, name, None) is not None for name in ("launch_enter_hook", "launch_exit_hook"))
 
 
 class _Recorder:
