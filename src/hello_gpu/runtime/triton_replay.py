@@ -73,7 +73,14 @@ def _hooks_set() -> bool:
     except (ImportError, AttributeError):
         from triton.compiler import CompiledKernel
         holder = CompiledKernel
-    return any(getattr(holder, name, None) is not None for name in ("launch_enter_hook", "launch_exit_hook"))
+    return any(_hook_present(getattr(holder, name, None)) for name in ("launch_enter_hook", "launch_exit_hook"))
+
+
+def _hook_present(hook) -> bool:
+    """Triton 3.6 always holds a ``HookChain`` (set when its ``calls`` list is not empty); earlier
+    versions a function or None."""
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else hook is not None
 
 
 class _Recorder:
