@@ -30,6 +30,7 @@ pick its launch is not replayable and must not be wrapped).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from typing import Callable
@@ -107,8 +108,25 @@ class _Recorder:
         launches = self.launches
 
         def recording(launcher, gridX, gridY, gridZ, stream, function, *args):
-            launches.append((launcher, gridX, gridY, gridZ, stream, function, args))
-            return original(launcher, gridX, gridY, gridZ, stream, function, *args)
+            # One level down too: the launcher's C entry point (``launcher.launch``), which Triton's
+            # Python __call__ reaches after preparing scratch buffers and hooks. Replaying that call
+            # directly skips ~10 us of Python per launch; it is used only where exactly one such call
+            # was seen, with the same grid and stream.
+            inner_calls = []
+            inner = getattr(launcher, "launch", None)
+            if callable(inner):
+                def inner_recording(*inner_args):
+                    inner_calls.append(inner_args)
+                    return inner(*inner_args)
+                launcher.launch = inner_recording
+            try:
+                result = original(launcher, gridX, gridY, gridZ, stream, function, *args)
+            finally:
+                if callable(inner):
+                    launcher.launch = inner
+            launches.append((launcher, gridX, gridY, gridZ, stream, function, args,
+                             (inner, inner_calls[0]) if len(inner_calls) == 1 else None))
+            return result
 
         self.launcher_class.__call__ = recording
         self.mode.__enter__()
@@ -130,36 +148,56 @@ class _Plan:
         torch = torch_module()
         self.result_layout = (tuple(result.shape), tuple(result.stride()), result.dtype, result.device)
         self.device = device
-        self.launch_call = launch_call        # the launcher class's own __call__ (never a recorder's)
-        self.launches = []
         pointers = {tensor.data_ptr(): index for index, tensor in enumerate(inputs) if isinstance(tensor, torch.Tensor)}
         result_pointer = result.data_ptr()
-        for launcher, grid_x, grid_y, grid_z, stream, function, args in launches:
-            slots = []                    # (position in args, input index or -1 for the result)
-            for position, value in enumerate(args):
-                if isinstance(value, torch.Tensor):
-                    pointer = value.data_ptr()
-                    if pointer == result_pointer and pointer not in pointers:
-                        slots.append((position, -1))
-                    elif pointer in pointers and pointer != result_pointer:
-                        slots.append((position, pointers[pointer]))
-                    else:
-                        raise _NotReplayable("a launch uses a tensor that is neither an input nor the result")
-                elif type(value).__name__ in ("TensorDescriptor", "TensorDescriptorArgs") or hasattr(value, "data_ptr"):
-                    raise _NotReplayable(f"a launch takes a {type(value).__name__}, which holds its own pointers")
-            self.launches.append((launcher, grid_x, grid_y, grid_z, function, list(args), slots))
+        self.launches = []
+        for launcher, grid_x, grid_y, grid_z, stream, function, args, inner in launches:
+            python_level = [grid_x, grid_y, grid_z, stream, function, *args]
+            entry = None
+            if inner is not None and tuple(inner[1][:5]) == (grid_x, grid_y, grid_z, stream, function):
+                # The C entry point's own arguments: grid, stream, function, Triton's flags and scratch
+                # pointers, then the kernel's. Scratch made per call cannot come from a recording: then
+                # the launch is replayed at the Python level, which allocates it again.
+                try:
+                    entry = (inner[0], list(inner[1]), self._slots(inner[1], pointers, result_pointer, torch))
+                except _NotReplayable:
+                    entry = None
+            if entry is None:
+                entry = (functools.partial(launch_call, launcher), python_level,
+                         self._slots(python_level, pointers, result_pointer, torch))
+            self.launches.append(entry)
+
+    @staticmethod
+    def _slots(arguments, pointers: dict, result_pointer: int, torch) -> list[tuple[int, int]]:
+        """(position, input index or -1 for the result) of each tensor among a launch's arguments."""
+        slots = []
+        for position, value in enumerate(arguments):
+            if position < 5:              # grid, stream, function
+                continue
+            if isinstance(value, torch.Tensor):
+                pointer = value.data_ptr()
+                if pointer == result_pointer and pointer not in pointers:
+                    slots.append((position, -1))
+                elif pointer in pointers and pointer != result_pointer:
+                    slots.append((position, pointers[pointer]))
+                else:
+                    raise _NotReplayable("a launch uses a tensor that is neither an input nor the result "
+                                         "(a scratch buffer)")
+            elif type(value).__name__ in ("TensorDescriptor", "TensorDescriptorArgs") or hasattr(value, "data_ptr"):
+                raise _NotReplayable(f"a launch takes a {type(value).__name__}, which holds its own pointers")
+        return slots
 
     def __call__(self, inputs):
         torch = torch_module()
         shape, stride, dtype, device = self.result_layout
         result = torch.empty_strided(shape, stride, dtype=dtype, device=device)
         stream = torch._C._cuda_getCurrentRawStream(self.device)
-        launch_call = self.launch_call
-        for launcher, grid_x, grid_y, grid_z, function, args, slots in self.launches:
-            args = list(args)
+        for call, recorded, slots in self.launches:
+            arguments = list(recorded)
+            arguments[3] = stream
             for position, source in slots:
-                args[position] = result if source < 0 else inputs[source]
-            launch_call(launcher, grid_x, grid_y, grid_z, stream, function, *args)
+                arguments[position] = result if source < 0 else inputs[source]
+            call(*arguments)
         return result
 
 
