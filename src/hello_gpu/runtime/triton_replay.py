@@ -65,16 +65,28 @@ def _launcher_class():
     return cls if names == EXPECTED_LAUNCHER_PARAMETERS else None
 
 
-def _hooks_set() -> bool:
-    """A Triton launch hook (a profiler's) wants fresh launch metadata per call: no replay then.
-    Triton >= 3.4 keeps the hooks in ``knobs.runtime``; earlier ones on ``CompiledKernel``."""
+def _hook_holder():
+    """Where Triton keeps its launch hooks: ``knobs.runtime`` (>= 3.4), ``CompiledKernel`` before."""
     try:
         from triton import knobs
-        holder = knobs.runtime
+        return knobs.runtime
     except (ImportError, AttributeError):
         from triton.compiler import CompiledKernel
-        holder = CompiledKernel
+        return CompiledKernel
+
+
+def _hooks_set() -> bool:
+    """A Triton launch hook (a profiler's) wants fresh launch metadata per call: no replay then."""
+    holder = _hook_holder()
     return any(_hook_present(getattr(holder, name, None)) for name in ("launch_enter_hook", "launch_exit_hook"))
+
+
+def _hook_chains() -> tuple:
+    """The ``calls`` lists of Triton 3.6's hook chains, read once: a replayed call then checks two
+    lists (~0.1 us) instead of reading the knobs (~2 us). Empty where the hooks are not chains."""
+    holder = _hook_holder()
+    chains = tuple(getattr(getattr(holder, name, None), "calls", None) for name in ("launch_enter_hook", "launch_exit_hook"))
+    return chains if all(isinstance(calls, list) for calls in chains) else ()
 
 
 def _hook_present(hook) -> bool:
@@ -225,20 +237,30 @@ def replayable(launcher: Callable) -> Callable:
     signature seen to its plan, or to the reason it is not replayable."""
     launcher_class = _launcher_class()
     plans: dict = {}
+    if launcher_class is None:
+        tensor_type = chains = None
+    else:
+        tensor_type, chains = torch_module().Tensor, _hook_chains()
+
+    def hooks_set() -> bool:
+        if chains:
+            return bool(chains[0] or chains[1])
+        return _hooks_set()
 
     def call(*args, **kwargs):
-        torch = torch_module()
-        key = _signature(args, torch.Tensor) if not kwargs else None
-        if key is None or launcher_class is None:
+        if launcher_class is None or kwargs:
             return launcher(*args, **kwargs)
+        key = _signature(args, tensor_type)
+        if key is None:
+            return launcher(*args)
         plan = plans.get(key)
-        if type(plan) is _Plan and not _hooks_set():
+        if type(plan) is _Plan and not hooks_set():
             return plan(args)
         if plan is not None:                          # known not replayable: the launcher as written
             return launcher(*args)
         with _Recorder(launcher_class) as recorder:
             result = launcher(*args)
-        plans[key] = _make_plan(recorder, args, result, torch)
+        plans[key] = _make_plan(recorder, args, result, torch_module())
         return result
 
     call.plans = plans
