@@ -5,7 +5,7 @@
 # tool brings back few files); unpack it into the repository root and commit.
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
-#   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead reference flush profile
+#   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead call-overhead reference flush profile
 #           softmax-sweep reduce-sweep rms-sweep dirty-l2 eviction-sweep persistent-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
@@ -82,6 +82,9 @@ gpu_tests() {   # gpu_tests [FILE[::TEST]...]: the GPU tier (default: all of tes
 }
 cpu_tests() { python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 8; return "${PIPESTATUS[0]}"; }
 doctor() { hello-gpu doctor --json >"$DEVICE_RECORDS/doctor.json"; }
+call_overhead() {   # host time per call of every public entry point and call times (benchmarks/call_overhead.py)
+  python3 benchmarks/call_overhead.py --out "$DEVICE_RECORDS/call-overhead.json" 2>>"$ERRORS"
+}
 overhead() {
   python3 benchmarks/runtime_overhead.py --out "$DEVICE_RECORDS/runtime-overhead.json" \
     --profile "$DEVICE_RECORDS/call-profile.txt" >/dev/null 2>>"$ERRORS"
@@ -188,7 +191,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f gpu_tests cpu_tests doctor overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records \
+export -f gpu_tests cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records \
   reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug
 
@@ -201,6 +204,7 @@ for stage in $stages; do
     cpu-tests) run_stage cpu-tests cpu_tests ;;
     compile-gate) run_stage compile-gate sh -c "hello-gpu compile-check examples src --no-amd | tail -n 3" ;;
     overhead) run_stage overhead overhead ;;
+    call-overhead) run_stage call-overhead call_overhead ;;
     reference) run_stage reference sh -c "python3 benchmarks/reference_check.py --records '$RECORDS' 2>>'$ERRORS'" ;;
     flush) run_stage flush flush ;;
     profile) run_stage profile profile_capture ;;

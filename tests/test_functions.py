@@ -119,14 +119,15 @@ gpu = pytest.mark.skipif(gpu_vendor() is None, reason="needs a GPU")
 def test_functions_match_the_references_on_the_gpu(shape, dtype):
     softmax_spec, rms_spec = load_op("softmax").spec, load_op("rms_norm").spec
     torch_dtype = getattr(torch, dtype)
-    x = (torch.randn(shape, device="cuda") * 3).to(torch_dtype)
-    w = (1 + 0.1 * torch.randn(shape[-1], device="cuda")).to(torch_dtype)
-    for got, want, (rtol, atol) in (
-            (ops.softmax(x), softmax_spec.reference(x), softmax_spec.TOLERANCE[dtype]),
-            (ops.rms_norm(x, w, 1e-5), torch.nn.functional.rms_norm(x.double(), (shape[-1],), w.double(), 1e-5),
-             rms_spec.TOLERANCE[dtype])):
-        assert got.shape == x.shape and got.dtype == x.dtype
-        assert torch.allclose(got.double(), want.double(), rtol=rtol, atol=atol)
+    for _ in range(3):          # the first call of a shape records its launches, the later ones replay them
+        x = (torch.randn(shape, device="cuda") * 3).to(torch_dtype)
+        w = (1 + 0.1 * torch.randn(shape[-1], device="cuda")).to(torch_dtype)
+        for got, want, (rtol, atol) in (
+                (ops.softmax(x), softmax_spec.reference(x), softmax_spec.TOLERANCE[dtype]),
+                (ops.rms_norm(x, w, 1e-5), torch.nn.functional.rms_norm(x.double(), (shape[-1],), w.double(), 1e-5),
+                 rms_spec.TOLERANCE[dtype])):
+            assert got.shape == x.shape and got.dtype == x.dtype
+            assert torch.allclose(got.double(), want.double(), rtol=rtol, atol=atol)
 
 
 @pytest.mark.gpu
@@ -141,3 +142,41 @@ def test_fullgraph_compile_and_no_grad_on_the_gpu():
         ops.softmax(x.float().requires_grad_())
     with torch.no_grad():
         assert ops.softmax(x.float().requires_grad_()).shape == x.shape
+
+
+@pytest.mark.gpu
+@gpu
+def test_compiled_functions_follow_a_shape_change_on_the_gpu():
+    """torch.compile with a new shape recompiles (or takes a dynamic graph): never a stale result."""
+    f = torch.compile(lambda x: ops.softmax(x), fullgraph=True)
+    for rows, columns in ((16, 4096), (31, 1023), (16, 4096), (5, 70)):
+        x = torch.randn(rows, columns, device="cuda")
+        assert torch.allclose(f(x), torch.softmax(x.double(), -1).float(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_public_functions_replay_in_a_cuda_graph(dtype):
+    """Captured once, replayed on fresh data copied into the captured inputs: right every replay."""
+    torch_dtype = getattr(torch, dtype)
+    x = torch.randn(16, 4096, device="cuda", dtype=torch_dtype)
+    w = (1 + 0.1 * torch.randn(4096, device="cuda")).to(torch_dtype)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):                      # warm-up off the capture: compiles, first launches
+        ops.softmax(x), ops.rms_norm(x, w)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        probabilities, normalised = ops.softmax(x), ops.rms_norm(x, w)
+    softmax_tolerance, rms_tolerance = load_op("softmax").spec.TOLERANCE[dtype], load_op("rms_norm").spec.TOLERANCE[dtype]
+    for _ in range(3):
+        x.copy_((3 * torch.randn(16, 4096, device="cuda")).to(torch_dtype))
+        probabilities.fill_(float("nan"))
+        normalised.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.allclose(probabilities.double(), torch.softmax(x.double(), -1), *softmax_tolerance)
+        want = torch.nn.functional.rms_norm(x.double(), (4096,), w.double(), 1e-6)
+        assert torch.allclose(normalised.double(), want, *rms_tolerance)

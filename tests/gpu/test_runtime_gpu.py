@@ -342,24 +342,93 @@ def test_refuses_tensor_on_another_gpu(inputs):
         hg.hip(VECTOR_ADD)(a, b.to("cuda:1"))
 
 
-def test_a_repeated_call_reuses_its_checked_launch_and_holds_no_tensor(generator):
+def test_a_call_signature_is_checked_once_and_its_plan_holds_no_tensor(generator):
     import gc
     import weakref
     kernel = hg.hip(VECTOR_ADD)
     a, b = randn(4099, generator=generator), randn(4099, generator=generator)
     out = torch.full_like(a, float("nan"))
     assert kernel(a, b, out, a.numel()) is out and torch.equal(out, a + b)
-    assert len(kernel._recent_launches) == 1
-    a.copy_(randn(4099, generator=generator))                 # same tensors, new values: a cache hit
-    out.fill_(float("nan"))
-    assert kernel(a, b, out, a.numel()) is out and torch.equal(out, a + b)
-    assert len(kernel._recent_launches) == 1
-    # Another size, or an output left to allocate, is prepared afresh (and still checked).
+    assert len(kernel._plans) == 1
+    # New tensors (new addresses, new values) of the same signature: the same plan, right results.
+    for _ in range(3):
+        a, b = randn(4099, generator=generator), randn(4099, generator=generator)
+        out = torch.full_like(a, float("nan"))
+        assert kernel(a, b, out, a.numel()) is out and torch.equal(out, a + b)
+    assert len(kernel._plans) == 1
+    # The output left out is allocated afresh each call, never the previous call's tensor.
+    first, second = kernel(a, b), kernel(b, a)
+    assert first.data_ptr() != second.data_ptr() and torch.equal(first, a + b) and torch.equal(second, b + a)
+    assert len(kernel._plans) == 2
+    # Another size, a different launch shape: a new signature, checked again.
     assert torch.equal(kernel(a[:31], b[:31]), a[:31] + b[:31])
     with pytest.raises(hg.LaunchConfigError):
-        kernel(a, b, out, a.numel(), block=4096)             # a different launch shape is checked again
-    # The cache keeps packed pointers only: the tensors can be freed.
+        kernel(a, b, out, a.numel(), block=4096)
+    # The plans keep packed pointers only: the tensors can be freed.
     probe = weakref.ref(out)
-    del out
+    del out, first, second
     gc.collect()
     assert probe() is None
+
+
+def _error_of(call):
+    with pytest.raises((hg.KernelArgumentError, hg.LaunchConfigError)) as caught:
+        call()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("case", ["other dtype", "cpu tensor", "non-contiguous", "output overlaps input",
+                                  "output is an input", "misaligned float4"])
+def test_every_check_still_holds_after_a_signature_was_planned(case, generator):
+    """The same shapes with one thing wrong, after a good call planned the signature: the same error
+    as a fresh kernel gives, never a launch."""
+    source = VECTOR_ADD if case != "misaligned float4" else r"""
+    __global__ void copy4(const float4* x, float4* y, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < n / 4) y[i] = x[i];
+    }"""
+    planned, fresh = hg.hip(source), hg.hip(source)
+    n = 4096
+    a, b = randn(n, generator=generator), randn(n, generator=generator)
+    out = torch.full_like(a, float("nan"))
+    if case == "misaligned float4":
+        planned(a, out, n)
+        storage = randn(n + 1, generator=generator)
+        bad = lambda kernel: kernel(storage[1:], out, n)  # noqa: E731
+    else:
+        planned(a, b, out, n)
+        bad_inputs = {
+            "other dtype": lambda: (a.double(), b, out),
+            "cpu tensor": lambda: (a.cpu(), b, out),
+            "non-contiguous": lambda: (randn(2 * n, generator=generator)[::2], b, out),
+            "output overlaps input": lambda: (a, b, a),
+            "output is an input": lambda: (a, out, out),
+        }[case]()
+        bad = lambda kernel: kernel(*bad_inputs, n)  # noqa: E731
+    before = out.clone()
+    message = _error_of(lambda: bad(planned))
+    assert message == _error_of(lambda: bad(fresh))
+    torch.cuda.synchronize()
+    assert torch.equal(out, before) or case in ("output is an input",), "nothing may launch on a refused call"
+
+
+def test_kernel_calls_and_prepared_launches_replay_in_a_cuda_graph(generator):
+    """Captured once, replayed on fresh data copied into the captured inputs: right every time."""
+    kernel = hg.hip(VECTOR_ADD)
+    a, b = randn(4097, generator=generator), randn(4097, generator=generator)
+    out, out_prepared = torch.empty_like(a), torch.empty_like(a)
+    kernel(a, b, out, a.numel())                      # plan the signature before capture
+    prepared = kernel.prepare(b, a, out_prepared, a.numel())
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kernel(a, b, out, a.numel())
+        prepared()
+    for _ in range(3):
+        a.copy_(randn(4097, generator=generator))
+        b.copy_(randn(4097, generator=generator))
+        out.fill_(float("nan"))
+        out_prepared.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, a + b) and torch.equal(out_prepared, b + a)

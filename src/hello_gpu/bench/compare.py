@@ -15,7 +15,7 @@ from typing import Callable
 
 from ..runtime.device import torch_module
 from .stats import Ratio, Summary, paired_ratio, summarize, verdict
-from .timing import Hold, _Flusher, _uses_gpu, batch_size
+from .timing import Hold, _Flusher, _uses_gpu, batch_size, call_time_batch, check_mode
 
 DEFAULT_MARGIN = 0.02
 
@@ -51,14 +51,18 @@ def round_order(index: int) -> str:
 
 def compare(baseline: Callable, candidate: Callable, *, margin: float = DEFAULT_MARGIN, cache: str = "cold",
             min_rounds: int = 10, max_rounds: int = 400, max_seconds: float = 4.0,
-            target_ci_width: float = 0.02) -> Comparison:
-    """Paired, interleaved timing of two callables; speedup = baseline time / candidate time."""
+            target_ci_width: float = 0.02, mode: str = "device") -> Comparison:
+    """Paired, interleaved timing of two callables; speedup = baseline time / candidate time.
+
+    ``mode="call"`` pairs call times (each call from an idle GPU, host launch path included; see
+    :func:`hello_gpu.bench.measure`) instead of device times."""
     for name, function in (("baseline", baseline), ("candidate", candidate)):
         if not callable(function):
             raise TypeError(f"compare(): {name} must be callable, got {type(function).__name__}")
     if not 0 <= margin < 1:
         raise ValueError(f"margin must be in [0, 1), got {margin}")
-    timer = _DeviceTimer(cache) if _uses_gpu(None) else _WallTimer()
+    check_mode(mode)
+    timer = _DeviceTimer(cache, mode) if _uses_gpu(None) else _WallTimer()
     functions = {"A": baseline, "B": candidate}
     timer.time_rounds(functions, ["ABAB"])           # warm-up, not counted: compiles, allocations, first touch
     probe = timer.time_rounds(functions, ["AB"])
@@ -81,6 +85,8 @@ def compare(baseline: Callable, candidate: Callable, *, margin: float = DEFAULT_
                 break
     ratio = _round_ratio(times)
     notes = tuple(timer.hold.notes()) if isinstance(timer, _DeviceTimer) else ()
+    if mode == "call" and isinstance(timer, _DeviceTimer):
+        notes += ("call time: each call from an idle GPU, its host launch path included",)
     return Comparison(ratio, verdict(ratio, margin), margin, summarize(times["A"]), summarize(times["B"]), rounds,
                       notes=notes)
 
@@ -94,17 +100,24 @@ def _round_ratio(times: dict[str, list[float]]) -> Ratio:
 
 
 class _DeviceTimer:
-    def __init__(self, cache: str):
+    def __init__(self, cache: str, mode: str = "device"):
         from ..runtime.device import device_info
         self.torch = torch_module()
         self.flush = _Flusher.for_cache(cache, device_info().l2_bytes)
         self.hold = Hold()              # one per comparison: a spin once lengthened stays so for both sides
+        self.mode = mode
 
     def time_rounds(self, functions: dict, orders: list[str]) -> dict[str, list[float]]:
         """Queue every call of ``orders`` (e.g. ["ABBA", "BAAB"]), each between two events (after a
-        flush when cold), synchronize once, and return the seconds of each call by label, in order."""
+        flush when cold), synchronize once, and return the seconds of each call by label, in order.
+        In call mode each call is timed from an idle GPU instead (timing.call_time_batch)."""
         torch = self.torch
         labels = [label for order in orders for label in order]
+        if self.mode == "call":
+            times: dict[str, list[float]] = {"A": [], "B": []}
+            for label, seconds in zip(labels, call_time_batch([functions[label] for label in labels], self.flush)):
+                times[label].append(seconds)
+            return times
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in labels]
 
         def queue():                    # the host queues the whole group while the GPU spins: no host gaps

@@ -32,6 +32,13 @@ What makes a kernel timing wrong, and what this does about each:
 - **Noise**: repeats continue until the bootstrap relative standard error of the median is under 1%
   (or a time cap); the median, p20/p80, min and a bootstrap 95% interval are reported, and the raw
   samples are kept on the result.
+- **Device time or call time**: the spin above hides the host, so ``measure`` reports what the GPU
+  spends (``mode="device"``, the default). A user calling from Python pays the host's launch path
+  too: ``mode="call"`` waits until the GPU is idle (after the flush, when cold), records the start
+  event and calls, with no spin, so each sample runs from the moment the host starts the call to the
+  moment the GPU finishes it. (A flush alone does not show the host: ``do_bench``'s 256 MB zeroing
+  keeps the GPU busy ~75 us while the host launches, hiding any launcher faster than that.) A
+  function that wins on device time and loses on call time has not won for small tensors.
 - **Launch overhead**: for kernels of a few microseconds the launch dominates. ``graph=True``
   captures several calls, each on its own input set (``inputs=``, rotated), into a CUDA graph and
   times its replay, so launch gaps shrink and the inputs are not all the same cached bytes.
@@ -81,6 +88,7 @@ class Measurement:
     work: Work | None = None
     rates: Rates | None = None
     notes: list[str] = field(default_factory=list)
+    mode: str = "device"              # "device": GPU time, host hidden; "call": host launch path included
 
     @property
     def median(self) -> float:
@@ -98,7 +106,8 @@ class Measurement:
     def __str__(self) -> str:
         low, high = self.summary.ci95
         text = (f"median {self.median * 1e6:.2f} us [{low * 1e6:.2f}, {high * 1e6:.2f}] "
-                f"(n={self.summary.count}, {self.cache}{', graph' if self.graph else ''}, {self.clock})")
+                f"(n={self.summary.count}, {self.cache}{', graph' if self.graph else ''}, {self.clock}"
+                f"{', call time' if self.mode == 'call' else ''})")
         if self.rates:
             if self.rates.gb_per_s:
                 text += f", {self.rates.gb_per_s:.0f} GB/s"
@@ -218,11 +227,25 @@ def _call(fn: Callable, inputs: Sequence[tuple] | None, index: int):
     return fn(*inputs[index % len(inputs)]) if inputs else fn()
 
 
+MODES = ("device", "call")
+
+
+def check_mode(mode: str, graph: bool = False) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    if mode == "call" and graph:
+        raise ValueError("mode='call' times what a Python caller pays; a CUDA graph replay has no Python "
+                         "calls in it: use graph=True with mode='device'")
+
+
 def measure(fn: Callable, *, work: Work | None = None, cache: str = "cold", graph: bool = False,
             inputs: Sequence[tuple] | None = None, target_rse: float = 0.01, max_seconds: float = 2.0,
             min_repeats: int = 10, max_repeats: int = 10_000, ceilings: Any = None,
-            device: str | None = None) -> Measurement:
+            device: str | None = None, mode: str = "device") -> Measurement:
     """Time ``fn`` (no arguments, or one of ``inputs`` per call, rotated) and summarise.
+
+    ``mode="device"`` (default) times the GPU's work with the host hidden; ``mode="call"`` times each
+    call from an idle GPU, the host's launch path included (see the module's notes).
 
     ``work`` turns the time into GB/s and TFLOP/s; ``ceilings`` (a :class:`Ceilings`, default: the
     cached measured ceilings of this device, if any) adds % of ceiling and the ``suspect`` flag.
@@ -232,12 +255,14 @@ def measure(fn: Callable, *, work: Work | None = None, cache: str = "cold", grap
         raise TypeError(f"measure() needs a callable, got {type(fn).__name__}")
     if cache not in CACHES:
         raise ValueError(f"cache must be one of {', '.join(CACHES)}; got {cache!r}")
+    check_mode(mode, graph)
     if work is not None and not isinstance(work, Work):
         raise TypeError(f"work must be a hello_gpu.bench.Work, got {type(work).__name__}")
     if inputs is not None and (len(inputs) == 0 or not all(isinstance(i, tuple) for i in inputs)):
         raise ValueError("inputs must be a non-empty list of argument tuples")
     if _uses_gpu(device):
-        measurement = _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats)
+        measurement = _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats,
+                                   mode)
     else:
         measurement = _measure_wall(fn, inputs, target_rse, max_seconds, min_repeats, max_repeats)
     if work is not None:
@@ -295,7 +320,26 @@ class _GraphReplay:
         self.graph.replay()
 
 
-def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats) -> Measurement:
+def call_time_batch(steps: Sequence[Callable[[], Any]], flush) -> list[float]:
+    """Seconds of each step as a caller pays it: the GPU idle (and flushed, when ``flush``) before each,
+    so its start event runs at once and the step's host launch path lands inside the interval."""
+    torch = torch_module()
+    times = []
+    for step in steps:
+        if flush is not None:
+            flush()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return times
+
+
+def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats,
+                 mode="device") -> Measurement:
     torch = torch_module()
     from ..runtime.device import device_info
     info = device_info()
@@ -311,6 +355,8 @@ def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats,
     hold = Hold()
 
     def timed_batch(count: int) -> list[float]:
+        if mode == "call":
+            return call_time_batch([step] * count, flush)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
 
@@ -355,5 +401,7 @@ def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats,
         notes.append(f"relative standard error {relative_standard_error(samples):.2%} is above the "
                      f"{target_rse:.0%} target ({stopped_by})")
     notes += hold.notes()
+    if mode == "call":
+        notes.append("call time: each call from an idle GPU, its host launch path included")
     return Measurement(samples, summarize(samples), cache, graph, "device-events", stopped_by, warmup,
-                       flush.bytes if flush else 0, info.name, notes=notes)
+                       flush.bytes if flush else 0, info.name, notes=notes, mode=mode)

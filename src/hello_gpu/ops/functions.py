@@ -2,9 +2,14 @@
 
 ``hello_gpu.ops.softmax(x)`` and ``hello_gpu.ops.rms_norm(x, weight, eps)`` run the rung that the
 H200 records name fastest (``BEST``; ``tests/test_functions.py`` holds it to the committed records,
-so it cannot drift from them silently). Each is a ``torch.library.custom_op`` with a fake (meta)
-implementation, so ``torch.compile(fullgraph=True)`` keeps it as one node in the graph instead of
-breaking the graph or tracing into Triton.
+so it cannot drift from them silently).
+
+Two paths, one kernel. Called eagerly (the common case: a model's decode step), the function checks
+its arguments and calls the built rung directly: a ``torch.library.custom_op`` costs ~40-50 us of
+host time per call in eager mode (its dispatch, autograd wrapper and ``torch._dynamo.disable``),
+several times the kernel itself at decode sizes. Under ``torch.compile`` the same call goes through
+the custom op with its fake (meta) implementation, so ``fullgraph=True`` keeps it as one node in the
+graph instead of breaking the graph or tracing into Triton.
 
 Forward only: the ladders have no backward pass. A call that autograd would have to differentiate
 (an input that requires grad, with grad mode on) is refused at once with an error that says so,
@@ -17,8 +22,10 @@ import functools
 import inspect
 
 import torch
+from torch.compiler import is_compiling
 
 from .registry import load_op
+from ..runtime.triton_replay import replayable
 from .rung import triton_interpreter_on
 
 # Within noise of the fastest candidate at every shape of the H200 records (softmax.float32, rms_norm.bfloat16).
@@ -27,8 +34,28 @@ BEST = {"softmax": "t10_one_warp_per_row", "rms_norm": "t07_static_width"}
 
 @functools.cache
 def _best(op_name: str):
-    """The built best rung (compiled or imported once per process)."""
+    """The built best rung (compiled or imported once per process). A Triton rung's launches are
+    replayed per call signature (hello_gpu.runtime.triton_replay, applied by Rung.build)."""
     return load_op(op_name).rung(BEST[op_name]).build()
+
+
+@functools.cache
+def _rms_norm_launch():
+    """The best rms_norm rung as ``launch(rows, weight, eps)``, resolved once: whether its run() takes
+    eps was read with inspect on every call before (~10 us)."""
+    built = _best("rms_norm")
+    run = getattr(built.function, "__wrapped__", built.function)      # the rung's own run(), not its replay
+    if "eps" in inspect.signature(run).parameters:
+        # eps by position, so each (shape, dtype, eps) replays its launches (runtime.triton_replay)
+        return replayable(lambda rows, weight, eps: run(rows, weight, eps=eps))
+    spec_eps = load_op("rms_norm").spec.EPS
+
+    def fixed_eps(rows, weight, eps):
+        if eps != spec_eps:
+            raise ValueError(f"hello_gpu.ops.rms_norm: the rung it runs ({BEST['rms_norm']}) has eps fixed at "
+                             f"{spec_eps}; got eps={eps}")
+        return built(rows, weight)
+    return fixed_eps
 
 
 def _interpreted(op_name: str) -> bool:
@@ -42,16 +69,19 @@ def _check_device(name: str, x: torch.Tensor) -> None:
         raise ValueError(f"hello_gpu.ops.{name}: x is on {x.device}; the kernels run on a GPU (move it with .cuda())")
 
 
-def _check(name: str, x: torch.Tensor, dtypes: tuple[str, ...]) -> None:
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _check(name: str, x: torch.Tensor, dtypes: tuple[torch.dtype, ...] = DTYPES) -> None:
     """Checks on what Dynamo knows while tracing (type, shape, dtype, grad), so fullgraph stays one graph."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"hello_gpu.ops.{name}: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() < 1 or x.shape[-1] == 0:
         raise ValueError(f"hello_gpu.ops.{name}: x needs a last dimension of at least 1 element; "
                          f"got shape {tuple(x.shape)}")
-    dtype = str(x.dtype).removeprefix("torch.")
-    if dtype not in dtypes:
-        raise TypeError(f"hello_gpu.ops.{name}: x is {dtype}; supported: {', '.join(dtypes)}")
+    if x.dtype not in dtypes:
+        names = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+        raise TypeError(f"hello_gpu.ops.{name}: x is {str(x.dtype).removeprefix('torch.')}; supported: {names}")
     if x.requires_grad and torch.is_grad_enabled():
         raise RuntimeError(f"hello_gpu.ops.{name} is forward only (it has no backward pass): call it under "
                            f"torch.no_grad() or torch.inference_mode(), or on a tensor that does not require grad")
@@ -63,11 +93,24 @@ def _no_backward(name: str):
     return backward
 
 
+def _softmax_eager(x: torch.Tensor) -> torch.Tensor:
+    """``x`` contiguous and checked: the kernel on its rows (a view costs ~1 us: none for 2-D x)."""
+    _check_device("softmax", x)
+    if x.dim() == 2:
+        return _best("softmax")(x)
+    return _best("softmax")(x.view(-1, x.shape[-1])).view(x.shape)
+
+
+def _rms_norm_eager(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    _check_device("rms_norm", x)
+    if x.dim() == 2:
+        return _rms_norm_launch()(x, weight, eps)
+    return _rms_norm_launch()(x.view(-1, x.shape[-1]), weight, eps).view(x.shape)
+
+
 @torch.library.custom_op("hello_gpu::softmax", mutates_args=())
 def _softmax_op(x: torch.Tensor) -> torch.Tensor:
-    _check_device("softmax", x)
-    rows = x.reshape(-1, x.shape[-1])
-    return _best("softmax")(rows).reshape(x.shape)
+    return _softmax_eager(x)
 
 
 @_softmax_op.register_fake
@@ -80,16 +123,7 @@ _softmax_op.register_autograd(_no_backward("softmax"))
 
 @torch.library.custom_op("hello_gpu::rms_norm", mutates_args=())
 def _rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    _check_device("rms_norm", x)
-    rows = x.reshape(-1, x.shape[-1])
-    built = _best("rms_norm")
-    if "eps" in inspect.signature(built.function).parameters:
-        return built.function(rows, weight, eps=eps).reshape(x.shape)
-    spec_eps = load_op("rms_norm").spec.EPS
-    if eps != spec_eps:
-        raise ValueError(f"hello_gpu.ops.rms_norm: the rung it runs ({BEST['rms_norm']}) has eps fixed at {spec_eps}; "
-                         f"got eps={eps}")
-    return built(rows, weight).reshape(x.shape)
+    return _rms_norm_eager(x, weight, eps)
 
 
 @_rms_norm_op.register_fake
@@ -106,8 +140,10 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     A non-contiguous ``x`` is copied to a contiguous one first (the kernels read rows of stride
     ``x.shape[-1]``). Forward only.
     """
-    _check("softmax", x, ("float32", "bfloat16", "float16"))
-    return _softmax_op(x.contiguous())
+    _check("softmax", x)
+    if is_compiling():
+        return _softmax_op(x.contiguous())
+    return _softmax_eager(x.contiguous())
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -116,12 +152,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     ``weight`` has one element per column of ``x`` and the same dtype and device. Float32
     accumulation whatever the dtype. Forward only.
     """
-    _check("rms_norm", x, ("bfloat16", "float16", "float32"))
+    _check("rms_norm", x)
     if not isinstance(weight, torch.Tensor) or weight.shape != (x.shape[-1],):
         shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
         raise ValueError(f"hello_gpu.ops.rms_norm: weight must have shape ({x.shape[-1]},), one per column of x; "
                          f"got {shape}")
-    if weight.dtype != x.dtype or weight.device != x.device:
+    if weight.dtype != x.dtype or weight.get_device() != x.get_device():
         raise ValueError(f"hello_gpu.ops.rms_norm: weight is {weight.dtype} on {weight.device}; x is {x.dtype} "
                          f"on {x.device}: they must match")
     if weight.requires_grad and torch.is_grad_enabled():
@@ -129,4 +165,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
                            "torch.no_grad() or on a weight that does not require grad")
     if not (isinstance(eps, (int, float)) and eps >= 0 and eps == eps):
         raise ValueError(f"hello_gpu.ops.rms_norm: eps must be a number >= 0, got {eps!r}")
-    return _rms_norm_op(x.contiguous(), weight.contiguous(), float(eps))
+    if is_compiling():
+        return _rms_norm_op(x.contiguous(), weight.contiguous(), float(eps))
+    return _rms_norm_eager(x.contiguous(), weight.contiguous(), float(eps))

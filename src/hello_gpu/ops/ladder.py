@@ -34,6 +34,8 @@ class TimedRung:
     vs_torch: object | None = None
     # The fastest rungs of each route only (``contenders``): against every other baseline (torch.compile, the peers).
     vs_baselines: dict = field(default_factory=dict)
+    # Baselines and contenders only: the time a Python caller pays, host launch path included (mode="call").
+    call_time: object | None = None
 
 
 @dataclass
@@ -127,8 +129,24 @@ def _time_shape(op: Op, dtype: str, shape, rungs: list[Rung], built: dict[str, B
         elif parent is not None:
             entry.vs_parent = entry.vs_torch                         # the parent is the baseline: one comparison
         advance()
-    _compare_best_with_baselines(timed, built, inputs, limits)
+    contending = _compare_best_with_baselines(timed, built, inputs, limits)
+    _measure_call_times([entry for entry in timed.values() if entry.rung.is_baseline] + contending, built, inputs,
+                        limits, measure)
     result.timed += timed.values()
+
+
+CALL_TIME_SECONDS = 1.0      # per measurement: the call time is a second figure beside the device time
+
+
+def _measure_call_times(entries: list[TimedRung], built: dict[str, BuiltRung], inputs, limits, measure) -> None:
+    """What a user pays per call (``measure(mode="call")``: from an idle GPU, host launch path included)
+    for the baselines and each route's contenders: a rung that wins on device time and loses on call
+    time has not won at sizes where the host is the cost."""
+    for entry in entries:
+        function = built[entry.rung.id]
+        entry.call_time = measure(lambda function=function: function(*inputs), mode="call",
+                                  **{**limits, "max_seconds": min(limits.get("max_seconds", CALL_TIME_SECONDS),
+                                                                  CALL_TIME_SECONDS)})
 
 
 def _paired_speed(entry: TimedRung) -> float:
@@ -155,7 +173,7 @@ def contenders(candidates: list[TimedRung]) -> list[TimedRung]:
     return [entry for entry in ranked[:CONTENDERS] if _paired_speed(entry) >= floor]
 
 
-def _compare_best_with_baselines(timed: dict[str, TimedRung], built: dict[str, BuiltRung], inputs, limits) -> None:
+def _compare_best_with_baselines(timed: dict[str, TimedRung], built: dict[str, BuiltRung], inputs, limits) -> list[TimedRung]:
     """The targets are ratios of a route's best rung to torch.compile and to the peers: measure those pairs.
 
     "Best" is the highest paired speedup over torch (the separate cold medians are noisier: at
@@ -166,8 +184,10 @@ def _compare_best_with_baselines(timed: dict[str, TimedRung], built: dict[str, B
     """
     from ..bench import compare
     others = [entry for rung_id, entry in timed.items() if entry.rung.is_baseline and rung_id != TORCH_BASELINE]
+    contending = []
     for route in ROUTES:
         candidates = [entry for entry in timed.values() if entry.rung.route == route]
+        contending += contenders(candidates)
         if not candidates or not others:
             continue
         for best in contenders(candidates):
@@ -176,6 +196,7 @@ def _compare_best_with_baselines(timed: dict[str, TimedRung], built: dict[str, B
                 baseline = built[other.rung.id]
                 best.vs_baselines[other.rung.id] = compare(lambda baseline=baseline: baseline(*inputs),
                                                            lambda function=function: function(*inputs), **limits)
+    return contending
 
 
 def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str = "float32", record_dir=None,
@@ -278,6 +299,8 @@ def ladder_record(result: LadderResult, *, route: str | None = None, device: dic
                  "stopped_by": measurement.stopped_by, "notes": measurement.notes}
         if timed.vs_parent is not None:
             extra["speedup_vs_parent"] = {"parent": header.parent_id, **_speedup(timed.vs_parent)}
+        if timed.call_time is not None:
+            extra["call_timing"] = {**timed.call_time.timing_dict(), "mode": "call"}
         entry = {"variant": rung.id, "role": "baseline" if rung.is_baseline else "candidate",
                  **rung_source_fields(rung, root), "shape": shape_label(timed.shape), "dtype": result.dtype,
                  "correctness": _evidence(result.checks.get(rung.id), timed.check),

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 import subprocess
 import tempfile
-from collections import OrderedDict
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,6 @@ _POINTER_BYTES = 8
 def _torch_dtype(name: str):
     torch = torch_module()
     return getattr(torch, name)
-
-
-RECENT_LAUNCHES = 8          # repeated calls remembered per kernel
 
 
 def _current_raw_stream(device: int) -> int:
@@ -64,7 +61,7 @@ class PreparedLaunch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_mem: int
-    stream: int
+    stream: int | None          # None: the current stream when launched
     outputs: tuple
     keep_alive: tuple           # tensors and the packed argument buffer the launch points into
     params_address: int
@@ -72,7 +69,7 @@ class PreparedLaunch:
 
     def __post_init__(self):
         self._launch_raw = self.kernel._launcher()
-        self._arguments = (*self.grid, *self.block, self.shared_mem, self.stream, self.params_address)
+        self._arguments = (*self.grid, *self.block, self.shared_mem)
         self._skip = math.prod(self.grid) == 0
         self._current_device = torch_module().cuda.current_device
 
@@ -84,11 +81,14 @@ class PreparedLaunch:
 
     def __call__(self):
         if not self._skip:
+            # stream None: PyTorch's current stream at launch time (so a launcher prepared outside
+            # torch.cuda.graph() launches on the capture stream inside it)
+            stream = _current_raw_stream(self.device) if self.stream is None else self.stream
             if self._current_device() == self.device:
-                self._launch_raw(*self._arguments)
+                self._launch_raw(*self._arguments, stream, self.params_address)
             else:   # the launch goes to the current context: make it the tensors' device
                 with torch_module().cuda.device(self.device):
-                    self._launch_raw(*self._arguments)
+                    self._launch_raw(*self._arguments, stream, self.params_address)
         return self.result
 
 
@@ -120,9 +120,8 @@ class Kernel:
         self._shared_limit_set: dict[int, int] = {}
         self._attributes: dict[tuple[str, int], int] = {}
         self._launch_raw = None
-        # repeat key -> PreparedLaunch without tensors, most recent last (see __call__). Several, since
-        # one operator may launch a kernel a few times per call (a reduction level by level).
-        self._recent_launches: OrderedDict = OrderedDict()
+        # call signature -> CallPlan (see __call__), oldest first.
+        self._plans: dict = {}
         # The signature sorted once, so a call does no re-sorting.
         parameters = self.signature.parameters
         self._pointers = tuple(p for p in parameters if p.is_pointer)
@@ -255,8 +254,6 @@ class Kernel:
 
     def _stream_handle(self, stream, device: int) -> int:
         torch = torch_module()
-        if stream is None:
-            return _current_raw_stream(device)
         if isinstance(stream, torch.cuda.Stream):
             if stream.device.index != device:
                 raise LaunchConfigError(f"stream is on cuda:{stream.device.index}, the tensors on cuda:{device}")
@@ -331,7 +328,7 @@ class Kernel:
         slots, addresses = self._pack(bound)
         grid_count = int(bound[self._sizes[0].name]) if self._sizes else element_count
         grid_dims, block_dims, shared = self._launch_config(info, block, grid, shared_mem, grid_count)
-        stream_handle = self._stream_handle(stream, device)
+        stream_handle = None if stream is None else self._stream_handle(stream, device)
         self._check_layout()
         tensors = tuple(bound[p.name] for p in self._pointers)
         return PreparedLaunch(self, grid_dims, block_dims, shared, stream_handle, tuple(outputs),
@@ -340,52 +337,145 @@ class Kernel:
     def __call__(self, *args, block=DEFAULT_BLOCK, grid=None, shared_mem: int = 0, stream=None, **kwargs):
         """Check, allocate outputs, launch; returns the output (one) or a tuple (several), None if none.
 
-        A call repeating the previous one exactly (the same tensors: address, shape, strides, dtype;
-        the same scalars, launch shape and stream; every argument passed, outputs included) reuses its
-        checked and packed launch: the checks could only give the same answer again. That takes a
-        call from ~33 us of host time to a few, which matters in a timing loop of a short kernel.
+        The checks are paid once per distinct call signature (see :class:`CallPlan`): a later call with
+        tensors of the same dtypes, shapes, strides and device, the same scalars, launch dimensions and
+        stream only reads the new pointers, re-checks alignment and overlap (they depend on the
+        addresses) and launches: a few microseconds of host time instead of ~30. Any call that does not
+        match a plan takes the full path, so every error is raised by the same checks as before.
         """
-        key = self._repeat_key(args, kwargs, block, grid, shared_mem, stream)
-        cached = self._recent_launches.get(key) if key is not None else None
-        if cached is not None:
-            self._recent_launches.move_to_end(key)
-            cached()
-            return self._outputs_of(args, kwargs)
+        key = _call_key(args, kwargs, block, grid, shared_mem, stream)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is not None:
+            result = plan(args, kwargs)
+            if result is not _REPLAN:
+                return result
         launch = self.prepare(*args, block=block, grid=grid, shared_mem=shared_mem, stream=stream, **kwargs)
-        if key is not None:
-            # Keep the packed arguments, not the tensors: a cached launch must not hold memory alive.
-            # (A hit means the caller passed tensors at those very addresses, alive now.)
-            self._recent_launches[key] = replace(launch, outputs=(), keep_alive=launch.keep_alive[1:])
-            if len(self._recent_launches) > RECENT_LAUNCHES:
-                self._recent_launches.popitem(last=False)
+        if key is not None and plan is None:
+            self._plans[key] = CallPlan(self, launch, args, kwargs)
+            if len(self._plans) > CALL_PLANS:
+                self._plans.pop(next(iter(self._plans)))      # the oldest: a dict keeps insertion order
         return launch()
 
-    def _repeat_key(self, args, kwargs, block, grid, shared_mem, stream):
-        """What must be equal for a call to repeat the last one; None when the call cannot be reused."""
-        if len(args) + len(kwargs) != len(self.signature.parameters):
-            return None                         # an output to allocate, or an inferred size: a fresh prepare
-        torch = torch_module()
-        parts = []
-        for value in (*args, *(kwargs[name] for name in sorted(kwargs))):
-            if isinstance(value, torch.Tensor):
-                parts.append((value.data_ptr(), tuple(value.shape), value.stride(), value.dtype, value.device))
-            elif isinstance(value, (bool, int, float)):
-                parts.append((type(value), value))
-            else:
-                return None
-        if stream is None:
-            stream = ("current", _current_raw_stream(torch.cuda.current_device()))
-        elif not isinstance(stream, int):
-            stream = getattr(stream, "cuda_stream", None) or id(stream)
-        as_key = lambda dims: tuple(dims) if isinstance(dims, list) else dims  # noqa: E731 - lists are not hashable
-        return (tuple(sorted(kwargs)), tuple(parts), as_key(block), as_key(grid), shared_mem, stream)
 
-    def _outputs_of(self, args, kwargs):
-        values = [args[index] if index < len(args) else kwargs[parameter.name]
-                  for index, parameter in enumerate(self.signature.parameters) if parameter.is_output]
-        if not values:
+CALL_PLANS = 64               # call signatures remembered per kernel (a shape sweep stays within it)
+_REPLAN = object()            # a plan's answer when this call's pointers need the full checks
+
+
+def _call_key(args, kwargs, block, grid, shared_mem, stream):
+    """What two calls must share for one's checks to hold for the other, or None (no plan: always the
+    full path). Tensors contribute dtype, shape, strides and device; scalars their type and value;
+    pointers are left out (alignment and overlap are checked again on every call)."""
+    tensor_type = _tensor_type()
+    parts = []
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        kind = type(value)
+        if kind is tensor_type:
+            parts.append((value.dtype, value.shape, value.stride(), value.get_device()))
+        elif kind is int or kind is float or kind is bool:
+            parts.append((kind, value))
+        else:
+            return None             # anything else (a tensor subclass, a NumPy scalar): the full path
+    if stream is not None and not isinstance(stream, int):
+        stream = getattr(stream, "cuda_stream", None)
+        if stream is None:
             return None
-        return values[0] if len(values) == 1 else tuple(values)
+    return (tuple(kwargs) if kwargs else (), tuple(parts),
+            block if type(block) is int else _hashable(block), _hashable(grid), shared_mem, stream)
+
+
+_TENSOR_TYPE = []
+
+
+def _tensor_type():
+    """torch.Tensor, imported on first use (the runtime does not import torch at module import)."""
+    if not _TENSOR_TYPE:
+        _TENSOR_TYPE.append(torch_module().Tensor)
+    return _TENSOR_TYPE[0]
+
+
+def _hashable(dims):
+    return tuple(dims) if isinstance(dims, list) else dims
+
+
+class CallPlan:
+    """A checked call signature of one kernel: the packed scalars and launch shape, and where each
+    tensor's pointer goes. Called with new tensors of that signature, it writes their pointers into
+    its argument buffer and launches; it holds no tensor, only that buffer.
+
+    Alignment (vector pointers such as ``float4*``) and overlap between an output and the other
+    arguments depend on the addresses, so they are checked on every call; a call that fails either
+    gets ``_REPLAN`` back, and the full path raises the same error as always.
+    """
+
+    def __init__(self, kernel: "Kernel", launch: PreparedLaunch, args: tuple, kwargs: dict):
+        names = [p.name for p in kernel.signature.parameters]
+        slot_of = {name: index for index, name in enumerate(names)}
+        output_tensors = dict(zip((p.name for p in kernel._outputs), launch.outputs))
+        # Where each pointer comes from: ("arg", position), ("kw", name) or ("new", shape, dtype, device).
+        self.sources, self.slot_indices, self.aligned, self.sizes, self.is_output = [], [], [], [], []
+        for parameter in kernel._pointers:
+            index = slot_of[parameter.name]
+            if index < len(args):
+                tensor, source = args[index], ("arg", index)
+            elif parameter.name in kwargs:
+                tensor, source = kwargs[parameter.name], ("kw", parameter.name)
+            else:
+                tensor = output_tensors[parameter.name]
+                source = ("new", tuple(tensor.shape), tensor.dtype, tensor.device)
+            self.sources.append(source)
+            self.slot_indices.append(index)
+            if parameter.lanes > 1:
+                self.aligned.append((len(self.sources) - 1, parameter.lanes * tensor.element_size()))
+            self.sizes.append(tensor.numel() * tensor.element_size())
+            self.is_output.append(parameter.is_output)
+        # (output, other) pairs whose byte ranges must not meet, checked on every call's pointers
+        self.overlap_pairs = [(index, other, self.sizes[index], self.sizes[other])
+                              for index in range(len(self.sources)) if self.is_output[index] and self.sizes[index]
+                              for other in range(len(self.sources))
+                              if other != index and self.sizes[other] and not (self.is_output[other] and other < index)]
+        self.slots = launch.keep_alive[1].copy()       # this plan's own argument buffer, reused each call
+        self.addresses = self.slots.ctypes.data + kernel._slot_offsets
+        self.params_address = int(self.addresses.ctypes.data)
+        self.arguments = (*launch.grid, *launch.block, launch.shared_mem)
+        self.device = launch.device
+        self.stream = launch.stream                   # None: the current stream at each call
+        self.skip = math.prod(launch.grid) == 0
+        self.launch_raw = kernel._launcher()
+        self.lock = threading.Lock()                  # the buffer is shared: one writer at a time
+
+    def __call__(self, args, kwargs):
+        torch = torch_module()
+        tensors = []
+        for source in self.sources:
+            kind = source[0]
+            if kind == "arg":
+                tensors.append(args[source[1]])
+            elif kind == "kw":
+                tensors.append(kwargs[source[1]])
+            else:
+                tensors.append(torch.empty(source[1], dtype=source[2], device=source[3]))
+        pointers = [tensor.data_ptr() for tensor in tensors]
+        for index, width in self.aligned:
+            if pointers[index] % width:
+                return _REPLAN
+        for index, other, size, other_size in self.overlap_pairs:
+            if pointers[other] < pointers[index] + size and pointers[index] < pointers[other] + other_size:
+                return _REPLAN
+        stream_handle = _current_raw_stream(self.device) if self.stream is None else self.stream
+        with self.lock:
+            slots = self.slots
+            for slot, pointer in zip(self.slot_indices, pointers):
+                slots[slot] = pointer
+            if not self.skip:
+                if torch._C._cuda_getDevice() == self.device:
+                    self.launch_raw(*self.arguments, stream_handle, self.params_address)
+                else:   # the launch goes to the current context: make it the tensors' device
+                    with torch.cuda.device(self.device):
+                        self.launch_raw(*self.arguments, stream_handle, self.params_address)
+        outputs = [tensor for tensor, is_output in zip(tensors, self.is_output) if is_output]
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
 def _tool(name: str) -> str | None:

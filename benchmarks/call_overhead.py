@@ -1,0 +1,274 @@
+"""What a user pays per call: host time of every public entry point against its torch counterpart.
+
+The ladders' records time GPU work with the host hidden (a spin keeps the GPU busy while the host
+queues). A user calling ``hello_gpu.ops.softmax(x)`` from Python pays the host's launch path too, and
+at decode sizes (16 x 4096) that path, not the kernel, is the time. Three questions, one run:
+
+1. **Host time per call** at 16x4096 (and a 1-element add): N back-to-back calls, wall clock over
+   the batch after a synchronize, divided by N; paired with the counterpart in interleaved ABBA
+   rounds; the ratio is the median of the per-round ratios with a bootstrap 95% interval.
+   Counterparts: ``torch.add(a, b, out=c)`` for a checked kernel call, torch eager and Liger-Kernel
+   for the operators, a bare ``kernel[grid](...)`` of the very launch a Triton rung makes (captured
+   from the rung's own call) for our Triton launch path.
+2. **Call time** at the ladder's target shapes (``compare(mode="call")``: each call from an idle,
+   flushed GPU, host launch path included), against torch eager, torch.compile and Liger.
+3. **CUDA graphs**: 64 ``rms_norm`` calls at 16x4096 captured once and replayed, paired with the same
+   64 calls timed on the device (host hidden), i.e. the sum of their device times.
+
+    python benchmarks/call_overhead.py --out records/nvidia-h200/call-overhead.json
+"""
+
+# hello-gpu: record call-overhead
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+
+import hello_gpu as hg
+from hello_gpu.bench import compare
+from hello_gpu.bench.records import (device_from_manifest, new_record, source_entry, timing_from_summary,
+                                     write_record)
+from hello_gpu.bench.stats import paired_ratio, summarize, verdict
+from hello_gpu.ops import rms_norm, softmax
+from hello_gpu.ops.functions import BEST
+from hello_gpu.ops.registry import load_op
+from hello_gpu.runtime.manifest import environment_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+MARGIN = 0.02
+README_KERNEL = r"""
+__global__ void vector_add(const float* a, const float* b, float* out, int n) {
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}"""
+
+
+def host_times(functions: dict, rounds: int, calls: int) -> dict[str, list[float]]:
+    """Seconds per call of each function, one sample per round: ``calls`` back-to-back calls timed by
+    the wall clock between two synchronizes. Rounds alternate the order (ABBA) so drift hits all."""
+    for function in functions.values():              # warm-up: compiles, allocator, first calls
+        for _ in range(50):
+            function()
+    torch.cuda.synchronize()
+    names = list(functions)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        for name in names if index % 2 == 0 else names[::-1]:
+            function = functions[name]
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            for _ in range(calls):
+                function()
+            torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - started) / calls)
+    return times
+
+
+def captured_triton_launch(call):
+    """Run ``call()`` once and return a zero-argument bare ``kernel[grid](*args, **kwargs)`` of the
+    last Triton launch it made: the same kernel, arguments and launch options, without our Python."""
+    seen = []
+    original = triton.runtime.jit.JITFunction.run
+
+    def recording(self, *args, grid, warmup, **kwargs):
+        seen.append((self, grid, args, kwargs))
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    triton.runtime.jit.JITFunction.run = recording
+    try:
+        call()
+    finally:
+        triton.runtime.jit.JITFunction.run = original
+    if not seen:
+        raise RuntimeError("the call launched no Triton kernel")
+    kernel, grid, args, kwargs = seen[-1]
+    return lambda: kernel[grid](*args, **kwargs), kernel.fn.__name__
+
+
+class Entries:
+    """Record entries: one per (variant, shape, dtype), baselines first where they are measured."""
+
+    def __init__(self):
+        self.items: list[dict] = []
+
+    def add(self, variant: str, role: str, source, shape: str, dtype: str, timing: dict, extra: dict | None = None):
+        if any(e["variant"] == variant and e["shape"] == shape and e["dtype"] == dtype for e in self.items):
+            return next(e for e in self.items if e["variant"] == variant and e["shape"] == shape and e["dtype"] == dtype)
+        entry = {"variant": variant, "role": role, "source": source, "shape": shape, "dtype": dtype,
+                 "correctness": None, "timing": timing, "work": None, "derived": None}
+        if extra:
+            entry["extra"] = extra
+        self.items.append(entry)
+        return entry
+
+
+def host_comparison(entries: Entries, shape: str, dtype: str, candidates: dict, baselines: dict, sources: dict,
+                    rounds: int, calls: int, lines: list[str]) -> None:
+    """Host time per call of each candidate and baseline, interleaved, with paired ratios."""
+    functions = {**baselines, **candidates}
+    times = host_times(functions, rounds, calls)
+    extra = {"measure": f"host time per call: {calls} back-to-back calls per sample, wall clock between "
+                        f"synchronizes, {rounds} interleaved rounds"}
+    for name in baselines:
+        entries.add(name, "baseline", sources.get(name), shape, dtype,
+                    timing_from_summary(summarize(times[name]), cache="warm", graph=False, clock="wall"), extra)
+    for name in candidates:
+        entry = entries.add(name, "candidate", sources.get(name), shape, dtype,
+                            timing_from_summary(summarize(times[name]), cache="warm", graph=False, clock="wall"), extra)
+        entry["speedups"] = {}
+        for baseline in baselines:
+            ratio = paired_ratio(times[baseline], times[name])
+            entry["speedups"][baseline] = {**ratio.to_dict(), "verdict": verdict(ratio, MARGIN)}
+            lines.append(f"{shape} {dtype} host: {name} {summarize(times[name]).median * 1e6:.1f} us, "
+                         f"{baseline} {summarize(times[baseline]).median * 1e6:.1f} us: "
+                         f"ratio (baseline/ours) {ratio.value:.3f} [{ratio.ci95[0]:.3f}, {ratio.ci95[1]:.3f}]")
+
+
+def call_time_comparison(entries: Entries, shape: str, dtype: str, name: str, function, baselines: dict,
+                         sources: dict, lines: list[str]) -> None:
+    """compare(mode='call') of ``function`` against each baseline, cold L2."""
+    suffix = " [call time]"
+    extra = {"measure": "call time: each call from an idle GPU after the L2 flush, host launch path included "
+                        "(hello_gpu.bench.compare(mode='call'))"}
+    candidate = None
+    for baseline_name, baseline in baselines.items():
+        result = compare(baseline, function, cache="cold", mode="call", margin=MARGIN)
+        entries.add(baseline_name + suffix, "baseline", sources.get(baseline_name), shape, dtype,
+                    timing_from_summary(result.baseline, cache="cold", graph=False, clock="device-events"), extra)
+        candidate = entries.add(name + suffix, "candidate", sources.get(name), shape, dtype,
+                                timing_from_summary(result.candidate, cache="cold", graph=False,
+                                                    clock="device-events"), extra)
+        candidate.setdefault("speedups", {})[baseline_name + suffix] = {**result.speedup.to_dict(),
+                                                                        "verdict": result.verdict}
+        lines.append(f"{shape} {dtype} call: {name} vs {baseline_name}: {result}")
+
+
+def graph_replay(entries: Entries, lines: list[str]) -> dict:
+    """64 rms_norm calls at 16x4096 bfloat16 in one CUDA graph, against the same calls' device times."""
+    x = torch.randn(16, 4096, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    outputs = []
+
+    def calls():
+        outputs.clear()
+        for _ in range(64):
+            outputs.append(rms_norm(x, weight))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        calls()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        calls()
+    captured = list(outputs)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    reference = F.rms_norm(x.float(), (4096,), weight.float(), 1e-6).to(torch.bfloat16)
+    wrong = sum(not torch.allclose(out.float(), reference.float(), rtol=2e-2, atol=2e-2) for out in captured)
+    # Device time of the 64 eager calls (host hidden by the spin) against the replay: ratio > 1 means the
+    # replay is faster than the sum of the device times.
+    result = compare(calls, graph.replay, cache="warm", mode="device", margin=MARGIN)
+    lines.append(f"graph of 64 rms_norm calls at 16x4096 bfloat16: sum of device times / replay {result} "
+                 f"({wrong} of 64 replayed outputs wrong)")
+    return {"calls": 64, "shape": "16x4096", "dtype": "bfloat16", "replayed_outputs_wrong": wrong,
+            "sum_of_device_times_us": result.baseline.median * 1e6, "replay_us": result.candidate.median * 1e6,
+            "replay_over_sum": {"value": 1 / result.speedup.value,
+                                "ci95": [1 / result.speedup.ci95[1], 1 / result.speedup.ci95[0]]},
+            "target": "replay within 1.2x of the sum of the device times"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="the record file to write (…/call-overhead.json)")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--calls", type=int, default=500)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    entries, lines = Entries(), []
+    liger = {op: load_op(op).rung("peer_liger") for op in ("softmax", "rms_norm")}
+    liger_built = {op: rung.build() for op, rung in liger.items() if rung.skip_reason() is None}
+    sources = {"hello_gpu.ops.softmax": source_entry(Path("src/hello_gpu/ops/functions.py"), ROOT),
+               "hello_gpu.ops.rms_norm": source_entry(Path("src/hello_gpu/ops/functions.py"), ROOT),
+               "kernel(a, b, c) checked": source_entry(Path("src/hello_gpu/runtime/kernel.py"), ROOT),
+               "kernel(a, b) checked, output allocated": source_entry(Path("src/hello_gpu/runtime/kernel.py"), ROOT),
+               "kernel.prepare(a, b, c)()": source_entry(Path("src/hello_gpu/runtime/kernel.py"), ROOT)}
+
+    # 1. A checked kernel call against torch.add, at 1 element and 16x4096.
+    kernel = hg.hip(README_KERNEL, entry="vector_add")
+    for shape in ((1,), (16, 4096)):
+        a, b = torch.randn(*shape, device="cuda"), torch.randn(*shape, device="cuda")
+        c = torch.empty_like(a)
+        prepared = kernel.prepare(a, b, c)
+        host_comparison(entries, "x".join(map(str, shape)), "float32",
+                        {"kernel(a, b, c) checked": lambda: kernel(a, b, c),
+                         "kernel(a, b) checked, output allocated": lambda: kernel(a, b),
+                         "kernel.prepare(a, b, c)()": prepared},
+                        {"torch.add(a, b, out=c)": lambda: torch.add(a, b, out=c), "torch.add(a, b)": lambda: torch.add(a, b)},
+                        sources, args.rounds, args.calls, lines)
+        torch.testing.assert_close(kernel(a, b), a + b)
+
+    # 2. The public operators at a decode size, host time.
+    x = torch.randn(16, 4096, device="cuda")
+    baselines = {"torch.softmax(x, -1)": lambda: torch.softmax(x, -1)}
+    if "softmax" in liger_built:
+        baselines["Liger softmax"] = lambda: liger_built["softmax"](x)
+    bare, kernel_name = captured_triton_launch(lambda: softmax(x))
+    baselines[f"bare {kernel_name}[grid](...)"] = bare
+    host_comparison(entries, "16x4096", "float32", {"hello_gpu.ops.softmax": lambda: softmax(x)}, baselines,
+                    sources, args.rounds, args.calls, lines)
+    torch.testing.assert_close(softmax(x), torch.softmax(x, -1))
+    for dtype in (torch.bfloat16, torch.float32):
+        xr = torch.randn(16, 4096, device="cuda", dtype=dtype)
+        weight = torch.randn(4096, device="cuda", dtype=dtype)
+        baselines = {"F.rms_norm": lambda: F.rms_norm(xr, (4096,), weight, 1e-6)}
+        if "rms_norm" in liger_built:
+            baselines["Liger rms_norm"] = lambda: liger_built["rms_norm"](xr, weight)
+        bare, kernel_name = captured_triton_launch(lambda: rms_norm(xr, weight))
+        baselines[f"bare {kernel_name}[grid](...)"] = bare
+        host_comparison(entries, "16x4096", str(dtype).removeprefix("torch."),
+                        {"hello_gpu.ops.rms_norm": lambda: rms_norm(xr, weight)}, baselines, sources,
+                        args.rounds, args.calls, lines)
+
+    # 3. Call time at the ladders' target shapes, cold L2.
+    x = torch.randn(4096, 1024, device="cuda")
+    compiled_softmax = torch.compile(lambda t: torch.softmax(t, -1))
+    baselines = {"torch.softmax(x, -1)": lambda: torch.softmax(x, -1),
+                 "torch.compile(torch.softmax)": lambda: compiled_softmax(x)}
+    if "softmax" in liger_built:
+        baselines["Liger softmax"] = lambda: liger_built["softmax"](x)
+    call_time_comparison(entries, "4096x1024", "float32", "hello_gpu.ops.softmax", lambda: softmax(x), baselines,
+                         sources, lines)
+    for shape in ((8192, 4096), (4096, 5120)):
+        xr = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+        weight = torch.randn(shape[1], device="cuda", dtype=torch.bfloat16)
+        baselines = {"F.rms_norm": lambda: F.rms_norm(xr, (shape[1],), weight, 1e-6)}
+        if "rms_norm" in liger_built:
+            baselines["Liger rms_norm"] = lambda: liger_built["rms_norm"](xr, weight)
+        call_time_comparison(entries, "x".join(map(str, shape)), "bfloat16", "hello_gpu.ops.rms_norm",
+                             lambda: rms_norm(xr, weight), baselines, sources, lines)
+
+    graph = graph_replay(entries, lines)
+    manifest = environment_manifest()
+    record = new_record("call-overhead", "benchmark", device=device_from_manifest(manifest), environment=manifest,
+                        entries=entries.items,
+                        extra={"best": dict(BEST), "cuda_graph": graph, "liger": sorted(liger_built),
+                               "targets": {"kernel(a, b, c) / torch.add(out=c) host time": "<= 1.5x",
+                                           "ops.softmax, ops.rms_norm at 16x4096 / torch eager host time": "<= 1.2x",
+                                           "Triton rung / bare kernel[grid] host time": "<= 1.2x"}})
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_record(record, args.out.parent.parent, repo_root=ROOT)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""Call a Python launcher of Triton kernels at the cost of the launches alone.
+
+``kernel[grid](...)`` costs 13-18 us of host time on the H200 machine (Triton 3.6: binding the
+arguments, computing the specialisation key, looking the compiled kernel up), and a rung that
+dispatches by width through three earlier rungs adds its own Python on top: ``hello_gpu.ops.softmax``
+at 16x4096 took 55.5 us against 9.4 for ``torch.softmax`` (records/nvidia-h200/call-overhead.json,
+run of 2a52c2f). At decode sizes that host path is the whole cost.
+
+:func:`replayable` wraps such a launcher. The first call of each *call signature* (the tensors'
+dtypes, shapes, strides, devices and 16-byte alignment, the other arguments' values) runs the
+launcher as written while recording:
+
+- every Triton launch it makes, at the level of Triton's own compiled launcher (after the binder,
+  before the driver): grid, stream, the compiled function and its arguments;
+- every PyTorch operation it runs (a ``TorchDispatchMode``): only allocations and views may appear.
+
+The signature is replayable when every tensor a launch reads or writes is one of the call's inputs
+or the tensor it returns, and nothing but allocations and views ran besides the launches. Later
+calls of that signature then allocate the result like the first one and call the recorded compiled
+launchers with the new pointers and the current stream: no Python of the rung, no Triton binder.
+
+A signature that is not replayable (scratch buffers, a ``zeros`` or ``copy_``, ``.item()``, a tensor
+descriptor, a launch hook, the Triton interpreter, a Triton whose launcher looks unlike the one this
+was written against) simply keeps calling the launcher as written: slower, never wrong.
+
+What it assumes, as Triton's own cache does: the launches depend only on the call signature, not on
+the values in the tensors or on hidden state (a rung that reads a counter or a tensor's contents to
+pick its launch is not replayable and must not be wrapped).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from typing import Callable
+
+from .device import torch_module
+
+# Aten operations a replayable launcher may run besides its Triton launches: allocations whose
+# contents the kernels overwrite, and views. Anything else (fill_, zero_, copy_, clone, arithmetic,
+# _local_scalar_dense for .item()) is work the replay would skip.
+ALLOCATIONS_AND_VIEWS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "alias", "detach", "expand",
+    "t", "transpose", "permute", "select", "slice", "squeeze", "unsqueeze", "flatten", "unflatten",
+    "contiguous", "lift_fresh",
+}
+EXPECTED_LAUNCHER_PARAMETERS = ("gridX", "gridY", "gridZ", "stream", "function")
+_capture_lock = threading.Lock()          # the launcher class is patched while a call is recorded
+
+
+def _launcher_class():
+    """Triton's compiled-launcher class for the active driver, or None when it is not the kind of
+    launcher this module knows (its call must begin gridX, gridY, gridZ, stream, function)."""
+    try:
+        from triton.runtime import driver
+        cls = driver.active.launcher_cls
+    except Exception:  # noqa: BLE001 - the interpreter, no GPU, another Triton: no replay, plain calls
+        return None
+    try:
+        names = tuple(inspect.signature(cls.__call__).parameters)[1:6]
+    except (TypeError, ValueError):
+        return None
+    return cls if names == EXPECTED_LAUNCHER_PARAMETERS else None
+
+
+def _hook_holder():
+    """Where Triton keeps its launch hooks: ``knobs.runtime`` (>= 3.4), ``CompiledKernel`` before."""
+    try:
+        from triton import knobs
+        return knobs.runtime
+    except (ImportError, AttributeError):
+        from triton.compiler import CompiledKernel
+        return CompiledKernel
+
+
+def _hooks_set() -> bool:
+    """A Triton launch hook (a profiler's) wants fresh launch metadata per call: no replay then."""
+    holder = _hook_holder()
+    return any(_hook_present(getattr(holder, name, None)) for name in ("launch_enter_hook", "launch_exit_hook"))
+
+
+def _hook_chains() -> tuple:
+    """The ``calls`` lists of Triton 3.6's hook chains, read once: a replayed call then checks two
+    lists (~0.1 us) instead of reading the knobs (~2 us). Empty where the hooks are not chains."""
+    holder = _hook_holder()
+    chains = tuple(getattr(getattr(holder, name, None), "calls", None) for name in ("launch_enter_hook", "launch_exit_hook"))
+    return chains if all(isinstance(calls, list) for calls in chains) else ()
+
+
+def _hook_present(hook) -> bool:
+    """Triton 3.6 always holds a ``HookChain`` (set when its ``calls`` list is not empty); earlier
+    versions a function or None."""
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else hook is not None
+
+
+class _Recorder:
+    """Records Triton launches (patching the launcher class's __call__) and aten ops (a dispatch mode)."""
+
+    def __init__(self, launcher_class):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        self.launcher_class = launcher_class
+        self.launches: list[tuple] = []
+        self.other_ops: list[str] = []
+        recorder = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if func.overloadpacket.__name__ not in ALLOCATIONS_AND_VIEWS:
+                    recorder.other_ops.append(func.overloadpacket.__name__)
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+
+    def __enter__(self):
+        _capture_lock.acquire()
+        original = self.original = self.launcher_class.__call__
+        launches = self.launches
+
+        def recording(launcher, gridX, gridY, gridZ, stream, function, *args):
+            # One level down too: the launcher's C entry point (``launcher.launch``), which Triton's
+            # Python __call__ reaches after preparing scratch buffers and hooks. Replaying that call
+            # directly skips ~10 us of Python per launch; it is used only where exactly one such call
+            # was seen, with the same grid and stream.
+            inner_calls = []
+            inner = getattr(launcher, "launch", None)
+            if callable(inner):
+                def inner_recording(*inner_args):
+                    inner_calls.append(inner_args)
+                    return inner(*inner_args)
+                launcher.launch = inner_recording
+            try:
+                result = original(launcher, gridX, gridY, gridZ, stream, function, *args)
+            finally:
+                if callable(inner):
+                    launcher.launch = inner
+            launches.append((launcher, gridX, gridY, gridZ, stream, function, args,
+                             (inner, inner_calls[0]) if len(inner_calls) == 1 else None))
+            return result
+
+        self.launcher_class.__call__ = recording
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.mode.__exit__(*exc)
+        finally:
+            self.launcher_class.__call__ = self.original
+            _capture_lock.release()
+        return False
+
+
+class _Plan:
+    """The recorded launches of one call signature, with where each tensor argument comes from."""
+
+    def __init__(self, launches, inputs, result, device: int, launch_call):
+        torch = torch_module()
+        self.result_layout = (tuple(result.shape), tuple(result.stride()), result.dtype, result.device)
+        self.device = device
+        pointers = {tensor.data_ptr(): index for index, tensor in enumerate(inputs) if isinstance(tensor, torch.Tensor)}
+        result_pointer = result.data_ptr()
+        self.launches = []
+        for launcher, grid_x, grid_y, grid_z, stream, function, args, inner in launches:
+            python_level = [grid_x, grid_y, grid_z, stream, function, *args]
+            entry = None
+            if inner is not None and tuple(inner[1][:5]) == (grid_x, grid_y, grid_z, stream, function):
+                # The C entry point's own arguments: grid, stream, function, Triton's flags and scratch
+                # pointers, then the kernel's. Scratch made per call cannot come from a recording: then
+                # the launch is replayed at the Python level, which allocates it again.
+                try:
+                    entry = (inner[0], list(inner[1]), self._slots(inner[1], pointers, result_pointer, torch))
+                except _NotReplayable:
+                    entry = None
+            if entry is None:
+                entry = (functools.partial(launch_call, launcher), python_level,
+                         self._slots(python_level, pointers, result_pointer, torch))
+            self.launches.append(entry)
+
+    @staticmethod
+    def _slots(arguments, pointers: dict, result_pointer: int, torch) -> list[tuple[int, int]]:
+        """(position, input index or -1 for the result) of each tensor among a launch's arguments."""
+        slots = []
+        for position, value in enumerate(arguments):
+            if position < 5:              # grid, stream, function
+                continue
+            if isinstance(value, torch.Tensor):
+                pointer = value.data_ptr()
+                if pointer == result_pointer and pointer not in pointers:
+                    slots.append((position, -1))
+                elif pointer in pointers and pointer != result_pointer:
+                    slots.append((position, pointers[pointer]))
+                else:
+                    raise _NotReplayable("a launch uses a tensor that is neither an input nor the result "
+                                         "(a scratch buffer)")
+            elif type(value).__name__ in ("TensorDescriptor", "TensorDescriptorArgs") or hasattr(value, "data_ptr"):
+                raise _NotReplayable(f"a launch takes a {type(value).__name__}, which holds its own pointers")
+        return slots
+
+    def __call__(self, inputs):
+        torch = torch_module()
+        shape, stride, dtype, device = self.result_layout
+        result = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        stream = torch._C._cuda_getCurrentRawStream(self.device)
+        for call, recorded, slots in self.launches:
+            arguments = list(recorded)
+            arguments[3] = stream
+            for position, source in slots:
+                arguments[position] = result if source < 0 else inputs[source]
+            call(*arguments)
+        return result
+
+
+class _NotReplayable(Exception):
+    pass
+
+
+def _signature(args: tuple, tensor_type) -> tuple | None:
+    """The key of a call: per tensor dtype, shape, strides, device and 16-byte alignment (what Triton
+    specialises on); other arguments by value. None when an argument is neither."""
+    parts = []
+    for value in args:
+        if type(value) is tensor_type:
+            parts.append((value.dtype, value.shape, value.stride(), value.get_device(), value.data_ptr() % 16 == 0))
+        elif value is None or type(value) in (int, float, bool, str):
+            parts.append((type(value), value))
+        else:
+            return None
+    return tuple(parts)
+
+
+def replayable(launcher: Callable) -> Callable:
+    """``launcher(*args)`` (tensors and plain scalars, returning one new tensor) made to cost its
+    launches alone on repeated call signatures; see the module's notes. ``wrapped.plans`` maps each
+    signature seen to its plan, or to the reason it is not replayable."""
+    launcher_class = _launcher_class()
+    plans: dict = {}
+    if launcher_class is None:
+        tensor_type = chains = None
+    else:
+        tensor_type, chains = torch_module().Tensor, _hook_chains()
+
+    def hooks_set() -> bool:
+        if chains:
+            return bool(chains[0] or chains[1])
+        return _hooks_set()
+
+    def call(*args, **kwargs):
+        if launcher_class is None or kwargs:
+            return launcher(*args, **kwargs)
+        key = _signature(args, tensor_type)
+        if key is None:
+            return launcher(*args)
+        plan = plans.get(key)
+        if type(plan) is _Plan and not hooks_set():
+            return plan(args)
+        if plan is not None:                          # known not replayable: the launcher as written
+            return launcher(*args)
+        with _Recorder(launcher_class) as recorder:
+            result = launcher(*args)
+        plans[key] = _make_plan(recorder, args, result, torch_module())
+        return result
+
+    call.plans = plans
+    call.__wrapped__ = launcher
+    call.__doc__ = launcher.__doc__
+    return call
+
+
+def _make_plan(recorder: _Recorder, args: tuple, result, torch):
+    """The plan, or the reason (a str) this signature is not replayable."""
+    if recorder.other_ops:
+        return f"it runs PyTorch operations besides allocations and views: {', '.join(sorted(set(recorder.other_ops)))}"
+    if not isinstance(result, torch.Tensor) or not recorder.launches:
+        return "it returned no tensor or launched no Triton kernel"
+    if any(isinstance(value, torch.Tensor) and value.data_ptr() == result.data_ptr() for value in args):
+        return "its result shares memory with an input"
+    if _hooks_set():
+        return "a Triton launch hook is set"
+    tensors = [value for value in args if isinstance(value, torch.Tensor)]
+    stream = torch._C._cuda_getCurrentRawStream(result.get_device())
+    if any(launch[4] != stream for launch in recorder.launches):
+        return "a launch went to another stream than the current one"
+    try:
+        return (_Plan(recorder.launches, args, result, result.get_device(), recorder.original) if tensors
+                else "it takes no tensor")
+    except _NotReplayable as reason:
+        return str(reason)
