@@ -7,6 +7,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ..runtime.device import device_info, gpu_vendor
+from ..runtime.manifest import environment_manifest, read_clocks
 from .ceilings import Ceilings
 
 
@@ -39,8 +41,6 @@ def ceilings_table(ceilings: Ceilings, spec) -> Table:
 
 def ceilings_record(ceilings: Ceilings, clocks_start: dict | None = None) -> dict:
     """The ceilings as a record (kind "ceilings"), with the environment they were measured in."""
-    from ..runtime.device import device_info
-    from ..runtime.manifest import environment_manifest, read_clocks
     from .records import device_slug, new_record
     info = device_info()
     environment = environment_manifest()
@@ -57,13 +57,11 @@ def ceilings_record(ceilings: Ceilings, clocks_start: dict | None = None) -> dic
 def run_ceilings(*, refresh: bool, quick: bool, as_json: bool, record_dir: Path | None, console: Console) -> int:
     import json
 
-    from ..runtime.device import device_info, gpu_vendor
     from .ceilings import cached_ceilings, measure_ceilings
     from .specs import spec_for_device
     if gpu_vendor() is None:
         console.print("hello-gpu ceilings: no GPU here; ceilings are measured on the device they describe")
         return 2
-    from ..runtime.manifest import read_clocks
     clocks_start = read_clocks()
     ceilings = None if refresh else cached_ceilings()
     if ceilings is None:

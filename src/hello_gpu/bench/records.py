@@ -115,13 +115,20 @@ class RecordError(ValueError):
 # ------------------------------------------------------------------------------------------ names
 
 
+def repo_root(path: Path) -> Path:
+    """The nearest folder above ``path`` with pyproject.toml or .git: records name files relative to it."""
+    for folder in Path(path).resolve().parents:
+        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
+            return folder
+    raise RecordError(f"{path} is in no repository (no pyproject.toml or .git above it): records need one")
+
+
 def default_records_dir() -> Path:
     """./records where it exists, else the records/ of the repository this package lives in."""
     if Path("records").is_dir():
         return Path("records")
-    from ..ops.ladder import _repo_root
     try:
-        return _repo_root(Path(__file__)) / "records"
+        return repo_root(Path(__file__)) / "records"
     except RecordError:
         return Path("records")
 

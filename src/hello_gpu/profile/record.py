@@ -22,8 +22,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..bench.records import (RecordError, device_from_manifest, file_sha256, new_record, record_path, source_entry,
-                             timing_from_summary, utc_now, write_record)
+from ..bench.ceilings import cached_ceilings
+from ..bench.records import (
+    RecordError,
+    device_from_manifest,
+    file_sha256,
+    new_record,
+    record_path,
+    repo_root,
+    source_entry,
+    timing_from_summary,
+    utc_now,
+    write_record,
+)
+from ..bench.stats import summarize
+from ..bench.work import rates
+from ..ops.shapes import shape_label
+from ..runtime.manifest import environment_manifest, read_clocks
 from .roofline import PROFILE_SUFFIX
 
 TIMING_SOURCE = ("torch.profiler: per call, the sum of its kernels' device durations; L2 not flushed between calls")
@@ -33,16 +48,8 @@ def profile_record_name(op: str, dtype: str) -> str:
     return f"{op}.{dtype}.{PROFILE_SUFFIX}"
 
 
-def _repo_root(op) -> Path:
-    from ..ops.ladder import _repo_root as repo_root
-    return repo_root(op.path)
-
-
 def profile_entry(profile, *, environment: dict, ceilings=None, created: str | None = None) -> dict:
     """The record entry of one :class:`~hello_gpu.profile.rung_profile.RungProfile`."""
-    from ..bench.stats import summarize
-    from ..bench.work import rates
-    from ..ops.checking import shape_label
     table, rung = profile.table, profile.rung
     if not table.per_call_seconds:
         raise RecordError(f"{rung.id}: no device time was recorded for any call (no kernels?): nothing to record")
@@ -58,7 +65,7 @@ def profile_entry(profile, *, environment: dict, ceilings=None, created: str | N
                                                         if key != "kernels"},
              "measured": {"created": created or utc_now(), "commit": (environment.get("git") or {}).get("commit")}}
     return {"variant": rung.id, "role": "baseline" if rung.is_baseline else "candidate",
-            "source": source_entry(rung.path, _repo_root(profile.op)), "shape": shape_label(profile.shape),
+            "source": source_entry(rung.path, repo_root(profile.op.path)), "shape": shape_label(profile.shape),
             "dtype": profile.dtype, "correctness": None,
             "timing": timing_from_summary(summary, cache="warm", graph=False, clock="device-events"),
             "work": profile.work.to_dict(), "derived": measured.to_dict(), "extra": extra}
@@ -82,7 +89,6 @@ def merge_entries(old: list[dict], new: list[dict], repo_root: Path) -> list[dic
 
 def profile_record(profiles: list, *, existing: dict | None = None, environment: dict | None = None) -> dict:
     """The profile record of ``profiles`` (one operator and dtype), merged into ``existing``."""
-    from ..runtime.manifest import environment_manifest, read_clocks
     if not profiles:
         raise RecordError("no profiles to record")
     op, dtype = profiles[0].op, profiles[0].dtype
@@ -91,11 +97,10 @@ def profile_record(profiles: list, *, existing: dict | None = None, environment:
     if environment is None:
         environment = environment_manifest()
         environment["clocks_end"] = read_clocks()
-    from ..bench.ceilings import cached_ceilings
     ceilings = cached_ceilings()
     created = utc_now()
     entries = [profile_entry(p, environment=environment, ceilings=ceilings, created=created) for p in profiles]
-    entries = merge_entries((existing or {}).get("entries", []), entries, _repo_root(op))
+    entries = merge_entries((existing or {}).get("entries", []), entries, repo_root(op.path))
     tools = sorted({p.table.counters.tool for p in profiles if p.table.counters and p.table.counters.tool})
     return new_record(profile_record_name(op.name, dtype), "profile", device=device_from_manifest(environment),
                       environment=environment, entries=entries,
@@ -108,8 +113,7 @@ def profile_record(profiles: list, *, existing: dict | None = None, environment:
 def write_profile_record(profiles: list, record_dir: Path) -> Path:
     """Write (or update) ``<record_dir>/<device>/<op>.<dtype>.profile.json``; a relative ``record_dir``
     is taken from the repository root, as ``ladder --record`` does."""
-    from ..runtime.manifest import environment_manifest, read_clocks
-    root = _repo_root(profiles[0].op)
+    root = repo_root(profiles[0].op.path)
     directory = Path(record_dir) if Path(record_dir).is_absolute() else root / record_dir
     environment = environment_manifest()
     environment["clocks_end"] = read_clocks()
