@@ -25,7 +25,7 @@ from typing import Callable
 from ..bench.records import device_from_manifest
 from ..ops import load_op
 from ..ops.shapes import shape_label
-from ..runtime.manifest import environment_manifest
+from ..runtime import manifest
 from . import tools
 from .candidate import FINAL_STATES, Candidate
 from .stop import DEFAULT_PATIENCE, DEFAULT_ROUNDS, DEFAULT_TARGET_FRACTION, SearchState, StopRules
@@ -266,7 +266,7 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
         rounds = DEFAULT_ROUNDS if rounds is None else rounds
         patience = DEFAULT_PATIENCE if patience is None else patience
         target_fraction = DEFAULT_TARGET_FRACTION if target_fraction is None else target_fraction
-        environment = environment_manifest()
+        environment = manifest.environment_manifest()
         if "reference" not in task.extra:
             reference = reference_for(task, environment)
             if reference is not None:

@@ -50,9 +50,9 @@ from ..profile.counters import counters_for_rungs
 from ..profile.kernel_table import kernel_table
 from ..profile.roofline import RooflinePoint, classify, roofs_from
 from ..profile.rung_profile import own_kernel_names
+from ..runtime import triton_jit
 from ..runtime.device import device_info, gpu_vendor
 from ..runtime.errors import CompileError
-from ..runtime.triton_jit import compile_error_location, kernel_resources, modules_named
 
 STEPS = ("compile", "check", "bench", "compare", "analyze")
 DEFAULT_TIMEOUT_S = 300.0
@@ -355,7 +355,7 @@ def _first_calls(task, op, rung, built, names) -> dict:
                 import torch
                 torch.cuda.synchronize()
         except Exception as error:  # noqa: BLE001 - whatever the first call raises is the candidate's failure
-            where = compile_error_location(error, modules_named(MODULE_PREFIX))
+            where = triton_jit.compile_error_location(error, triton_jit.modules_named(MODULE_PREFIX))
             if where is None:                              # a Python error: its traceback has the line
                 line, column, elsewhere = _location_of(error, rung.path.name), None, ""
             elif where["file"] == rung.path.name:
@@ -369,7 +369,7 @@ def _first_calls(task, op, rung, built, names) -> dict:
         return {"resources": None, "note": "the Triton interpreter compiles nothing: no registers or spills here "
                                            "(they show in compile and analyze on a GPU)"}
     # every specialisation the calls compiled (one per dtype at least), with its registers and spills
-    return {"resources": {"kernels": kernel_resources(modules_named(MODULE_PREFIX))}}
+    return {"resources": {"kernels": triton_jit.kernel_resources(triton_jit.modules_named(MODULE_PREFIX))}}
 
 
 def _kernel_trace(built, rung, inputs) -> list[dict] | None:
@@ -531,7 +531,7 @@ def _launched_resources(rung, dtype: str, built, inputs: tuple) -> dict | None:
         import torch
         built(*inputs)
         torch.cuda.synchronize()                     # GPU only: _step_analyze calls this with a GPU present
-        kernels = kernel_resources(modules_named(MODULE_PREFIX))
+        kernels = triton_jit.kernel_resources(triton_jit.modules_named(MODULE_PREFIX))
     if not kernels:
         return None
     known = [k for k in kernels if k["registers_per_thread"] is not None]

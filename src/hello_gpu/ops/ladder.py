@@ -17,8 +17,8 @@ from pathlib import Path
 from ..bench import compare, measure
 from ..bench.ceilings import cached_ceilings
 from ..bench.records import device_from_manifest, format_figure, new_record, repo_root, source_entry, write_record
+from ..runtime import manifest
 from ..runtime.device import require_gpu
-from ..runtime.manifest import environment_manifest, read_clocks
 from .checking import CheckReport, check_rung, fresh_seeds
 from .registry import Op, load_op
 from .rung import TORCH_BASELINE, BuiltRung, Rung, triton_interpreter_on
@@ -199,7 +199,7 @@ def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str =
         raise RuntimeError("TRITON_INTERPRET=1 is set: Triton rungs would run on the CPU; unset it to time on the GPU")
     if dtype not in op.spec.DTYPES:
         raise ValueError(f"{op.name} is defined for {', '.join(op.spec.DTYPES)}, not {dtype}")
-    clocks_start = read_clocks()
+    clocks_start = manifest.read_clocks()
     rungs = select_rungs(op, route, only)
     built: dict[str, BuiltRung] = {}
     for rung in rungs:
@@ -260,8 +260,8 @@ def ladder_record(result: LadderResult, *, route: str | None = None, device: dic
     """
     op = result.op
     if environment is None:
-        environment = environment_manifest()
-        environment.update(clocks_start=clocks_start, clocks_end=read_clocks())
+        environment = manifest.environment_manifest()
+        environment.update(clocks_start=clocks_start, clocks_end=manifest.read_clocks())
     device = device or device_from_manifest(environment)
     root = repo_root(op.path)
     entries = []

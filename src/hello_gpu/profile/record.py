@@ -38,7 +38,7 @@ from ..bench.records import (
 from ..bench.stats import summarize
 from ..bench.work import rates
 from ..ops.shapes import shape_label
-from ..runtime.manifest import environment_manifest, read_clocks
+from ..runtime import manifest
 from .roofline import PROFILE_SUFFIX
 
 TIMING_SOURCE = ("torch.profiler: per call, the sum of its kernels' device durations; L2 not flushed between calls")
@@ -95,8 +95,8 @@ def profile_record(profiles: list, *, existing: dict | None = None, environment:
     if any(p.op.name != op.name or p.dtype != dtype for p in profiles):
         raise RecordError("a profile record holds one operator and one dtype")
     if environment is None:
-        environment = environment_manifest()
-        environment["clocks_end"] = read_clocks()
+        environment = manifest.environment_manifest()
+        environment["clocks_end"] = manifest.read_clocks()
     ceilings = cached_ceilings()
     created = utc_now()
     entries = [profile_entry(p, environment=environment, ceilings=ceilings, created=created) for p in profiles]
@@ -115,8 +115,8 @@ def write_profile_record(profiles: list, record_dir: Path) -> Path:
     is taken from the repository root, as ``ladder --record`` does."""
     root = repo_root(profiles[0].op.path)
     directory = Path(record_dir) if Path(record_dir).is_absolute() else root / record_dir
-    environment = environment_manifest()
-    environment["clocks_end"] = read_clocks()
+    environment = manifest.environment_manifest()
+    environment["clocks_end"] = manifest.read_clocks()
     name = profile_record_name(profiles[0].op.name, profiles[0].dtype)
     path = record_path({"name": name, "device": device_from_manifest(environment)}, directory)
     existing = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
