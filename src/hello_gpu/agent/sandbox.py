@@ -24,7 +24,6 @@ times with the wall clock; the results say so (``"clock": "wall"``).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -45,7 +44,7 @@ from ..ops import load_op
 from ..ops.checking import DEFAULT_DISTRIBUTIONS, check_rung, fresh_seeds
 from ..ops.registry import ops_root
 from ..ops.rung import MODULE_PREFIX, load_module
-from ..ops.shapes import shape_label
+from ..ops.shapes import numel, shape_label
 from ..profile.counters import counters_for_rungs
 from ..profile.kernel_table import kernel_table
 from ..profile.roofline import RooflinePoint, classify, roofs_from
@@ -345,7 +344,7 @@ def _first_calls(task, op, rung, built, names) -> dict:
     failure at its own line, and the compiled kernels' registers and spills can be read (GPU). The
     results are not checked here; that is the check step's work, on fresh inputs in another process."""
     shapes = list(task.check_shapes or op.spec.EDGE_SHAPES)
-    shape = min(shapes, key=lambda s: math.prod(s) if isinstance(s, tuple) else int(s))
+    shape = min(shapes, key=numel)
     dtypes = [d for d in _dtypes(task, op) if rung.supports(d) and not (built.interpreted and d == "bfloat16")]
     seed = fresh_seeds(1)[0]
     for dtype in dtypes:
@@ -426,7 +425,7 @@ def _anticheat_evidence(task, op, rung, shapes, names) -> dict | None:
     if built.interpreted:
         dtypes = [d for d in dtypes if d != "bfloat16"]        # wrong in the interpreter, as in check_rung
     evidence = anticheat.runtime_evidence(built, op.spec, dtypes=dtypes, shapes=shapes, device=rung.device())
-    largest = max(shapes, key=lambda s: math.prod(s) if isinstance(s, tuple) else int(s))
+    largest = max(shapes, key=numel)
     inputs = op.spec.make_inputs(largest, dtypes[0], seed=evidence["seeds"][0], distribution="normal",
                                  device=rung.device())
     ours, triton = own_kernel_names(rung)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from ..ops.registry import ops_root
 from ..runtime.device import gpu_vendor
 from .kernel_names import kernel_key
 
@@ -198,6 +197,9 @@ def counters_for_rungs(op, rungs, shape, dtype: str, *, calls: int = 3, root=Non
     """
     op_name = op if isinstance(op, str) else op.name
     if root is None and not isinstance(op, str):
+        # Here, not at the top: hello_gpu.profile (imported by this module's package) stays free of
+        # PyTorch, which hello_gpu.ops imports, until a profile really runs.
+        from ..ops.registry import ops_root
         if op.path.parent != ops_root():
             root = op.path.parent
     vendor = gpu_vendor()
