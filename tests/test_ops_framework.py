@@ -481,18 +481,18 @@ def test_fixture_ladder_on_the_gpu(op, tmp_path, monkeypatch):
 
 
 def test_shape_labels_read_at_a_glance():
-    from hello_gpu.ops.checking import shape_label
+    from hello_gpu.ops.shapes import shape_label
     assert shape_label(2**28) == "2^28" and shape_label(4097) == "4097" and shape_label(1) == "1"
     assert shape_label(512) == "512" and shape_label((1823, 781)) == "1823x781" and shape_label((8192, 8192)) == "8192x8192"
 
 
 def test_a_nan_the_reference_defines_must_be_matched():
-    from hello_gpu.ops.checking import _compare
+    from hello_gpu.ops.checking import compare_outputs
     expected = torch.tensor([float("nan"), 0.5, 0.25], dtype=torch.float64)
-    assert _compare(torch.tensor([float("nan"), 0.5, 0.25]), expected, 1e-6, 0.0)[2] is None
-    failure = _compare(torch.tensor([0.0, 0.5, 0.25]), expected, 1e-6, 0.0)[2]
+    assert compare_outputs(torch.tensor([float("nan"), 0.5, 0.25]), expected, 1e-6, 0.0)[2] is None
+    failure = compare_outputs(torch.tensor([0.0, 0.5, 0.25]), expected, 1e-6, 0.0)[2]
     assert failure.startswith("1 of 3 elements") and "flat index 0" in failure and "expected nan" in failure
-    assert "flat index 2" in _compare(torch.tensor([float("nan"), 0.5, float("nan")]), expected, 1e-6, 0.0)[2]
+    assert "flat index 2" in compare_outputs(torch.tensor([float("nan"), 0.5, float("nan")]), expected, 1e-6, 0.0)[2]
 
 
 # ------------------------------------------------------------------------------------------ peers

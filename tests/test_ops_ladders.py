@@ -11,20 +11,14 @@ from __future__ import annotations
 import pytest
 
 from hello_gpu.ops import check_rung, list_ops, load_op
-from hello_gpu.ops.checking import INTERPRETER_BFLOAT16, shape_label
+from hello_gpu.ops.checking import INTERPRETER_BFLOAT16, INTERPRETER_MAX_ELEMENTS
+from hello_gpu.ops.shapes import shape_label
 from hello_gpu.runtime.compile_gate import NO_PTXAS_REPORT, _ptxas_section
 from hello_gpu.runtime.compiler import cache_dir
 from hello_gpu.runtime.resources import parse_ptxas_report
 from hello_gpu.runtime.device import gpu_vendor
 
 HAS_GPU = gpu_vendor() is not None
-# The interpreter runs a program in ~0.6 ms of Python: 1823x781 would take seconds per case.
-INTERPRETER_MAX_ELEMENTS = 5000
-
-
-def _numel(shape) -> int:
-    import math
-    return math.prod(shape) if isinstance(shape, tuple) else int(shape)
 
 
 def _cases(route: str | None = None, with_dtype: bool = True):
@@ -123,9 +117,10 @@ def test_hip_rung_compiles_for_sm_90_without_spills(name, rung_id, dtype):
 _INTERPRETER_SCRIPT = """
 import json, sys
 from hello_gpu.ops import check_rung, load_op
+from hello_gpu.ops.shapes import numel
 name, max_elements = sys.argv[1], int(sys.argv[2])
 op = load_op(name)
-shapes = [s for s in op.spec.EDGE_SHAPES if (s if isinstance(s, int) else s[0] * s[1]) <= max_elements]
+shapes = [s for s in op.spec.EDGE_SHAPES if numel(s) <= max_elements]
 results = {}
 for rung in op.rungs:
     if rung.route != "triton":

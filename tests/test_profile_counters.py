@@ -236,7 +236,7 @@ def test_collect_runs_ncu_on_the_target_and_parses_its_csv(fake_ncu):
     assert ["--csv", "--page", "raw", "--print-units", "base"] == arguments[arguments.index("--csv"):arguments.index("--csv") + 5]
     target = arguments[arguments.index(sys.executable):]
     assert target[1:5] == ["-m", "hello_gpu.profile._target", "vector_add", "v01_thread_per_element"]
-    assert target[target.index("--shape") + 1] == str(2**24) and target[target.index("--calls") + 1] == "3"
+    assert target[target.index("--shape") + 1] == "2^24" and target[target.index("--calls") + 1] == "3"
     assert "ncu" in result.command[0] and result.raw_output.count('"ID"') == 1
 
 
@@ -288,11 +288,16 @@ def test_hg_ncu_names_the_executable(tmp_path, monkeypatch, fake_ncu):
 
 
 def test_the_target_module_accepts_what_the_parent_sends():
-    from hello_gpu.profile._target import _shape, target_arguments
+    from hello_gpu.ops.shapes import parse_shape
+    from hello_gpu.profile._target import target_arguments
     arguments = target_arguments("softmax", "v01_row", (1823, 781), "bfloat16", calls=2, warmup=1, root="/x")
-    assert _shape(arguments[arguments.index("--shape") + 1]) == (1823, 781)
-    assert _shape(json.dumps(4097)) == 4097
+    assert parse_shape(arguments[arguments.index("--shape") + 1]) == (1823, 781)
     assert arguments[-2:] == ["--root", "/x"]
+    arguments = target_arguments("vector_add", "v01_thread_per_element", 2**24, "float32", calls=2, warmup=1)
+    assert parse_shape(arguments[arguments.index("--shape") + 1]) == 2**24
+    assert target_arguments("softmax", "v01_row", [7, 1025], "float32", calls=1, warmup=0)[5] == "7x1025"
+    with pytest.raises(ValueError, match="cannot be passed"):
+        target_arguments("softmax", "v01_row", (4097,), "float32", calls=1, warmup=0)
 
 
 # ------------------------------------------------------------------------------------------ rocprofv3

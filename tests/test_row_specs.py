@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from hello_gpu.ops import load_op
-from hello_gpu.ops.checking import _compare
+from hello_gpu.ops.checking import compare_outputs
 
 SOFTMAX = load_op("softmax").spec
 RMS_NORM = load_op("rms_norm").spec
@@ -21,7 +21,7 @@ RMS_NORM = load_op("rms_norm").spec
 
 def _admits(spec, dtype, output, expected) -> bool:
     rtol, atol = spec.TOLERANCE[dtype]
-    return _compare(output, expected, rtol, atol)[2] is None
+    return compare_outputs(output, expected, rtol, atol)[2] is None
 
 
 @pytest.mark.parametrize("dtype", SOFTMAX.DTYPES)

@@ -3,6 +3,11 @@
 Each subcommand is one entry in :data:`COMMANDS`: a help line, a function that adds its arguments to
 its argparse parser, and a function that runs it and returns the exit status. To add a subcommand,
 write those two functions and add an entry; ``main`` does the rest.
+
+Each subcommand imports what it uses inside its own function, not at the top: ``hello_gpu.ops`` (and so
+``profile`` and ``agent``) imports PyTorch, about 2 s, and ``bench`` another 0.05 s; ``hello-gpu --help``
+and ``doctor`` must not pay for every command's layer. At the top: only what ``import hello_gpu`` has
+already loaded (the runtime) and the console.
 """
 
 from __future__ import annotations
@@ -11,11 +16,14 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
+
+from . import __version__
+from .runtime.device import gpu_vendor
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,7 @@ def _doctor_arguments(parser: argparse.ArgumentParser) -> None:
 def _doctor(args: argparse.Namespace, console: Console) -> int:
     from .runtime.doctor import render, run_doctor
 
-    report = run_doctor(cpu_ok=args.cpu_ok)
+    report = run_doctor(cpu_ok=args.cpu_ok, version=__version__)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -143,8 +151,6 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _version(args: argparse.Namespace, console: Console) -> int:
-    from . import __version__
-
     print(f"hello-gpu {__version__}")
     return 0
 
@@ -172,15 +178,12 @@ def _ceilings(args: argparse.Namespace, console: Console) -> int:
 
 
 def _parse_shape(text: str):
-    """"4097", "2**24", "2^24" or "1823x781" -> an int or a tuple of ints."""
-    def number(part: str) -> int:
-        base, _, exponent = part.replace("^", "**").partition("**")
-        return int(base) ** int(exponent) if exponent else int(base)
+    """--shape and --shapes: :func:`hello_gpu.ops.shapes.parse_shape`, its error as argparse's own."""
+    from .ops.shapes import parse_shape
     try:
-        dims = tuple(number(part) for part in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a shape: {text!r} (write 4097, 2**24 or 1823x781)") from None
-    return dims[0] if len(dims) == 1 else dims
+        return parse_shape(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _load_op(command: str, name: str, root, console: Console, rung: str | None = None):
@@ -237,7 +240,6 @@ def _list(args: argparse.Namespace, console: Console) -> int:
 
 
 def _no_gpu(command: str, console: Console) -> bool:
-    from .runtime.device import gpu_vendor
     if gpu_vendor() is not None:
         return False
     console.print(f"hello-gpu {command}: no GPU here; rungs are timed on the GPU they describe. "
@@ -306,16 +308,10 @@ def _ladder_arguments(parser: argparse.ArgumentParser) -> None:
     _root_argument(parser)
 
 
-# The Triton interpreter takes ~0.6 ms per program: 2^16 elements is a few dozen programs per case.
-INTERPRETER_MAX_ELEMENTS = 2**16
-
-
 def _ladder(args: argparse.Namespace, console: Console) -> int:
-    import os
-
     from .ops import run_ladder
+    from .ops.checking import INTERPRETER_MAX_ELEMENTS
     from .ops.ladder import check_ladder, checks_table
-    from .runtime.device import gpu_vendor
 
     op = _load_op("ladder", args.op, args.root, console)
     if op is None:
@@ -350,13 +346,11 @@ def _ladder(args: argparse.Namespace, console: Console) -> int:
 
 def _ladder_counters_table(result):
     """The counter columns of ``ladder --profile``: each timed rung at the ladder's largest shape."""
-    import math
-
     from rich.table import Table
 
-    from .ops.checking import shape_label
+    from .ops.shapes import numel, shape_label
     from .profile.counters import counters_for_rungs
-    shape = max(result.shapes, key=lambda s: math.prod(s) if isinstance(s, tuple) else s)
+    shape = max(result.shapes, key=numel)
     rungs = [timed.rung for timed in result.timed if timed.shape == shape]
     counted = {timed.rung.id: timed.measurement.work.bytes for timed in result.timed
                if timed.shape == shape and timed.measurement.work is not None}
@@ -467,155 +461,11 @@ def _agent_arguments(parser: argparse.ArgumentParser) -> None:
                              "classifies from the time)")
 
 
-def _agent_progress(console: Console):
-    def show(event: dict) -> None:
-        kind = event.get("event")
-        if kind == "candidate":
-            console.print(f"  candidate {event['id']}: {event['state']}  {event.get('action', '')}  "
-                          f"{(event.get('reason') or '')[:160]}", markup=False, highlight=False, soft_wrap=True)
-        elif kind == "round":
-            console.print(f"round {event['round']} (best: candidate {event['best']})", markup=False, highlight=False)
-        elif kind in ("stop", "start"):
-            console.print(f"{kind}: {event.get('reason') or event.get('run_dir')}", markup=False, highlight=False)
-        elif kind == "policy-failed":
-            console.print(f"  {event['reason']}", markup=False, highlight=False, soft_wrap=True)
-        elif kind == "final":
-            console.print(f"final re-measurement: {event.get('remeasured')} (claimed {event.get('claimed')})",
-                          markup=False, highlight=False)
-        elif kind == "report":
-            console.print(f"report: {event.get('markdown')}", markup=False, highlight=False)
-    return show
-
-
 def _agent(args: argparse.Namespace, console: Console) -> int:
-    words = args.words
+    from .agent.command import AgentOptions, run_command
 
-    def say(text: str) -> None:
-        console.print(f"agent: {text}", markup=False, highlight=False, soft_wrap=True)
-
-    if words[0] in ("resume", "report"):
-        if len(words) != 2:
-            say(f"usage: hello-gpu agent {words[0]} RUN")
-            return 2
-        run_dir = Path(words[1])
-        if not (run_dir / "candidates.sqlite").is_file():
-            say(f"{run_dir} is not a run folder (no candidates.sqlite)")
-            return 2
-        if words[0] == "report":
-            from .agent.report import write_report
-            for kind, path in write_report(run_dir).items():
-                say(f"wrote {path} ({kind})")
-            return 0
-        from .agent.loop import RunSetupError, run_agent
-        from .agent.policies.llm import LLMError
-        try:
-            result = run_agent(None, None, run_dir, rounds=args.rounds, time_budget_s=args.time_budget,
-                               patience=args.patience, target_fraction=args.target, resume=True,
-                               timeouts={} if args.counters is None else {"counters": args.counters},
-                               progress=_agent_progress(console))
-        except KeyboardInterrupt:
-            say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
-            return 130
-        except (LLMError, RunSetupError) as error:   # a policy that cannot start
-            say(f"cannot resume {run_dir}: {error}")
-            return 2
-        say(f"stopped: {result.stop_reason}")
-        return 0
-    if len(words) != 1:
-        say("give one operator, or 'resume RUN' / 'report RUN'")
-        return 2
-    if not args.start:
-        say("--from RUNG is required for a new run")
-        return 2
-    import time as _time
-
-    from .agent.task import Task
-    from .ops import load_op
-    if words[0].endswith(".py"):
-        return _agent_problem(args, console, say)
-    op_name = words[0]
-    try:
-        op = load_op(op_name, args.ops_root)
-        rung = op.rung(args.start)
-    except (KeyError, ValueError) as error:
-        say(str(error))
-        return 2
-    route = args.route or rung.route
-    if rung.route != route:
-        say(f"{args.start} is a {rung.route} rung, not {route}")
-        return 2
-    extra = {"ops_root": str(args.ops_root.resolve())} if args.ops_root else {}
-    if args.reference:
-        try:
-            reference = op.rung(args.reference)
-        except (KeyError, ValueError) as error:
-            say(str(error))
-            return 2
-        if reference.route != route:
-            say(f"--reference {args.reference} is a {reference.route} rung, not {route}")
-            return 2
-        from .agent.loop import NAMED_REFERENCE
-        extra["reference"] = {"rung": reference.id, "why": NAMED_REFERENCE}
-    dtypes = tuple(op.spec.DTYPES)
-    if args.dtype:
-        if args.dtype not in dtypes:
-            say(f"{op_name} is defined for {', '.join(dtypes)}, not {args.dtype}")
-            return 2
-        dtypes = (args.dtype, *(d for d in dtypes if d != args.dtype))
-    task = Task(op_name, args.start, route, dtypes=dtypes, bench_shape=args.shape, extra=extra)
-    run_dir = args.run_dir or Path("agent-runs") / f"{op_name}.{route}.{args.start}.{_time.strftime('%Y%m%d-%H%M%S')}"
-    status = _search(task, args, run_dir, console, say)
-    if status == 0 and args.record:
-        from .agent.tools import record
-        from .bench.records import RecordError
-        from .bench.records import repository_root
-        try:
-            say(f"wrote {record(run_dir, directory=args.record, repo_root=repository_root(op.path))}")
-        except RecordError as error:
-            say(f"no record written: {error}")
-            return 1
-    return status
-
-
-def _search(task, args: argparse.Namespace, run_dir: Path, console: Console, say) -> int:
-    """A new run of the search, with its progress shown; 130 after Ctrl-C (resume continues it)."""
-    from .agent.loop import RunSetupError, run_agent
-    from .agent.policies.llm import LLMError
-    try:
-        result = run_agent(task, args.policy, run_dir, rounds=args.rounds, seed=args.seed,
-                           time_budget_s=args.time_budget, patience=args.patience, target_fraction=args.target,
-                           timeouts={"counters": args.counters is not False}, progress=_agent_progress(console))
-    except KeyboardInterrupt:
-        say(f"interrupted; everything done so far is stored: hello-gpu agent resume {run_dir}")
-        return 130
-    except (LLMError, RunSetupError) as error:       # a policy that cannot start, a folder already in use
-        say(f"no run started: {error}")
-        return 2
-    say(f"stopped: {result.stop_reason}; report in {run_dir}")
-    return 0
-
-
-def _agent_problem(args: argparse.Namespace, console: Console, say) -> int:
-    """``hello-gpu agent PROBLEM.py --from KERNEL``: a KernelBench-style problem, starting from a rung
-    file; the run folder holds the operator folder made for it (ops/), so ``resume`` finds it again."""
-    import time as _time
-
-    from .agent.kernelbench import ProblemError, write_operator
-    from .ops import HeaderError, SpecError
-    problem = Path(args.words[0])
-    run_dir = args.run_dir or Path("agent-runs") / f"{problem.stem}.{_time.strftime('%Y%m%d-%H%M%S')}"
-    if (run_dir / "candidates.sqlite").exists():
-        say(f"{run_dir} already holds a run: resume it with `hello-gpu agent resume {run_dir}`")
-        return 2
-    try:
-        task, _ = write_operator(problem, Path(args.start), run_dir / "ops")
-    except (ProblemError, HeaderError, SpecError) as error:
-        say(str(error))
-        return 2
-    if args.route and args.route != task.route:
-        say(f"{args.start} is a {task.route} kernel, not {args.route}")
-        return 2
-    return _search(task, args, run_dir, console, say)
+    options = AgentOptions(**{name: getattr(args, name) for name in AgentOptions.__dataclass_fields__})
+    return run_command(args.words, options, console)
 
 
 COMMANDS: dict[str, Subcommand] = {
@@ -642,8 +492,6 @@ COMMANDS: dict[str, Subcommand] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
     parser = argparse.ArgumentParser(prog="hello-gpu", description="Write GPU kernels inline and check the machine.")
     parser.add_argument("--version", action="version", version=f"hello-gpu {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -53,7 +53,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 
-from ..ops.checking import _bits, _compare, _poison_value, _synchronize, fresh_seeds
+from ..ops.checking import compare_outputs, fresh_seeds, poison_value, synchronize_device, tensor_bits
+from ..profile.kernel_names import kernel_key, kernel_source
+from ..profile.kernel_table import CALL_LABEL, is_kernel_event, is_launch_event, trace_events
+from ..runtime.signature import list_kernels
 
 # Every reason starts with one of these, then ": " and the evidence.
 LIBRARY = "library fallback"
@@ -358,7 +361,6 @@ def candidate_kernel_names(candidate) -> tuple[list[str], list[str]]:
     a trace. A Triton rung that dispatches to kernels of sibling modules names them at run time instead
     (``runtime_evidence(...)["triton_kernels"]``)."""
     if candidate.route == "hip":
-        from ..runtime.signature import list_kernels
         return list_kernels(candidate.source), []
     tree = _parse(candidate.source, "the Triton source")
     if isinstance(tree, str):
@@ -389,7 +391,6 @@ def check_kernel_sources(kernels: Sequence[dict] | None, own_names: Iterable[str
     On the CPU (Triton interpreter) the same list comes from the profiler's CPU ops: a computing
     ``aten::`` op inside the call is the fallback.
     """
-    from ..profile.kernel_names import kernel_key
     own = {kernel_key(name) for name in own_names}
     foreign = [k for k in kernels or () if k.get("source") not in ("hello-gpu", "triton")
                and not (k.get("source") == "other" and kernel_key(str(k.get("name", ""))) in own)
@@ -478,8 +479,6 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
     device kernels (a CPU-only profile), the computing ``aten::`` CPU ops inside the calls stand in
     for library kernels and ``launches`` is None (the interpreter's launches are counted elsewhere).
     """
-    from ..profile.kernel_names import kernel_source
-    from ..profile.kernel_table import CALL_LABEL, _is_kernel, _is_launch, trace_events
     events = trace_events(trace)
 
     def spans(prefix: str) -> list[tuple[float, float]]:
@@ -492,11 +491,11 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
     def which(moment, ranges) -> int:
         return next((i for i, (start, end) in enumerate(ranges) if moment is not None and start <= moment <= end), -1)
 
-    launches = {e["args"]["correlation"]: e for e in events if _is_launch(e)}
+    launches = {e["args"]["correlation"]: e for e in events if is_launch_event(e)}
     kernels, streams, stray, timed = [], [], [], None
     per_call = [0] * len(calls)
     ours, triton = tuple(ours), tuple(triton)
-    for event in (e for e in events if _is_kernel(e)):
+    for event in (e for e in events if is_kernel_event(e)):
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
         launch = launches.get(args.get("correlation"), {})
         moment = float(launch.get("ts", event.get("ts", -1)))
@@ -513,7 +512,7 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
         source, library = kernel_source(name, ours=ours, triton=triton)
         kernels.append({"name": name, "source": source, "library": library})
         streams.append({"name": name, "stream": args.get("stream")})
-    device_kernels = any(_is_kernel(e) for e in events)
+    device_kernels = any(is_kernel_event(e) for e in events)
     if not device_kernels:
         for event in events:
             name = str(event.get("name", ""))
@@ -542,7 +541,6 @@ def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), tr
         supported_activities,
     )
 
-    from ..profile.kernel_table import CALL_LABEL
     cuda = torch.cuda.is_available() and ProfilerActivity.CUDA in supported_activities()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as profiler:
@@ -566,7 +564,7 @@ def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), tr
 
 
 def _tensor_sha256(tensor) -> str:
-    return hashlib.sha256(_bits(tensor).cpu().numpy().tobytes()).hexdigest()
+    return hashlib.sha256(tensor_bits(tensor).cpu().numpy().tobytes()).hexdigest()
 
 
 def input_checksums(inputs: Sequence) -> list[str | None]:
@@ -588,7 +586,7 @@ def _poisoned(expected, dtype, value):
 
 def _call(run_candidate, inputs, out, device: str):
     output = run_candidate(inputs, out)
-    _synchronize(device)
+    synchronize_device(device)
     return out if output is None else output
 
 
@@ -603,7 +601,7 @@ def _first_failure(output, expected, tolerance) -> str | None:
     if tuple(output.shape) != tuple(expected.shape):
         return f"output shape {tuple(output.shape)}, expected {tuple(expected.shape)}"
     rtol, atol = tolerance
-    return _compare(output, expected, rtol, atol)[2]
+    return compare_outputs(output, expected, rtol, atol)[2]
 
 
 def check_input_writes(run_candidate, inputs: Sequence, out=None, *, device: str = "cpu") -> list[str]:
@@ -634,13 +632,13 @@ def check_partial_writes(run_candidate, inputs: Sequence, expected, *, device: s
     import torch
     dtype = inputs[0].dtype
     kept = None
-    for value in (_poison_value(dtype), _second_poison(dtype)):
+    for value in (poison_value(dtype), _second_poison(dtype)):
         out = _poisoned(expected, dtype, value)
-        poison_bits = _bits(out.clone())
+        poison_bits = tensor_bits(out.clone())
         output = _call(run_candidate, inputs, out, device)
         if not isinstance(output, torch.Tensor) or output.data_ptr() != out.data_ptr():
             return [f"{PARTIAL_WRITE}: was given out= but returned another tensor, so what it wrote there is unknown"]
-        same = _bits(output) == poison_bits
+        same = tensor_bits(output) == poison_bits
         kept = same if kept is None else kept & same
     count, total = int(kept.sum()), kept.numel()
     if not count:
@@ -677,7 +675,7 @@ def check_fresh_inputs(run_candidate, make_inputs: Callable[[int], tuple], refer
     seeds = list(seeds) + [(seeds[0] * 1103515245 + 12345) % 2**31]
     first = make_inputs(seeds[0])
     expected = reference(*first)
-    out = _poisoned(expected, first[0].dtype, _poison_value(first[0].dtype)) if accepts_out else None
+    out = _poisoned(expected, first[0].dtype, poison_value(first[0].dtype)) if accepts_out else None
     answers: list[tuple[str, object]] = []
     reasons = []
 
@@ -771,7 +769,7 @@ def check_precision(run_candidate, inputs: Sequence, reference: Callable, dtype:
     if not lower:
         return []
     expected = reference(*inputs)
-    out = _poisoned(expected, inputs[0].dtype, _poison_value(inputs[0].dtype)) if accepts_out else None
+    out = _poisoned(expected, inputs[0].dtype, poison_value(inputs[0].dtype)) if accepts_out else None
     output = _call(run_candidate, inputs, out, device)
     failure = _first_failure(output, expected, _tolerance_for(tolerance, inputs))
     if not failure:
@@ -805,7 +803,7 @@ def check_stale_output(run_candidate, make_inputs: Callable[[int], tuple], refer
     inputs = make_inputs(seeds[0])
     dtype = inputs[0].dtype
     first = reference(*inputs)
-    out = _poisoned(first, dtype, _poison_value(dtype))
+    out = _poisoned(first, dtype, poison_value(dtype))
     _call(run_candidate, inputs, out, device)
     if launch_counter is not None:
         with launch_counter() as counter:
@@ -825,11 +823,11 @@ def check_stale_output(run_candidate, make_inputs: Callable[[int], tuple], refer
                        f"the previous call's answer (stale memory: {failure})")
     fresh = make_inputs(seeds[2])
     fresh_expected = reference(*fresh)
-    out = _poisoned(fresh_expected, dtype, _poison_value(dtype))
-    poison_bits = _bits(out.clone())
+    out = _poisoned(fresh_expected, dtype, poison_value(dtype))
+    poison_bits = tensor_bits(out.clone())
     output = _call(run_candidate, fresh, out, device)
     if isinstance(output, torch.Tensor) and output.data_ptr() == out.data_ptr() \
-            and bool((_bits(output) == poison_bits).all()):
+            and bool((tensor_bits(output) == poison_bits).all()):
         reasons.append(f"{NO_LAUNCH}: on fresh inputs the poisoned output came back untouched: no kernel ran")
     return reasons
 
@@ -959,7 +957,7 @@ def runtime_evidence(built, spec, *, dtypes: Sequence[str], shapes: Sequence, de
                 try:
                     with launch_counter() as counter:
                         run_candidate(inputs, None)
-                        _synchronize(device)
+                        synchronize_device(device)
                 except Exception as error:  # noqa: BLE001 - reported, not raised: the verdict must still come
                     runtime["stale_output"].append(f"{INCORRECT}: a plain call raised {type(error).__name__}: {error}")
                 launches.append(counter.count)

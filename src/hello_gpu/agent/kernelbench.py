@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from ..bench import Work
+from ..ops.rung import load_module
 from .task import Task
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
@@ -37,7 +39,6 @@ def _torch():
 
 
 def _load(path: Path) -> ModuleType:
-    from ..ops.rung import load_module
     try:
         return load_module(path, f"kernelbench_{path.stem}")
     except FileNotFoundError:
@@ -207,7 +208,6 @@ class ProblemSpec:
 
     def work(self, shape, dtype: str):
         """Every input and parameter read once and the output written once; FLOPs unknown (0)."""
-        from ..bench import Work
         torch = _torch()
         tensors = self.make_inputs(shape, dtype, seed=0)
         read = sum(t.numel() * t.element_size() for t in tensors)

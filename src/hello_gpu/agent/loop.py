@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..bench.records import device_from_manifest
+from ..ops import load_op
+from ..ops.shapes import shape_label
+from ..runtime import manifest
 from . import tools
 from .candidate import FINAL_STATES, Candidate
 from .stop import DEFAULT_PATIENCE, DEFAULT_ROUNDS, DEFAULT_TARGET_FRACTION, SearchState, StopRules
@@ -46,7 +50,6 @@ class RunResult:
 def rung_candidate(task, rung_id: str, action: str, hypothesis: str) -> Candidate:
     """A hand-written rung of the task's operator as a candidate (its source, and its companion
     launcher for HIP)."""
-    from ..ops import load_op
     op = load_op(task.op, task.extra.get("ops_root"))
     rung = op.rung(rung_id)
     if rung.route != task.route:
@@ -69,9 +72,6 @@ def reference_for(task, environment: dict) -> dict | None:
     for a problem without a ladder (KernelBench) or a run on no GPU."""
     if task.problem_path or not environment.get("gpu"):
         return None
-    from ..bench.records import device_from_manifest
-    from ..ops import load_op
-    from ..ops.checking import shape_label
     from .reference import hand_written_best
     from .sandbox import _bench_shape, _dtypes
     op = load_op(task.op, task.extra.get("ops_root"))
@@ -266,8 +266,7 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
         rounds = DEFAULT_ROUNDS if rounds is None else rounds
         patience = DEFAULT_PATIENCE if patience is None else patience
         target_fraction = DEFAULT_TARGET_FRACTION if target_fraction is None else target_fraction
-        from ..runtime.manifest import environment_manifest
-        environment = environment_manifest()
+        environment = manifest.environment_manifest()
         if "reference" not in task.extra:
             reference = reference_for(task, environment)
             if reference is not None:

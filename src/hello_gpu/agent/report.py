@@ -15,6 +15,12 @@ import difflib
 import json
 from pathlib import Path
 
+from ..bench.ceilings import cached_ceilings
+from ..bench.records import RecordError, device_from_manifest, new_record, source_entries
+from ..bench.stats import Ratio, verdict
+from ..ops.shapes import shape_label
+from ..ops.sources import repository_rules
+from ..profile.roofline import Roofline, RooflinePoint, roofs_from
 from .store import CandidateStore
 
 AGREEMENT = 0.03
@@ -34,7 +40,6 @@ def rerun_command(info: dict) -> str:
         if settings.get(key) is not None:
             command += f" {option} {settings[key]:g}"
     if task.get("bench_shape") is not None and not task.get("problem_path"):
-        from ..ops.checking import shape_label
         shape = task["bench_shape"]
         command += f" --shape {shape_label(tuple(shape) if isinstance(shape, list) else shape)}"
     if task.get("dtypes"):
@@ -235,9 +240,7 @@ def _roofline_figure(data: dict):
         points.append((label, bench))
     if not environment.get("gpu"):
         return None
-    from ..profile.roofline import Roofline, RooflinePoint, roofs_from
     from ..profile.roofline_plot import roofline_figure
-    from ..bench.ceilings import cached_ceilings
     ceilings = cached_ceilings(allow_partial=True)
     dtype = points[0][1]["dtype"]
     roofs = roofs_from({"name": environment["gpu"], "arch": environment.get("arch", "")}, dtype,
@@ -295,8 +298,6 @@ def _source_file(run_dir: Path, candidate) -> Path:
 def build_record(run_dir: Path, *, repo_root: Path | None = None, allow_cpu: bool = False) -> dict:
     """The run as a record of kind "agent": the start (role baseline) and the best (role candidate,
     with the final re-measured speedup over the start) at the bench shape."""
-    from ..bench.records import device_from_manifest, new_record, source_entries
-    from ..bench.stats import Ratio, verdict
     data = report_data(run_dir)
     environment = dict(data["environment"])
     if environment.get("gpu"):
@@ -304,7 +305,6 @@ def build_record(run_dir: Path, *, repo_root: Path | None = None, allow_cpu: boo
     elif allow_cpu:
         device = {"slug": "cpu", "name": "CPU (Triton interpreter, wall clock)", "arch": "cpu"}
     else:
-        from ..bench.records import RecordError
         raise RecordError("this run was not timed on a GPU: a record names a GPU (allow_cpu=True for tests)")
     if not (environment.get("git") or {}).get("commit") and allow_cpu:
         environment["git"] = {**(environment.get("git") or {}), "commit": "unknown"}
@@ -320,7 +320,6 @@ def build_record(run_dir: Path, *, repo_root: Path | None = None, allow_cpu: boo
             path = _source_file(Path(run_dir), candidate)
             sources = []
             if repo_root is not None:
-                from ..ops.sources import repository_rules
                 try:
                     sources = source_entries(path, repo_root, repository_rules(repo_root))
                 except Exception:  # noqa: BLE001 - a run folder outside the repository: hash kept in extra

@@ -24,7 +24,6 @@ times with the wall clock; the results say so (``"clock": "wall"``).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -36,6 +35,23 @@ import threading
 import time
 import traceback
 from pathlib import Path
+
+from ..bench import compare, measure, rates
+from ..bench.ceilings import cached_ceilings
+from ..bench.compare import DeviceTimer, WallTimer
+from ..bench.timing import Hold, uses_gpu
+from ..ops import load_op
+from ..ops.checking import DEFAULT_DISTRIBUTIONS, check_rung, fresh_seeds
+from ..ops.registry import ops_root
+from ..ops.rung import MODULE_PREFIX, load_module
+from ..ops.shapes import numel, shape_label
+from ..profile.counters import counters_for_rungs
+from ..profile.kernel_table import kernel_table
+from ..profile.roofline import RooflinePoint, classify, roofs_from
+from ..profile.rung_profile import own_kernel_names
+from ..runtime import triton_jit
+from ..runtime.device import device_info, gpu_vendor
+from ..runtime.errors import CompileError
 
 STEPS = ("compile", "check", "bench", "compare", "analyze")
 DEFAULT_TIMEOUT_S = 300.0
@@ -54,7 +70,6 @@ def _package_path() -> str:
 
 def gpu_present() -> bool:
     try:
-        from ..runtime.device import gpu_vendor
         return gpu_vendor() is not None
     except Exception:  # noqa: BLE001 - no torch, no driver: no GPU
         return False
@@ -157,19 +172,17 @@ def _guarded_functions() -> dict[str, object]:
         "hello_gpu.bench.compare": ("compare", "_round_ratio"),
         "hello_gpu.bench.stats": ("summarize", "paired_ratio", "bootstrap_medians"),
         "hello_gpu.bench.work": ("rates",),
-        "hello_gpu.ops.checking": ("check_rung", "_check_case", "_compare", "_same_bits", "_bits", "_call_poisoned",
-                                   "fresh_seeds"),
+        "hello_gpu.ops.checking": ("check_rung", "_check_case", "compare_outputs", "_same_bits", "tensor_bits",
+                                   "_call_poisoned", "fresh_seeds"),
     }
     found: dict[str, object] = {}
     for module_name, attributes in names.items():
         module = importlib.import_module(module_name)
         for attribute in attributes:
             found[f"{module_name}.{attribute}"] = getattr(module, attribute)
-    from ..bench.compare import _DeviceTimer, _WallTimer
-    from ..bench.timing import Hold
     found["hello_gpu.bench.timing.Hold.timed"] = Hold.__dict__["timed"]
-    found["hello_gpu.bench.compare._DeviceTimer.time_rounds"] = _DeviceTimer.__dict__["time_rounds"]
-    found["hello_gpu.bench.compare._WallTimer.time_rounds"] = _WallTimer.__dict__["time_rounds"]
+    found["hello_gpu.bench.compare.DeviceTimer.time_rounds"] = DeviceTimer.__dict__["time_rounds"]
+    found["hello_gpu.bench.compare.WallTimer.time_rounds"] = WallTimer.__dict__["time_rounds"]
     import torch
     found["torch.cuda.synchronize"] = torch.cuda.synchronize
     found["torch.cuda.Event"] = torch.cuda.Event
@@ -202,8 +215,6 @@ def materialize(task, candidates: dict[str, dict], folder: Path):
     Returns ``(op, {label: rung id})``. The operator's folder is ``task.extra["ops_root"]/task.op``
     (default: the package's ``ops/``).
     """
-    from ..ops import load_op
-    from ..ops.registry import ops_root
     source_folder = ops_root(task.extra.get("ops_root")) / task.op
     if not (source_folder / "spec.py").is_file():
         raise FileNotFoundError(f"no operator folder {source_folder} (no spec.py)")
@@ -235,7 +246,6 @@ def _dtypes(task, op) -> list[str]:
 def _distributions(task, op) -> list[str]:
     """The task's input distributions, else the spec's (the ladder's own), padded to the two the agent
     always checks: a spec that lists one still gets "normal" and "large"."""
-    from ..ops.checking import DEFAULT_DISTRIBUTIONS
     chosen = list(task.distributions or getattr(op.spec, "DISTRIBUTIONS", ()) or ())
     return chosen + [d for d in DEFAULT_DISTRIBUTIONS if d not in chosen][:max(0, 2 - len(chosen))]
 
@@ -270,7 +280,6 @@ def _rename(text: str, names: dict[str, str]) -> str:
 
 
 def _step_compile(payload: dict, folder: Path) -> dict:
-    from ..runtime.errors import CompileError
     task = _task(payload)
     candidate = payload["candidate"]
     try:
@@ -302,7 +311,6 @@ def _step_compile(payload: dict, folder: Path) -> dict:
                                            "max_threads_per_block": resources.max_threads_per_block,
                                            "source": resources.source}
             if rung.companion is not None:
-                from ..ops.rung import load_module
                 load_module(rung.companion, f"agent_{rung.companion.stem}")
         except CompileError as error:
             return {"ok": False, "arch": arch or "device", "compiler": error.compiler,
@@ -323,7 +331,6 @@ def _step_compile(payload: dict, folder: Path) -> dict:
                 "errors": [{"line": line, "column": getattr(error, "offset", None),
                             "message": f"{type(error).__name__}: {error}"}],
                 "message": _rename(f"{type(error).__name__}: {error}" + (f" (line {line})" if line else ""), names)}
-    from ..profile.rung_profile import own_kernel_names
     trial = _first_calls(task, op, rung, built, names)
     if trial.get("errors"):
         return {"ok": False, "route": "triton", **trial}
@@ -336,11 +343,8 @@ def _first_calls(task, op, rung, built, names) -> dict:
     shape, so a compile error (or a launch the GPU refuses, such as too much shared memory) is a compile
     failure at its own line, and the compiled kernels' registers and spills can be read (GPU). The
     results are not checked here; that is the check step's work, on fresh inputs in another process."""
-    from ..ops.checking import fresh_seeds
-    from ..ops.rung import MODULE_PREFIX
-    from ..runtime.triton_jit import compile_error_location, kernel_resources, modules_named
     shapes = list(task.check_shapes or op.spec.EDGE_SHAPES)
-    shape = min(shapes, key=lambda s: math.prod(s) if isinstance(s, tuple) else int(s))
+    shape = min(shapes, key=numel)
     dtypes = [d for d in _dtypes(task, op) if rung.supports(d) and not (built.interpreted and d == "bfloat16")]
     seed = fresh_seeds(1)[0]
     for dtype in dtypes:
@@ -350,7 +354,7 @@ def _first_calls(task, op, rung, built, names) -> dict:
                 import torch
                 torch.cuda.synchronize()
         except Exception as error:  # noqa: BLE001 - whatever the first call raises is the candidate's failure
-            where = compile_error_location(error, modules_named(MODULE_PREFIX))
+            where = triton_jit.compile_error_location(error, triton_jit.modules_named(MODULE_PREFIX))
             if where is None:                              # a Python error: its traceback has the line
                 line, column, elsewhere = _location_of(error, rung.path.name), None, ""
             elif where["file"] == rung.path.name:
@@ -364,7 +368,7 @@ def _first_calls(task, op, rung, built, names) -> dict:
         return {"resources": None, "note": "the Triton interpreter compiles nothing: no registers or spills here "
                                            "(they show in compile and analyze on a GPU)"}
     # every specialisation the calls compiled (one per dtype at least), with its registers and spills
-    return {"resources": {"kernels": kernel_resources(modules_named(MODULE_PREFIX))}}
+    return {"resources": {"kernels": triton_jit.kernel_resources(triton_jit.modules_named(MODULE_PREFIX))}}
 
 
 def _kernel_trace(built, rung, inputs) -> list[dict] | None:
@@ -372,15 +376,12 @@ def _kernel_trace(built, rung, inputs) -> list[dict] | None:
     should be is a fallback, which the anti-cheat checks read from here."""
     if not gpu_present():
         return None
-    from ..profile.kernel_table import kernel_table
-    from ..profile.rung_profile import own_kernel_names
     ours, triton = own_kernel_names(rung)
     table = kernel_table(built, *inputs, warmup=1, repeats=2, ours=ours, triton=triton)
     return [row.to_dict() for row in table.rows]
 
 
 def _step_check(payload: dict, folder: Path) -> dict:
-    from ..ops.checking import check_rung, fresh_seeds
     task = _task(payload)
     op, names = materialize(task, {"candidate": payload["candidate"]}, folder)
     rung = op.rung(names["candidate"])
@@ -419,14 +420,12 @@ def _anticheat_evidence(task, op, rung, shapes, names) -> dict | None:
         if error.name == "hello_gpu.agent.anticheat":
             return None                       # not written yet: the checker's own evidence stands alone
         raise
-    from ..ops.checking import shape_label
-    from ..profile.rung_profile import own_kernel_names
     built = rung.build()
     dtypes = [d for d in _dtypes(task, op) if rung.supports(d)]
     if built.interpreted:
         dtypes = [d for d in dtypes if d != "bfloat16"]        # wrong in the interpreter, as in check_rung
     evidence = anticheat.runtime_evidence(built, op.spec, dtypes=dtypes, shapes=shapes, device=rung.device())
-    largest = max(shapes, key=lambda s: math.prod(s) if isinstance(s, tuple) else int(s))
+    largest = max(shapes, key=numel)
     inputs = op.spec.make_inputs(largest, dtypes[0], seed=evidence["seeds"][0], distribution="normal",
                                  device=rung.device())
     ours, triton = own_kernel_names(rung)
@@ -436,7 +435,6 @@ def _anticheat_evidence(task, op, rung, shapes, names) -> dict | None:
 
 
 def _inputs_sets(op, shape, dtype: str, device: str, count: int = INPUT_SETS) -> list[tuple]:
-    from ..ops.checking import fresh_seeds
     return [tuple(op.spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device))
             for seed in fresh_seeds(count)]
 
@@ -444,7 +442,6 @@ def _inputs_sets(op, shape, dtype: str, device: str, count: int = INPUT_SETS) ->
 def _ceilings():
     if not gpu_present():
         return None
-    from ..bench.ceilings import cached_ceilings
     return cached_ceilings(allow_partial=True)
 
 
@@ -461,8 +458,6 @@ def _timed_candidate(payload: dict, folder: Path):
 
 
 def _step_bench(payload: dict, folder: Path) -> dict:
-    from ..bench import measure
-    from ..ops.checking import shape_label
     _, _, _, rung, built, dtype, shape, work, inputs = _timed_candidate(payload, folder)
     measurement = measure(built, work=work, cache="cold", inputs=inputs,
                           max_seconds=float(payload.get("max_seconds", 2.0)), ceilings=_ceilings(),
@@ -487,9 +482,6 @@ def _rotating(function, inputs: list[tuple]):
 
 
 def _step_compare(payload: dict, folder: Path) -> dict:
-    from ..bench import compare, rates
-    from ..bench.timing import _uses_gpu
-    from ..ops.checking import shape_label
     task = _task(payload)
     op, names = materialize(task, {"a": payload["baseline"], "b": payload["candidate"]}, folder)
     baseline, candidate = op.rung(names["a"]), op.rung(names["b"])
@@ -504,7 +496,7 @@ def _step_compare(payload: dict, folder: Path) -> dict:
     ceilings = _ceilings()
     bandwidth = ceilings.copy_bytes_per_s if ceilings else None
     compute = ceilings.matmul_flops_per_s.get(dtype) if ceilings else None
-    clock = "device-events" if _uses_gpu(None) else "wall"
+    clock = "device-events" if uses_gpu(None) else "wall"
     candidate_rates = rates(work, comparison.candidate.median, bandwidth_ceiling=bandwidth, compute_ceiling=compute,
                             cold=True)
     baseline_summary = comparison.baseline
@@ -535,12 +527,10 @@ def _launched_resources(rung, dtype: str, built, inputs: tuple) -> dict | None:
         kernels = [{"name": kernel.entry, "registers_per_thread": report.registers_per_thread,
                     "spill_bytes": report.spill_store_bytes, "shared_bytes": report.static_shared_bytes}]
     else:
-        from ..ops.rung import MODULE_PREFIX
-        from ..runtime.triton_jit import kernel_resources, modules_named
         import torch
         built(*inputs)
         torch.cuda.synchronize()                     # GPU only: _step_analyze calls this with a GPU present
-        kernels = kernel_resources(modules_named(MODULE_PREFIX))
+        kernels = triton_jit.kernel_resources(triton_jit.modules_named(MODULE_PREFIX))
     if not kernels:
         return None
     known = [k for k in kernels if k["registers_per_thread"] is not None]
@@ -550,9 +540,6 @@ def _launched_resources(rung, dtype: str, built, inputs: tuple) -> dict | None:
 
 
 def _step_analyze(payload: dict, folder: Path) -> dict:
-    from ..bench import measure
-    from ..ops.checking import shape_label
-    from ..profile.roofline import RooflinePoint, classify, roofs_from
     _, op, names, rung, built, dtype, shape, work, inputs = _timed_candidate(payload, folder)
     seconds = payload.get("median_s")
     if not seconds:
@@ -561,7 +548,6 @@ def _step_analyze(payload: dict, folder: Path) -> dict:
     result = {"shape": shape_label(shape), "dtype": dtype, "median_s": seconds, "work": work.to_dict(),
               "intensity": work.arithmetic_intensity, "top_kernel": None, "counters": None}
     if gpu_present():
-        from ..runtime.device import device_info
         info = device_info()
         ceilings = _ceilings()
         roofs = roofs_from({"name": info.name, "arch": info.arch}, dtype,
@@ -583,7 +569,6 @@ def _step_analyze(payload: dict, folder: Path) -> dict:
             notes.append(f"no kernel table: {type(error).__name__}: {error}")
         if payload.get("counters", True):
             try:
-                from ..profile.counters import counters_for_rungs
                 counted = counters_for_rungs(op, [rung.id], shape, dtype, root=folder)[rung.id]
                 result["counters"] = counted.summary() if counted.available else None
                 if not counted.available:

@@ -21,6 +21,8 @@ import importlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..bench.records import PLAIN, write_record
+from ..ops.sources import repository_rules
 from . import accept as accept_rule
 from .candidate import Candidate
 from .sandbox import run_candidate_step
@@ -267,8 +269,6 @@ def record(run_dir: str | Path, *, directory: str | Path = "records", repo_root:
     bench shape, their timings and the final re-measured speedup. A record names a GPU: without one,
     :class:`~hello_gpu.bench.records.RecordError` unless ``allow_cpu`` (tests)."""
     from .report import build_record
-    from ..bench.records import PLAIN, write_record
-    from ..ops.sources import repository_rules
     record_data = build_record(Path(run_dir), repo_root=Path(repo_root) if repo_root else None, allow_cpu=allow_cpu)
     return write_record(record_data, Path(directory), repo_root=Path(repo_root) if repo_root else None,
                         rules=repository_rules(Path(repo_root)) if repo_root else PLAIN)

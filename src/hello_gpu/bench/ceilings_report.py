@@ -7,6 +7,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ..runtime import manifest
+from ..runtime.device import device_info, gpu_vendor
 from .ceilings import Ceilings
 
 
@@ -39,12 +41,10 @@ def ceilings_table(ceilings: Ceilings, spec) -> Table:
 
 def ceilings_record(ceilings: Ceilings, clocks_start: dict | None = None) -> dict:
     """The ceilings as a record (kind "ceilings"), with the environment they were measured in."""
-    from ..runtime.device import device_info
-    from ..runtime.manifest import environment_manifest, read_clocks
     from .records import device_slug, new_record
     info = device_info()
-    environment = environment_manifest()
-    environment.update(clocks_start=clocks_start, clocks_end=read_clocks())
+    environment = manifest.environment_manifest()
+    environment.update(clocks_start=clocks_start, clocks_end=manifest.read_clocks())
     return new_record(
         "ceilings", "ceilings", device={"slug": device_slug(info.name), "name": info.name, "arch": info.arch},
         environment=environment, entries=[],
@@ -57,14 +57,12 @@ def ceilings_record(ceilings: Ceilings, clocks_start: dict | None = None) -> dic
 def run_ceilings(*, refresh: bool, quick: bool, as_json: bool, record_dir: Path | None, console: Console) -> int:
     import json
 
-    from ..runtime.device import device_info, gpu_vendor
     from .ceilings import cached_ceilings, measure_ceilings
     from .specs import spec_for_device
     if gpu_vendor() is None:
         console.print("hello-gpu ceilings: no GPU here; ceilings are measured on the device they describe")
         return 2
-    from ..runtime.manifest import read_clocks
-    clocks_start = read_clocks()
+    clocks_start = manifest.read_clocks()
     ceilings = None if refresh else cached_ceilings()
     if ceilings is None:
         try:

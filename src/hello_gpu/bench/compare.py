@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..runtime.device import torch_module
+from ..runtime.device import device_info, torch_module
 from .stats import Ratio, Summary, paired_ratio, summarize, verdict
-from .timing import Hold, _Flusher, _uses_gpu, batch_size, call_time_batch, check_mode
+from .timing import Hold, _Flusher, batch_size, call_time_batch, check_mode, uses_gpu
 
 DEFAULT_MARGIN = 0.02
 
@@ -62,7 +62,7 @@ def compare(baseline: Callable, candidate: Callable, *, margin: float = DEFAULT_
     if not 0 <= margin < 1:
         raise ValueError(f"margin must be in [0, 1), got {margin}")
     check_mode(mode)
-    timer = _DeviceTimer(cache, mode) if _uses_gpu(None) else _WallTimer()
+    timer = DeviceTimer(cache, mode) if uses_gpu(None) else WallTimer()
     functions = {"A": baseline, "B": candidate}
     timer.time_rounds(functions, ["ABAB"])           # warm-up, not counted: compiles, allocations, first touch
     probe = timer.time_rounds(functions, ["AB"])
@@ -84,8 +84,8 @@ def compare(baseline: Callable, candidate: Callable, *, margin: float = DEFAULT_
             if (high - low) / ratio.value < target_ci_width or time.perf_counter() - started > max_seconds:
                 break
     ratio = _round_ratio(times)
-    notes = tuple(timer.hold.notes()) if isinstance(timer, _DeviceTimer) else ()
-    if mode == "call" and isinstance(timer, _DeviceTimer):
+    notes = tuple(timer.hold.notes()) if isinstance(timer, DeviceTimer) else ()
+    if mode == "call" and isinstance(timer, DeviceTimer):
         notes += ("call time: each call from an idle GPU, its host launch path included",)
     return Comparison(ratio, verdict(ratio, margin), margin, summarize(times["A"]), summarize(times["B"]), rounds,
                       notes=notes)
@@ -99,9 +99,8 @@ def _round_ratio(times: dict[str, list[float]]) -> Ratio:
     return paired_ratio(baseline, candidate)
 
 
-class _DeviceTimer:
+class DeviceTimer:
     def __init__(self, cache: str, mode: str = "device"):
-        from ..runtime.device import device_info
         self.torch = torch_module()
         self.flush = _Flusher.for_cache(cache, device_info().l2_bytes)
         self.hold = Hold()              # one per comparison: a spin once lengthened stays so for both sides
@@ -134,7 +133,7 @@ class _DeviceTimer:
         return times
 
 
-class _WallTimer:
+class WallTimer:
     def time_rounds(self, functions: dict, orders: list[str]) -> dict[str, list[float]]:
         times: dict[str, list[float]] = {"A": [], "B": []}
         for label in "".join(orders):

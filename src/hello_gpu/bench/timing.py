@@ -53,7 +53,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..runtime.device import torch_module
+from ..runtime.device import device_info, torch_module
 from .records import CACHES
 from .stats import Summary, relative_standard_error, summarize
 from .work import Rates, Work, rates
@@ -124,7 +124,7 @@ class Measurement:
     _repr_pretty_ = lambda self, printer, cycle: printer.text(str(self))  # noqa: E731 - notebook display
 
 
-def _uses_gpu(device: str | None) -> bool:
+def uses_gpu(device: str | None) -> bool:
     if device == "cpu":
         return False
     try:
@@ -260,7 +260,7 @@ def measure(fn: Callable, *, work: Work | None = None, cache: str = "cold", grap
         raise TypeError(f"work must be a hello_gpu.bench.Work, got {type(work).__name__}")
     if inputs is not None and (len(inputs) == 0 or not all(isinstance(i, tuple) for i in inputs)):
         raise ValueError("inputs must be a non-empty list of argument tuples")
-    if _uses_gpu(device):
+    if uses_gpu(device):
         measurement = _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats,
                                    mode)
     else:
@@ -341,7 +341,6 @@ def call_time_batch(steps: Sequence[Callable[[], Any]], flush) -> list[float]:
 def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats,
                  mode="device") -> Measurement:
     torch = torch_module()
-    from ..runtime.device import device_info
     info = device_info()
     flush = _Flusher.for_cache(cache, info.l2_bytes)
     calls_per_sample = 1

@@ -49,16 +49,19 @@ function) alone.
 
 import importlib
 
-from .checking import CaseResult, CheckReport, check_rung
+from .checking import (INTERPRETER_MAX_ELEMENTS, CaseResult, CheckReport, check_rung, compare_outputs, poison_value,
+                       synchronize_device, tensor_bits)
 from .header import Header, HeaderError, evaluate_grid, parse_header
 from .ladder import LadderResult, check_ladder, run_ladder
 from .registry import Op, SpecError, list_ops, load_op, ops_root
 from .rung import BuiltRung, Rung, RungError
+from .shapes import numel, parse_shape, shape_label
 
 for _folder in ("softmax", "rms_norm"):
     importlib.import_module(f"{__name__}.{_folder}")
 from .functions import rms_norm, softmax  # noqa: E402 - after the folders, so these names stay the functions
 
-__all__ = ["BuiltRung", "CaseResult", "CheckReport", "Header", "HeaderError", "LadderResult", "Op", "Rung",
-           "RungError", "SpecError", "check_ladder", "check_rung", "evaluate_grid", "list_ops", "load_op",
-           "ops_root", "parse_header", "rms_norm", "run_ladder", "softmax"]
+__all__ = ["INTERPRETER_MAX_ELEMENTS", "BuiltRung", "CaseResult", "CheckReport", "Header", "HeaderError",
+           "LadderResult", "Op", "Rung", "RungError", "SpecError", "check_ladder", "check_rung", "compare_outputs",
+           "evaluate_grid", "list_ops", "load_op", "numel", "ops_root", "parse_header", "parse_shape",
+           "poison_value", "rms_norm", "run_ladder", "shape_label", "softmax", "synchronize_device", "tensor_bits"]

@@ -21,23 +21,15 @@ import random
 from dataclasses import dataclass, field
 
 from .rung import BuiltRung, Rung
+from .shapes import shape_label
 
 # What a spec without DISTRIBUTIONS is checked on; a spec lists more ("near_overflow") where they apply.
 DEFAULT_DISTRIBUTIONS = ("normal", "large")
 SEED_COUNT = 3
+# The Triton interpreter runs one program in ~0.6 ms of Python: on the CPU tier only the edge shapes up to this
+# many elements are checked (a few dozen programs a case; 1823x781 would take seconds a case).
+INTERPRETER_MAX_ELEMENTS = 2**16
 INTERPRETER_BFLOAT16 = "bfloat16 arithmetic is wrong in the Triton interpreter (TRITON_INTERPRET=1): checked on a GPU"
-
-
-def shape_label(shape) -> str:
-    """4097 -> "4097", 2**28 -> "2^28", (1823, 781) -> "1823x781": shapes in reports, test ids and records.
-
-    A 1-D size that is a power of two from 2^10 up is written as one: "2^28" reads at a glance,
-    "268435456" does not (rows and columns, "8192x8192", are already short).
-    """
-    if isinstance(shape, (tuple, list)):
-        return "x".join(str(int(d)) for d in shape)
-    size = int(shape)
-    return f"2^{size.bit_length() - 1}" if size >= 1024 and size & (size - 1) == 0 else str(size)
 
 
 def fresh_seeds(count: int = SEED_COUNT) -> tuple[int, ...]:
@@ -131,7 +123,7 @@ def _torch():
     return torch
 
 
-def _bits(tensor):
+def tensor_bits(tensor):
     """The tensor's bytes as integers: NaN == NaN and -0.0 != 0.0, as a bitwise comparison wants."""
     torch = _torch()
     kinds = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -139,15 +131,18 @@ def _bits(tensor):
 
 
 def _same_bits(a, b) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and bool(_torch().equal(_bits(a), _bits(b)))
+    return a.shape == b.shape and a.dtype == b.dtype and bool(_torch().equal(tensor_bits(a), tensor_bits(b)))
 
 
-def _poison_value(dtype):
+def poison_value(dtype):
+    """What an output is filled with before a call (NaN, or the largest integer): an element the rung
+    never writes keeps it and shows up in the comparison."""
     torch = _torch()
     return float("nan") if dtype.is_floating_point else torch.iinfo(dtype).max
 
 
-def _synchronize(device: str) -> None:
+def synchronize_device(device: str) -> None:
+    """Wait for the GPU's queued work on a "cuda..." device; nothing to wait for on the CPU."""
     if device.startswith("cuda"):
         _torch().cuda.synchronize()
 
@@ -157,9 +152,9 @@ def _call_poisoned(built: BuiltRung, inputs: tuple, expected, device: str):
     torch = _torch()
     dtype = inputs[0].dtype
     if built.accepts_out:
-        out = torch.full(tuple(expected.shape), _poison_value(dtype), dtype=dtype, device=device)
+        out = torch.full(tuple(expected.shape), poison_value(dtype), dtype=dtype, device=device)
         result = built(*inputs, out=out)
-        _synchronize(device)
+        synchronize_device(device)
         if result is None:
             result = out
         if not isinstance(result, torch.Tensor) or result.data_ptr() != out.data_ptr():
@@ -169,11 +164,11 @@ def _call_poisoned(built: BuiltRung, inputs: tuple, expected, device: str):
         # Freed NaN memory of the output's size: the rung's own torch.empty() most likely gets it back.
         torch.full((expected.numel() * dtype.itemsize // 4 + 1,), float("nan"), device=device)
     result = built(*inputs)
-    _synchronize(device)
+    synchronize_device(device)
     return result, None
 
 
-def _compare(output, expected, rtol: float, atol: float) -> tuple[float, float, str | None]:
+def compare_outputs(output, expected, rtol: float, atol: float) -> tuple[float, float, str | None]:
     """(max abs error, max rel error, why it fails or None)."""
     torch = _torch()
     got = output.to(torch.float64)
@@ -230,7 +225,7 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
     if unwritten:
         how = "never written (still NaN poison)" if built.accepts_out else "NaN (unwritten memory, or a wrong result)"
         return result(f"{unwritten} of {output.numel()} output elements {how}")
-    max_abs, max_rel, failure = _compare(output, expected, rtol, atol)
+    max_abs, max_rel, failure = compare_outputs(output, expected, rtol, atol)
     if failure:
         return result(failure, max_abs, max_rel)
     problems = spec.invariants(inputs, output) if hasattr(spec, "invariants") else []
@@ -240,7 +235,7 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
         first = output.clone()
         again, _ = _call_poisoned(built, inputs, expected, device)
         if not _same_bits(first, again):
-            differing = int((_bits(first) != _bits(again)).sum())
+            differing = int((tensor_bits(first) != tensor_bits(again)).sum())
             return result(f"declared deterministic, but a second run on the same inputs differs in {differing} "
                           f"of {first.numel()} elements", max_abs, max_rel)
     return result(None, max_abs, max_rel)

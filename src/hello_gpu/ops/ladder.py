@@ -11,13 +11,19 @@ all in the same process, so clocks and temperature are shared.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checking import CheckReport, check_rung, fresh_seeds, shape_label
+from ..bench import compare, measure
+from ..bench.ceilings import cached_ceilings
+from ..bench.records import device_from_manifest, format_figure, new_record, repository_root, write_record
+from ..runtime import manifest
+from ..runtime.device import require_gpu
+from .checking import CheckReport, check_rung, fresh_seeds
 from .registry import Op, load_op
 from .rung import TORCH_BASELINE, BuiltRung, Rung, triton_interpreter_on
+from .shapes import numel, shape_label
+from .sources import record_rules, rung_source_fields
 
 ROUTES = ("hip", "triton")
 
@@ -76,10 +82,6 @@ def select_rungs(op: Op, route: str | None = None, only: list[str] | None = None
     return rungs
 
 
-def _numel(shape) -> int:
-    return math.prod(shape) if isinstance(shape, (tuple, list)) else int(shape)
-
-
 def check_ladder(op: Op | str, *, route: str | None = None, rungs: list[Rung] | None = None, shapes=None,
                  dtypes=None, seeds=None, max_elements: int | None = None, root=None,
                  built: dict[str, BuiltRung] | None = None) -> dict[str, CheckReport]:
@@ -87,7 +89,7 @@ def check_ladder(op: Op | str, *, route: str | None = None, rungs: list[Rung] | 
     Triton interpreter takes ~0.6 ms per program), with one set of seeds shared by all rungs."""
     op = load_op(op, root) if isinstance(op, str) else op
     rungs = rungs if rungs is not None else select_rungs(op, route)
-    shapes = [s for s in (shapes or op.spec.EDGE_SHAPES) if max_elements is None or _numel(s) <= max_elements]
+    shapes = [s for s in (shapes or op.spec.EDGE_SHAPES) if max_elements is None or numel(s) <= max_elements]
     seeds = tuple(seeds) if seeds is not None else fresh_seeds()
     return {rung.id: check_rung(rung, op, shapes, dtypes, seeds, built=(built or {}).get(rung.id)) for rung in rungs}
 
@@ -100,7 +102,6 @@ def _time_shape(op: Op, dtype: str, shape, rungs: list[Rung], built: dict[str, B
     """Check, time and compare ``rungs`` at one shape. ``seconds`` caps each measurement and comparison
     (default: the bench defaults); ``device="cpu"`` times with the wall clock (the CPU-tier test);
     ``cache`` is the flush before every timed call (bench.timing: "cold" or "cold-clean")."""
-    from ..bench import compare, measure
     limits = {"cache": cache, **({"max_seconds": seconds} if seconds else {})}
     spec = op.spec
     seed = fresh_seeds(1)[0]
@@ -182,7 +183,6 @@ def _compare_best_with_baselines(timed: dict[str, TimedRung], built: dict[str, B
     (``contenders``). That keeps a ladder of ten rungs and two peers to at most six extra
     comparisons per route and shape, not twenty.
     """
-    from ..bench import compare
     others = [entry for rung_id, entry in timed.items() if entry.rung.is_baseline and rung_id != TORCH_BASELINE]
     contending = []
     for route in ROUTES:
@@ -210,7 +210,6 @@ def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str =
     bench.timing): to see what a short kernel pays for other data's write-back. Records hold
     ``cold`` timings only, the convention every committed figure and target uses.
     """
-    from ..runtime.device import require_gpu
     if cache not in ("cold", "cold-clean"):
         raise ValueError(f"cache must be 'cold' or 'cold-clean', got {cache!r}")
     if cache != "cold" and record_dir is not None:
@@ -222,8 +221,7 @@ def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str =
         raise RuntimeError("TRITON_INTERPRET=1 is set: Triton rungs would run on the CPU; unset it to time on the GPU")
     if dtype not in op.spec.DTYPES:
         raise ValueError(f"{op.name} is defined for {', '.join(op.spec.DTYPES)}, not {dtype}")
-    from ..runtime.manifest import read_clocks
-    clocks_start = read_clocks()
+    clocks_start = manifest.read_clocks()
     rungs = select_rungs(op, route, only)
     built: dict[str, BuiltRung] = {}
     for rung in rungs:
@@ -282,13 +280,10 @@ def ladder_record(result: LadderResult, *, route: str | None = None, device: dic
     ``v00_torch`` (the only baseline every entry shares a shape with). The speedup against the parent,
     usually a candidate and so not a schema baseline, goes in the entry's ``extra``.
     """
-    from ..bench.records import device_from_manifest, new_record, repository_root
-    from ..runtime.manifest import environment_manifest, read_clocks
-    from .sources import rung_source_fields
     op = result.op
     if environment is None:
-        environment = environment_manifest()
-        environment.update(clocks_start=clocks_start, clocks_end=read_clocks())
+        environment = manifest.environment_manifest()
+        environment.update(clocks_start=clocks_start, clocks_end=manifest.read_clocks())
     device = device or device_from_manifest(environment)
     root = repository_root(op.path)
     entries = []
@@ -314,7 +309,6 @@ def ladder_record(result: LadderResult, *, route: str | None = None, device: dic
         entries.append(entry)
     ceilings = None
     if device.get("slug") and environment.get("gpu"):
-        from ..bench.ceilings import cached_ceilings
         cached = cached_ceilings()
         if cached is not None:
             ceilings = {"copy_bytes_per_s": cached.copy_bytes_per_s, "matmul_flops_per_s": cached.matmul_flops_per_s}
@@ -327,8 +321,6 @@ def ladder_record(result: LadderResult, *, route: str | None = None, device: dic
 
 def _write(result: LadderResult, record_dir: Path) -> None:
     from ..bench.plots import save
-    from ..bench.records import repository_root, write_record
-    from .sources import record_rules
     result.record_path = write_record(result.record, record_dir, repo_root=repository_root(result.op.path),
                                       rules=record_rules(result.op.path.parent))
     result.plot_paths = save(result.figure(), result.record_path.with_suffix(""))    # NAME.png, NAME.svg beside it
@@ -352,7 +344,6 @@ def ladder_table(result: LadderResult):
     """
     from rich.table import Table
 
-    from ..bench.records import format_figure
     caches = {timed.measurement.cache for timed in result.timed}
     flush = ", after a clean flush (cache=cold-clean): not comparable with the records" if "cold-clean" in caches else ""
     table = Table(title=f"{result.op.name} ladder, {result.dtype}{flush}")

@@ -27,6 +27,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
+from ..runtime import hip
+from ..runtime.device import device_info, gpu_vendor
+from ..runtime.kernel import DEFAULT_BLOCK
 from ..runtime.triton_replay import replayable
 from .header import C_TYPES, Header, HeaderError, instantiate_entry  # noqa: F401 - C_TYPES: public here too
 from .sources import collect_sources
@@ -118,7 +121,6 @@ def requirement_unmet(text: str, vendor: str | None, arch: str | None, where: st
 
 
 def _gpu() -> tuple[str | None, str | None]:
-    from ..runtime.device import device_info, gpu_vendor
     vendor = gpu_vendor()
     return vendor, device_info().arch if vendor else None
 
@@ -262,7 +264,6 @@ class Rung:
         """The HIP rung's :class:`hello_gpu.Kernel` for ``dtype`` (``arch`` given: compiled for it, no GPU needed)."""
         if self.route != "hip":
             raise RungError(f"{self.path}: only HIP rungs have a kernel (this is a {self.route} rung)")
-        from ..runtime import hip
         if arch is None and self.metadata.requires:
             arch = parse_requires(self.metadata.requires, str(self.path))[1]   # sm_90a code needs sm_90a
         return hip(self.path.read_text(encoding="utf-8"), entry=self.entry_for(dtype), arch=arch, name=self.path.name)
@@ -303,7 +304,6 @@ class Rung:
         if len(outputs) != 1:
             raise RungError(f"{self.path}: {kernel.signature.entry} has {len(outputs)} outputs; write "
                             f"{self.path.with_suffix('.py').name} with run(kernel, *inputs) to say how to launch it")
-        from ..runtime.kernel import DEFAULT_BLOCK
         header, output = self.metadata, outputs[0]
         scalars = [p for p in kernel.signature.parameters if not p.is_pointer]
         sizes = [p.name for p in scalars]
@@ -312,7 +312,6 @@ class Rung:
         def launch(*inputs, out=None):
             grid = None
             if header.grid is not None:
-                from ..runtime.device import device_info
                 grid = header.grid_for(inputs[0].numel(), device_info().multiprocessors, inputs[0].element_size())
             if not explicit:
                 extra = {output: out} if out is not None else {}

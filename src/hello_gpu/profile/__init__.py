@@ -20,11 +20,12 @@ import sys
 import types
 
 from .counters import CounterResult, KernelCounters, counters_for_rungs
-from .kernel_table import KernelRow, KernelTable, kernel_table, table_from_trace
+from .kernel_table import KernelRow, KernelTable, is_kernel_event, is_launch_event, kernel_table, table_from_trace
 from .roofline import Roofline, Roofs, Verdict, classify, load_roofline
 
 __all__ = ["CounterResult", "KernelCounters", "KernelRow", "KernelTable", "Roofline", "Roofs", "Verdict", "classify",
-           "counters_for_rungs", "kernel_table", "load_roofline", "table_from_trace"]
+           "counters_for_rungs", "is_kernel_event", "is_launch_event", "kernel_table", "load_roofline",
+           "table_from_trace"]
 
 
 class _CallableModule(types.ModuleType):

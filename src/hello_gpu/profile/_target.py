@@ -8,29 +8,35 @@ touches of memory are not profiled; then ``--calls`` calls run inside an NVTX ra
 it so every kernel ends before the range does. ``ncu --nvtx --nvtx-include "hello_gpu_profile/"``
 profiles exactly those kernels, whatever their names: a library fallback included.
 
-``--shape`` is JSON (``16777216`` or ``[1823, 781]``) so the parent passes a shape without a parser
-of its own. Nothing is printed: a tool's output is the only output.
+``--shape`` is written by :func:`~hello_gpu.ops.shapes.shape_label` (``2^24``, ``1823x781``) and read
+back by :func:`~hello_gpu.ops.shapes.parse_shape`, the command line's own parser. Nothing is printed:
+a tool's output is the only output.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
+
+from ..ops import load_op
+from ..ops.shapes import parse_shape, shape_label
 
 NVTX_RANGE = "hello_gpu_profile"
 INPUT_SEED = 0
 
 
-def _shape(text: str):
-    value = json.loads(text)
-    return tuple(value) if isinstance(value, list) else int(value)
-
-
 def target_arguments(op: str, rung: str, shape, dtype: str, *, calls: int, warmup: int, root=None) -> list[str]:
     """The ``-m hello_gpu.profile._target ...`` arguments for one rung (after the Python executable)."""
-    arguments = ["-m", "hello_gpu.profile._target", op, rung, "--shape", json.dumps(shape), "--dtype", dtype,
+    label = shape_label(shape)
+    try:
+        readable = parse_shape(label) == (tuple(shape) if isinstance(shape, (tuple, list)) else shape)
+    except ValueError:
+        readable = False
+    if not readable:                        # a 1-tuple or an empty shape has no label of its own
+        raise ValueError(f"shape {shape!r} cannot be passed to the profiled process: write it as "
+                         f"an int (1-D) or a tuple of two or more sizes")
+    arguments = ["-m", "hello_gpu.profile._target", op, rung, "--shape", label, "--dtype", dtype,
                  "--calls", str(calls), "--warmup", str(warmup)]
     if root is not None:
         arguments += ["--root", str(root)]
@@ -50,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hello_gpu.profile._target")
     parser.add_argument("op")
     parser.add_argument("rung")
-    parser.add_argument("--shape", type=_shape, required=True)
+    parser.add_argument("--shape", type=parse_shape, required=True)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--calls", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3)
@@ -59,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ..ops import load_op
     op = load_op(args.op, args.root)
     built = op.rung(args.rung).build()
     inputs = op.spec.make_inputs(args.shape, args.dtype, seed=INPUT_SEED, distribution="normal", device="cuda")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from ..runtime.device import gpu_vendor
 from .kernel_names import kernel_key
 
 # The canonical per-launch fields every tool's parser fills (what it can), and how launches combine.
@@ -194,9 +195,10 @@ def counters_for_rungs(op, rungs, shape, dtype: str, *, calls: int = 3, root=Non
     Each rung runs in its own child process under the vendor's tool (ncu on NVIDIA, rocprofv3 on AMD),
     so a tool or kernel that fails costs that rung's counters, never the caller. For ``ladder --profile``.
     """
-    from ..runtime.device import gpu_vendor
     op_name = op if isinstance(op, str) else op.name
     if root is None and not isinstance(op, str):
+        # Here, not at the top: hello_gpu.profile (imported by this module's package) stays free of
+        # PyTorch, which hello_gpu.ops imports, until a profile really runs.
         from ..ops.registry import ops_root
         if op.path.parent != ops_root():
             root = op.path.parent

@@ -194,11 +194,11 @@ def trace_events(trace) -> list[dict]:
     return [event for event in events if isinstance(event, dict)]
 
 
-def _is_kernel(event: dict) -> bool:
+def is_kernel_event(event: dict) -> bool:
     return event.get("ph") == "X" and str(event.get("cat", "")).lower() == "kernel"
 
 
-def _is_launch(event: dict) -> bool:
+def is_launch_event(event: dict) -> bool:
     """A host-side API event with a correlation id (cudaLaunchKernel, cuLaunchKernelEx, hipModuleLaunchKernel...);
     device-side events (kernels, gpu_memcpy, gpu_memset) carry the same ids and are not launches."""
     category = str(event.get("cat", "")).lower()
@@ -220,12 +220,12 @@ def table_from_trace(trace, *, calls: int | None = None, ours=(), triton=(), tit
     caller's own kernels (see :func:`~hello_gpu.profile.kernel_names.kernel_source`).
     """
     events = trace_events(trace)
-    launches = {e["args"]["correlation"]: e for e in events if _is_launch(e)}
+    launches = {e["args"]["correlation"]: e for e in events if is_launch_event(e)}
     starts = _call_starts(events)
     calls = calls or len(starts) or 1
     per_call = [0.0] * len(starts)
     grouped: dict[tuple, KernelRow] = {}
-    for event in (e for e in events if _is_kernel(e)):
+    for event in (e for e in events if is_kernel_event(e)):
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
         launch = launches.get(args.get("correlation"), {})
         launch_args = launch.get("args", {}) if isinstance(launch.get("args"), dict) else {}

@@ -23,8 +23,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..bench.records import (RecordError, device_from_manifest, new_record, record_path, repository_root,
-                             source_changes, timing_from_summary, utc_now, write_record)
+from ..bench.ceilings import cached_ceilings
+from ..bench.records import (
+    RecordError,
+    device_from_manifest,
+    new_record,
+    record_path,
+    repository_root,
+    source_changes,
+    timing_from_summary,
+    utc_now,
+    write_record,
+)
+from ..bench.stats import summarize
+from ..bench.work import rates
+from ..ops.shapes import shape_label
+from ..ops.sources import record_rules, rung_source_fields
+from ..runtime import manifest
 from .roofline import PROFILE_SUFFIX
 
 TIMING_SOURCE = ("torch.profiler: per call, the sum of its kernels' device durations; L2 not flushed between calls")
@@ -36,10 +51,6 @@ def profile_record_name(op: str, dtype: str) -> str:
 
 def profile_entry(profile, *, environment: dict, ceilings=None, created: str | None = None) -> dict:
     """The record entry of one :class:`~hello_gpu.profile.rung_profile.RungProfile`."""
-    from ..bench.stats import summarize
-    from ..bench.work import rates
-    from ..ops.checking import shape_label
-    from ..ops.sources import rung_source_fields
     table, rung = profile.table, profile.rung
     if not table.per_call_seconds:
         raise RecordError(f"{rung.id}: no device time was recorded for any call (no kernels?): nothing to record")
@@ -72,20 +83,17 @@ def merge_entries(old: list[dict], new: list[dict], repo_root: Path, hasher) -> 
 
 def profile_record(profiles: list, *, existing: dict | None = None, environment: dict | None = None) -> dict:
     """The profile record of ``profiles`` (one operator and dtype), merged into ``existing``."""
-    from ..runtime.manifest import environment_manifest, read_clocks
     if not profiles:
         raise RecordError("no profiles to record")
     op, dtype = profiles[0].op, profiles[0].dtype
     if any(p.op.name != op.name or p.dtype != dtype for p in profiles):
         raise RecordError("a profile record holds one operator and one dtype")
     if environment is None:
-        environment = environment_manifest()
-        environment["clocks_end"] = read_clocks()
-    from ..bench.ceilings import cached_ceilings
+        environment = manifest.environment_manifest()
+        environment["clocks_end"] = manifest.read_clocks()
     ceilings = cached_ceilings()
     created = utc_now()
     entries = [profile_entry(p, environment=environment, ceilings=ceilings, created=created) for p in profiles]
-    from ..ops.sources import record_rules
     entries = merge_entries((existing or {}).get("entries", []), entries, repository_root(op.path),
                             record_rules(op.path.parent).hasher)
     tools = sorted({p.table.counters.tool for p in profiles if p.table.counters and p.table.counters.tool})
@@ -100,12 +108,10 @@ def profile_record(profiles: list, *, existing: dict | None = None, environment:
 def write_profile_record(profiles: list, record_dir: Path) -> Path:
     """Write (or update) ``<record_dir>/<device>/<op>.<dtype>.profile.json``; a relative ``record_dir``
     is taken from the repository root, as ``ladder --record`` does."""
-    from ..runtime.manifest import environment_manifest, read_clocks
-    from ..ops.sources import record_rules
     root = repository_root(profiles[0].op.path)
     directory = Path(record_dir) if Path(record_dir).is_absolute() else root / record_dir
-    environment = environment_manifest()
-    environment["clocks_end"] = read_clocks()
+    environment = manifest.environment_manifest()
+    environment["clocks_end"] = manifest.read_clocks()
     name = profile_record_name(profiles[0].op.name, profiles[0].dtype)
     path = record_path({"name": name, "device": device_from_manifest(environment)}, directory)
     existing = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None

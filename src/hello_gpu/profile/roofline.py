@@ -37,8 +37,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..bench.records import RecordError, format_figure
+from ..bench.ceilings import cached_ceilings
+from ..bench.records import RecordError, device_slug, format_figure
+from ..bench.specs import spec_for_device
 from ..bench.work import SUSPECT_BANDWIDTH_FRACTION
+from ..runtime.device import device_info, gpu_vendor
 
 LATENCY_LAUNCHES = 2
 LATENCY_DEVICE_CALLS = 10
@@ -102,7 +105,6 @@ def _first(*values):
 def roofs_from(device: dict, dtype: str, ceilings: list[tuple[str, dict]], *, environment: dict | None = None) -> Roofs:
     """Roofs from ceiling dicts in order of preference (``(where, ceilings)``; the first with a figure
     wins, figure by figure) and the datasheet entry of the device."""
-    from ..bench.specs import spec_for_device
     spec = spec_for_device(device.get("name", ""), device.get("arch", ""))
     bandwidth = _first(*(c.get("copy_bytes_per_s") for _, c in ceilings))
     compute = _first(*((c.get("matmul_flops_per_s") or {}).get(dtype) for _, c in ceilings))
@@ -327,12 +329,8 @@ def find_ladder_record(op: str, dtype: str, route: str | None, records_dir: Path
 
 def _current_device_ceilings(slug: str) -> dict | None:
     """This machine's cached ceilings, when this machine's GPU is the record's device."""
-    from ..runtime.device import gpu_vendor
     if gpu_vendor() is None:
         return None
-    from ..bench.ceilings import cached_ceilings
-    from ..bench.records import device_slug
-    from ..runtime.device import device_info
     cached = cached_ceilings()
     if cached is None or device_slug(device_info().name) != slug:
         return None

@@ -14,6 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bench.records import RecordError
+from ..ops import RungError, load_op
+from ..ops.rung import load_module
+from ..ops.shapes import shape_label
+from ..runtime import HelloGpuError
+from ..runtime.device import require_gpu
+from ..runtime.signature import list_kernels
 from ._target import INPUT_SEED
 from .counters import counters_for_rungs
 from .kernel_table import KernelTable, kernel_table
@@ -33,7 +40,6 @@ class RungProfile:
     work: object               # hello_gpu.bench.Work
 
     def to_dict(self) -> dict:
-        from ..ops.checking import shape_label
         return {"op": self.op.name, "rung": self.rung.id, "route": self.rung.route, "shape": shape_label(self.shape),
                 "dtype": self.dtype, "work": self.work.to_dict(), **self.table.to_dict()}
 
@@ -41,10 +47,8 @@ class RungProfile:
 def own_kernel_names(rung) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(HIP kernel names, Triton kernel names) a rung launches itself; torch rungs launch none."""
     if rung.route == "hip":
-        from ..runtime.signature import list_kernels
         return tuple(list_kernels(rung.path.read_text(encoding="utf-8"))), ()
     if rung.route == "triton":
-        from ..ops.rung import load_module
         module = load_module(rung.path, f"{rung.op.name}_{rung.path.stem}_names")
         names = [getattr(value, "__name__", None) or getattr(getattr(value, "fn", None), "__name__", None)
                  for value in vars(module).values() if type(value).__name__ in TRITON_KERNEL_TYPES]
@@ -54,7 +58,6 @@ def own_kernel_names(rung) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def raw_stem(rung_id: str, shape, dtype: str) -> str:
     """File name stem for saved raw outputs: ``v01_thread_per_element.float32.2^24``."""
-    from ..ops.checking import shape_label
     return f"{rung_id}.{dtype}.{shape_label(shape)}"
 
 
@@ -65,9 +68,6 @@ def profile_rung(op, rung_id: str, shape=None, dtype: str = "float32", *, counte
     ``save_raw``: a folder that receives the torch.profiler Chrome trace (``STEM.trace.json``) and
     ncu's output (``STEM.ncu.csv``), the files the parsers' test fixtures are made of.
     """
-    from ..ops import load_op
-    from ..ops.checking import shape_label
-    from ..runtime.device import require_gpu
     require_gpu()
     op = load_op(op, root) if isinstance(op, str) else op
     rung = op.rung(rung_id)
@@ -100,9 +100,6 @@ def run_profile(op_name: str, rung_id: str, *, shape, dtype: str, counters: bool
     record could not be written; 2 when the rung cannot be profiled as asked."""
     import json
 
-    from ..bench.records import RecordError
-    from ..ops import RungError
-    from ..runtime import HelloGpuError
     try:
         profile = profile_rung(op_name, rung_id, shape, dtype, counters=counters, repeats=repeats, calls=calls,
                                root=root, save_raw=save_raw)

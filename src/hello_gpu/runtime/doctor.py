@@ -243,9 +243,9 @@ def gate_torch(vendor: str | None) -> Check:
 def gate_kernel() -> Check:
     import torch
 
-    import hello_gpu
+    from .kernel import hip
 
-    kernel = hello_gpu.hip(VECTOR_ADD, entry="vector_add")
+    kernel = hip(VECTOR_ADD, entry="vector_add")
     binary = kernel.compile()
     a = torch.rand(4097, device="cuda")
     b = torch.rand(4097, device="cuda")
@@ -373,9 +373,9 @@ def _clang() -> str:
     return f"{clang}: {first[0].strip() if first else '?'}; {headers}"
 
 
-def environment(vendor: str | None) -> dict[str, str]:
-    """What the machine has, one string per row; a probe that fails says so in its value."""
-    import hello_gpu
+def environment(vendor: str | None, version: str | None = None) -> dict[str, str]:
+    """What the machine has, one string per row; a probe that fails says so in its value. ``version``:
+    hello-gpu's own, passed down by the command line (runtime/ imports nothing above itself)."""
     from .compiler import nvrtc_version
     from .device import device_info, gpu_vendor
 
@@ -406,14 +406,15 @@ def environment(vendor: str | None) -> dict[str, str]:
     rows["python"] = f"{platform.python_version()} ({platform.python_implementation()}, {platform.machine()})"
     rows["NVRTC"] = _probe(nvrtc_version)
     rows["clang (AMD gate)"] = _probe(_clang)
-    rows["hello-gpu"] = hello_gpu.__version__
+    rows["hello-gpu"] = version or "-"
     return rows
 
 
 # ------------------------------------------------------------------------------------------ run
 
 
-def run_doctor(cpu_ok: bool = False) -> DoctorReport:
+def run_doctor(cpu_ok: bool = False, *, version: str | None = None) -> DoctorReport:
+    """The three gates (or, without a GPU, the CPU-side checks) and the environment table."""
     platform_gate = _run(GATE_NAMES[0], gate_platform)
     vendor = platform_gate.data.get("vendor")
     if platform_gate.status == PASS:
@@ -436,7 +437,7 @@ def run_doctor(cpu_ok: bool = False) -> DoctorReport:
                       _run("Triton interpreter (TRITON_INTERPRET=1)", check_triton_interpreter)]
     env = {}
     try:
-        env = environment(vendor)
+        env = environment(vendor, version)
     except Exception as error:  # noqa: BLE001
         env = {"error": f"{type(error).__name__}: {error}"}
     return DoctorReport([platform_gate, torch_gate, kernel_gate], cpu_checks, env, cpu_ok)

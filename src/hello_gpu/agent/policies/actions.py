@@ -36,6 +36,8 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...ops.registry import load_op
+
 # --------------------------------------------------------------------------------------------- ladders
 # Threads per block: 64 is two warps (the least a block-wide tree treats as a block), 1024 the hardware
 # limit on NVIDIA and AMD.
@@ -831,7 +833,6 @@ def ladder_steps(op_name: str, route: str, ops_root: str | None = None) -> list[
     distance in the ladder tree (steps up to the common ancestor plus steps down), so the policy can
     try the nearest first. Empty where the op has no ladder."""
     try:
-        from ...ops.registry import load_op
         op = load_op(op_name, ops_root)        # ops_root: the task's own operator folder (--ops-root)
     except Exception:               # not an op of hello_gpu.ops (a KernelBench problem): no ladder
         return []

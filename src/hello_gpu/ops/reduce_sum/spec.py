@@ -12,6 +12,7 @@ import math
 import torch
 
 from hello_gpu.bench import Work
+from hello_gpu.ops.shapes import numel
 
 NAME = "reduce_sum"
 DTYPES = ("float32",)
@@ -33,10 +34,6 @@ DETERMINISTIC_REQUIRED = False
 FSUM_CROSS_CHECK_MAX = 2**22
 
 
-def _numel(shape) -> int:
-    return math.prod(shape) if isinstance(shape, tuple) else int(shape)
-
-
 def make_inputs(shape, dtype: str = "float32", *, seed: int, distribution: str = "normal", device: str = "cpu"):
     """``(x,)``; never zeros. "near_overflow": all positive, the total about a quarter of float32's range."""
     if dtype != "float32":
@@ -49,7 +46,7 @@ def make_inputs(shape, dtype: str = "float32", *, seed: int, distribution: str =
     elif distribution == "near_overflow":
         # Each element ~max/(4n): the total nears max/4, so a partial sum only overflows when a rung
         # adds something twice; all positive, so nothing cancels to hide it.
-        values = (values.abs() + 0.5) * (torch.finfo(torch.float32).max / (8 * _numel(shape)))
+        values = (values.abs() + 0.5) * (torch.finfo(torch.float32).max / (8 * numel(shape)))
     elif distribution != "normal":
         raise ValueError(f"unknown distribution {distribution!r}: normal, large or near_overflow")
     values[values == 0] = 1
@@ -91,5 +88,5 @@ def invariants(inputs, output) -> list[str]:
 
 def work(shape, dtype: str = "float32") -> Work:
     """Read x once (4 bytes per element), write one float32; one addition per element."""
-    n = _numel(shape)
+    n = numel(shape)
     return Work(bytes=4 * n + 4, flops=n, dtype=dtype)

@@ -6,11 +6,10 @@ bandwidth and the question is only how close it gets to the measured copy ceilin
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from hello_gpu.bench import Work
+from hello_gpu.ops.shapes import numel
 
 NAME = "vector_add"
 DTYPES = ("float32", "bfloat16")
@@ -33,10 +32,6 @@ TOLERANCE = {"float32": (2**-23, 1.2e-38), "bfloat16": (2**-7, 1.2e-38)}
 
 # One thread (or lane) writes each element once from the same two inputs: nothing to reorder.
 DETERMINISTIC_REQUIRED = True
-
-
-def _numel(shape) -> int:
-    return math.prod(shape) if isinstance(shape, tuple) else int(shape)
 
 
 def make_inputs(shape, dtype: str, *, seed: int, distribution: str = "normal", device: str = "cpu"):
@@ -69,6 +64,6 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def work(shape, dtype: str) -> Work:
     """Read a and b once, write out once; one addition per element."""
-    n = _numel(shape)
+    n = numel(shape)
     itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
     return Work(bytes=3 * n * itemsize, flops=n, dtype=dtype)
