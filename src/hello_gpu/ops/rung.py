@@ -45,6 +45,17 @@ _module_counter = itertools.count()
 C_TYPES = {"float32": "float", "float64": "double", "float16": "__half", "bfloat16": "hip_bfloat16"}
 
 
+# Device code shared by the HIP rungs (warp and block reductions, 16-byte packs). A rung's `#include "x"`
+# resolves beside the rung first, then here: the rule the compiler, the compile gate and the sources a
+# record hashes all follow.
+INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+
+
+def include_dirs_for(path: Path) -> tuple[str, str]:
+    """Where the ``#include``s of the HIP file ``path`` resolve, in order: its folder, then INCLUDE_DIR."""
+    return str(path.resolve().parent), str(INCLUDE_DIR)
+
+
 class RungError(ValueError):
     """A rung that cannot be built or called as its files say. The message names the file."""
 
@@ -260,7 +271,8 @@ class Rung:
         from ..runtime import hip
         if arch is None and self.metadata.requires:
             arch = parse_requires(self.metadata.requires, str(self.path))[1]   # sm_90a code needs sm_90a
-        return hip(self.path.read_text(encoding="utf-8"), entry=self.entry_for(dtype), arch=arch, name=self.path.name)
+        return hip(self.path.read_text(encoding="utf-8"), entry=self.entry_for(dtype), arch=arch, name=self.path.name,
+                   include_dirs=include_dirs_for(self.path))
 
     def build(self) -> BuiltRung:
         """Compile or import the rung now and return the callable the checker and the timer use."""
