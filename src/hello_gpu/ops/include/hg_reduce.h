@@ -67,8 +67,8 @@ __device__ __forceinline__ float warp_sum_to_lane0(float value) {
 }
 
 // The sum over the block in thread 0 only: a warp's sum to its lane 0, one shared slot per warp, one
-// barrier, then warp 0 adds the slots. Whole warps, at most 1024 threads; called once per kernel
-// (the slots are not guarded against a second call).
+// barrier, then warp 0 adds the slots. Whole warps, at most 1024 threads. A second call needs a barrier
+// before it: it writes the same slots, which warp 0 may still be reading.
 __device__ __forceinline__ float block_sum_to_thread0(float value) {
   __shared__ float warp_sums[1024 / HG_WARP_SIZE];
   const int lane = threadIdx.x % HG_WARP_SIZE;
