@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hello_gpu.ops.header import rung_instantiations
+from hello_gpu.ops.rung import INCLUDE_DIR
 from hello_gpu.runtime import compile_gate
 from hello_gpu.runtime.clang_hip import INSTALL_HINT, find_clang
 from hello_gpu.runtime.doctor import VECTOR_ADD
@@ -26,7 +27,7 @@ def report(tmp_path_factory):
         patch.setenv("HG_CACHE_DIR", str(tmp_path_factory.mktemp("hg-cache")))
         patch.chdir(REPO)
         return compile_gate.check(["."], arch="sm_90", amd_arch="gfx1201", amd=AMD_TOOLS,
-                                  instantiations=rung_instantiations)
+                                  instantiations=rung_instantiations, include_dirs=[INCLUDE_DIR])
 
 
 def _problems(report, vendor: str) -> str:

@@ -115,6 +115,30 @@ def test_disk_cache_hits_and_misses():
     assert first.key != other.key
 
 
+def test_editing_an_included_header_never_serves_a_stale_binary(tmp_path, monkeypatch):
+    """The cache key holds the bytes of every header the source includes from its include dirs,
+    also through another header, the nested one found beside the header that includes it."""
+    monkeypatch.setenv("HG_CACHE_DIR", str(tmp_path / "cache"))
+    shared, nested = tmp_path / "shared", tmp_path / "shared" / "deeper"
+    nested.mkdir(parents=True)
+    (shared / "outer.h").write_text('#include "deeper/inner.h"\n')
+    (nested / "inner.h").write_text("#define SCALE 2.0f\n")
+    source = '#include "outer.h"\n__global__ void k(float* x) { x[threadIdx.x] *= SCALE; }\n'
+
+    def compiled():
+        return hg.hip(source, arch="sm_90", include_dirs=[shared]).binary
+
+    first, again = compiled(), compiled()
+    assert not first.cache_hit and again.cache_hit
+    assert compiler.included_headers(source, [shared]) == [(shared / "outer.h").resolve(),
+                                                           (nested / "inner.h").resolve()]
+    (nested / "inner.h").write_text("#define SCALE 3.0f\n")
+    edited = compiled()
+    assert not edited.cache_hit and edited.key != first.key
+    assert "0f40400000" in edited.ptx                        # 3.0f, in the binary compiled anew
+    assert "0f40400000" not in first.ptx
+
+
 def test_torn_cache_entry_is_recompiled():
     binary = hg.hip(VECTOR_ADD + "// cache probe 2\n", arch="sm_90").binary
     image_path = compiler.cache_dir() / f"{binary.key}.bin"

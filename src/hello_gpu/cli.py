@@ -75,12 +75,13 @@ def _compile_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _compile_check(args: argparse.Namespace, console: Console) -> int:
+    from .ops.rung import INCLUDE_DIR
     from .runtime import compile_gate
 
     try:
         from .ops.header import rung_instantiations
         report = compile_gate.check(args.paths, arch=args.arch, amd_arch=args.amd_arch, amd=not args.no_amd,
-                                    instantiations=rung_instantiations)
+                                    instantiations=rung_instantiations, include_dirs=[INCLUDE_DIR])
     except (OSError, ValueError) as error:
         console.print(f"compile-check: {error}", markup=False, highlight=False, soft_wrap=True)
         return 2

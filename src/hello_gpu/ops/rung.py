@@ -46,6 +46,17 @@ _module_counter = itertools.count()
 
 
 
+# Device code shared by the HIP rungs (warp and block reductions, 16-byte packs). A rung's `#include "x"`
+# resolves beside the rung first, then here: the rule the compiler, the compile gate and the sources a
+# record hashes all follow.
+INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+
+
+def include_dirs_for(path: Path) -> tuple[str, str]:
+    """Where the ``#include``s of the HIP file ``path`` resolve, in order: its folder, then INCLUDE_DIR."""
+    return str(path.resolve().parent), str(INCLUDE_DIR)
+
+
 class RungError(ValueError):
     """A rung that cannot be built or called as its files say. The message names the file."""
 
@@ -266,7 +277,8 @@ class Rung:
             raise RungError(f"{self.path}: only HIP rungs have a kernel (this is a {self.route} rung)")
         if arch is None and self.metadata.requires:
             arch = parse_requires(self.metadata.requires, str(self.path))[1]   # sm_90a code needs sm_90a
-        return hip(self.path.read_text(encoding="utf-8"), entry=self.entry_for(dtype), arch=arch, name=self.path.name)
+        return hip(self.path.read_text(encoding="utf-8"), entry=self.entry_for(dtype), arch=arch, name=self.path.name,
+                   include_dirs=include_dirs_for(self.path))
 
     def build(self) -> BuiltRung:
         """Compile or import the rung now and return the callable the checker and the timer use."""

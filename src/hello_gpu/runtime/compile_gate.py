@@ -155,8 +155,8 @@ NO_PTXAS_REPORT = ("no ptxas report: NVRTC served this compile from its compute 
                    "used where a driver is installed); set CUDA_CACHE_DISABLE=1 before the process's first compile")
 
 
-def compile_nvidia(source: str, entry: str, *, label: str, dialect: str, arch: str, include_dir: str) -> Outcome:
-    options = CompileOptions.make(include_dirs=[include_dir])
+def compile_nvidia(source: str, entry: str, *, label: str, dialect: str, arch: str, include_dirs) -> Outcome:
+    options = CompileOptions.make(include_dirs=include_dirs)
     started = time.perf_counter()
     try:
         binary = compile_source(source, entry, file_name=label, dialect=dialect, vendor="nvidia", arch=arch,
@@ -183,12 +183,12 @@ class AmdFileResult:
 
 
 def compile_amd_file(source: str, entries: list[str], *, path: Path, label: str, dialect: str,
-                     arch: str) -> AmdFileResult:
+                     arch: str, include_dirs) -> AmdFileResult:
     """One clang compile of the whole file, with the requested template instantiations appended."""
     # Taking a specialisation's address instantiates it, and clang then emits the kernel.
     tail = "".join(f"\nstatic auto* const hg_instantiate_{i} = &{entry};" for i, entry in enumerate(entries))
     result = compile_for_amd(source + tail + "\n", name=path.name, dialect=dialect, arch=arch,
-                             include_dirs=[str(path.parent.resolve())])
+                             include_dirs=include_dirs)
     log = re.sub(rf"(?m)^{re.escape(path.name)}:", lambda _: f"{label}:", result.log)
     if not result.ok and "hip_runtime.h' file not found" in log:
         log += f"\nhint: the HIP headers are missing; {INSTALL_HINT}\n"
@@ -222,11 +222,13 @@ Instantiations = Callable[[Path, str], "list[str] | None"]
 
 
 def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: bool = True,
-          instantiations: Instantiations | None = None) -> GateReport:
+          instantiations: Instantiations | None = None, include_dirs=()) -> GateReport:
     """Compile every kernel under ``paths``; raises FileNotFoundError/ValueError for a bad path only.
 
     ``instantiations(path, source)`` names a file's template instantiations (None: its
-    ``// hello-gpu: instantiate`` lines do); a ValueError it raises fails that file's kernels."""
+    ``// hello-gpu: instantiate`` lines do); a ValueError it raises fails that file's kernels.
+    A file's ``#include "x"`` resolves beside the file first, then in ``include_dirs`` (the caller
+    passes the rungs' shared headers, ``hello_gpu.ops`` being above this layer)."""
     started = time.perf_counter()
     sources = find_sources(paths)
     clang = find_clang() if amd else None
@@ -244,7 +246,8 @@ def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: 
             for path, label, dialect, source, plan in files:
                 templates = [entry for _, entry, status, _ in plan if status == "compile" and "<" in entry]
                 amd_jobs[label] = pool.submit(compile_amd_file, source, templates, path=path, label=label,
-                                              dialect=dialect, arch=amd_arch)
+                                              dialect=dialect, arch=amd_arch,
+                                              include_dirs=_include_dirs(path, include_dirs))
         for path, label, dialect, source, plan in files:
             amd_file = amd_jobs[label].result() if label in amd_jobs else None
             for kernel, entry, status, message in plan:
@@ -254,7 +257,7 @@ def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: 
                                                        Outcome(status, error=message) if amd else None))
                     continue
                 nvidia = compile_nvidia(source, entry, label=label, dialect=dialect, arch=arch,
-                                        include_dir=str(path.parent.resolve()))
+                                        include_dirs=_include_dirs(path, include_dirs))
                 amd_outcome = None
                 if amd and clang is None:
                     amd_outcome = Outcome("fail", error=f"no clang to compile for AMD: {INSTALL_HINT} "
@@ -272,6 +275,10 @@ def _plan(path: Path, source: str, instantiations: Instantiations | None) -> lis
     except ValueError as error:
         return [(kernel, kernel.name, "fail", str(error)) for kernel in find_kernels(source)]
     return plan_file(source, requested)
+
+
+def _include_dirs(path: Path, extra) -> list[str]:
+    return [str(path.parent.resolve()), *(str(Path(d).resolve()) for d in extra)]
 
 
 def plan_file(source: str, requested: list[str] | None = None) -> list[tuple[KernelDeclaration, str, str, str]]:

@@ -4,8 +4,9 @@ Why cubin and not PTX: a newer NVRTC (13.5) emits PTX that an older driver (13.0
 machine) refuses to load; cubin for the exact arch has no such problem and skips the driver's JIT.
 Why not ``torch.utils.cpp_extension``: a cold build there takes about a minute; NVRTC takes ~50 ms.
 
-Results are cached on disk, keyed by everything that changes the binary (source, entry, options,
-arch, compiler version, prelude version), so a warm compile is a file read.
+Results are cached on disk, keyed by everything that changes the binary (source, the headers it
+includes from the include dirs, entry, options, arch, compiler version, prelude version), so a warm
+compile is a file read.
 """
 
 from __future__ import annotations
@@ -86,12 +87,45 @@ def cache_dir() -> Path:
         return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hello-gpu" / "kernels"
 
 
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+
+
+def included_headers(source: str, include_dirs) -> list[Path]:
+    """Every file that ``source`` includes, directly or through another header, found in ``include_dirs``.
+
+    The rule the compilers follow for the files hello-gpu compiles: a header's own ``#include``
+    resolves beside that header first, then in ``include_dirs`` in order; the source itself is a
+    string with no folder, so its includes resolve in ``include_dirs`` only (a rung passes its own
+    folder first). A name found nowhere is a system or prelude header (``hip/hip_runtime.h``), which
+    the compiler and prelude versions in the cache key already cover, or a missing one, which the
+    compile reports. An ``#include`` inside a comment or a false ``#if`` is followed too: hashing a
+    file too many only costs a recompile.
+    """
+    found: list[Path] = []
+    pending = [(source, None)]
+    while pending:
+        text, folder = pending.pop()
+        for name in _INCLUDE.findall(text):
+            candidates = ([folder] if folder is not None else []) + [Path(d) for d in include_dirs]
+            path = next((c / name for c in candidates if (c / name).is_file()), None)
+            if path is None:
+                continue
+            path = path.resolve()
+            if path not in found:
+                found.append(path)
+                pending.append((path.read_text(encoding="utf-8", errors="replace"), path.parent))
+    return found
+
+
 def cache_key(source: str, entry: str, dialect: str, vendor: str, arch: str,
               options: CompileOptions, compiler_version: str) -> str:
+    # The headers' bytes, not only their names: editing a header must never serve a stale binary.
+    headers = {str(path): hashlib.sha256(path.read_bytes()).hexdigest()
+               for path in included_headers(source, options.include_dirs)}
     payload = json.dumps({
         "format": CACHE_FORMAT, "prelude": PRELUDE_VERSION, "source": source, "entry": entry,
         "dialect": dialect, "vendor": vendor, "arch": arch, "options": asdict(options),
-        "compiler": compiler_version,
+        "compiler": compiler_version, "headers": headers,
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 

@@ -4,7 +4,7 @@ The input checks are v01's (``checked_output``).
 """
 
 from hello_gpu.ops.rms_norm.spec import EPS
-from hello_gpu.ops.rms_norm.v01_thread_per_row import checked_output
+from hello_gpu.ops.rms_norm.launch import checked_output
 
 BLOCK = 256                      # threads per block: kBlock in the .hip file
 

@@ -25,33 +25,17 @@ dtypes: float32 bfloat16 float16
 // hello-gpu: record rms_norm.float32
 // hello-gpu: record rms_norm.bfloat16
 
-// Threads per block (the companion's BLOCK) and elements held per thread, as in v03: rows of up to
-// 256 x 32 = 8192 columns stay in registers in both paths.
-constexpr int kBlock = 256;
-constexpr int kPerThread = 32;
+// v03's kBlock (256 threads, the companion's BLOCK) and kPerThread (32 elements held): rows of up to
+// 256 x 32 = 8192 columns stay in registers in both paths; its block_sum_all, and its two row paths,
+// unchanged: normalise_held_row (the row held in registers, one load an element) and
+// normalise_long_row (over 8192 columns).
+#include "v03_warp_shuffle_registers.hip"
 
 // 16 bytes of T, aligned so that one access is one 128-bit load or store (LDG.128 / global_load_dwordx4).
 template <typename T>
 struct alignas(16) Pack {
   T lane[16 / sizeof(T)];
 };
-
-// The sum over the warp, in every lane (see v03_warp_shuffle_registers.hip).
-__device__ __forceinline__ float warp_sum_all(float value) {
-  for (int offset = HG_WARP_SIZE / 2; offset > 0; offset /= 2) value += __shfl_xor(value, offset);
-  return value;
-}
-
-// The sum over the block, in every thread (see v03). Called once per kernel, by every thread.
-__device__ __forceinline__ float block_sum_all(float value) {
-  __shared__ float warp_sums[kBlock / HG_WARP_SIZE];
-  const int lane = threadIdx.x % HG_WARP_SIZE;
-  const int warp = threadIdx.x / HG_WARP_SIZE;
-  value = warp_sum_all(value);
-  if (lane == 0) warp_sums[warp] = value;
-  __syncthreads();
-  return warp_sum_all(lane < kBlock / HG_WARP_SIZE ? warp_sums[lane] : 0.0f);
-}
 
 // Aligned rows whose width is a whole number of packs: 16-byte accesses only.
 template <typename T>
@@ -102,41 +86,7 @@ __device__ __forceinline__ void normalise_packed_row(const T* __restrict__ x_row
   }
 }
 
-// Odd widths and unaligned tensors: v03's element-wise path, the row held as floats.
-template <typename T>
-__device__ __forceinline__ void normalise_held_row(const T* __restrict__ x_row, const T* __restrict__ weight,
-                                                   T* __restrict__ out_row, int columns, float eps) {
-  float held[kPerThread];
-#pragma unroll
-  for (int k = 0; k < kPerThread; ++k) {
-    const int column = threadIdx.x + k * kBlock;
-    held[k] = column < columns ? static_cast<float>(x_row[column]) : 0.0f;
-  }
-  float sum_of_squares = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kPerThread; ++k) sum_of_squares += held[k] * held[k];
-  const float rstd = rsqrtf(block_sum_all(sum_of_squares) / static_cast<float>(columns) + eps);
-#pragma unroll
-  for (int k = 0; k < kPerThread; ++k) {
-    const int column = threadIdx.x + k * kBlock;
-    if (column < columns) out_row[column] = static_cast<T>(held[k] * rstd * static_cast<float>(weight[column]));
-  }
-}
 
-// Rows over 8192 columns: v02's two passes, the second from L2.
-template <typename T>
-__device__ __forceinline__ void normalise_long_row(const T* __restrict__ x_row, const T* __restrict__ weight,
-                                                   T* __restrict__ out_row, int columns, float eps) {
-  float sum_of_squares = 0.0f;
-  for (int column = threadIdx.x; column < columns; column += kBlock) {   // columns < 2^31 - 1024
-    const float value = static_cast<float>(x_row[column]);
-    sum_of_squares += value * value;
-  }
-  const float rstd = rsqrtf(block_sum_all(sum_of_squares) / static_cast<float>(columns) + eps);
-  for (int column = threadIdx.x; column < columns; column += kBlock) {
-    out_row[column] = static_cast<T>(static_cast<float>(x_row[column]) * rstd * static_cast<float>(weight[column]));
-  }
-}
 
 // One block per row. The path depends only on columns and the three base addresses, the same for
 // every thread of the grid, so every thread reaches the one barrier (inside block_sum_all).

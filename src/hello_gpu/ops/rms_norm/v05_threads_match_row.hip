@@ -41,48 +41,17 @@ constexpr int kPacksPerThread = 4;
 // (one register count for all its paths), the most expensive in registers.
 constexpr int kHeldPerThread = 16;
 
-template <typename T>
-struct alignas(16) Pack {
-  T lane[16 / sizeof(T)];
-};
+// Pack<T> (see v04) and lane_as_float: a lane of a pack as float32, bfloat16 pairs read as one
+// 32-bit word (in bfloat16, 40 registers a thread instead of 50 when converted lane by lane).
+#include "hg_pack.h"
+// warp_sum and block_sum: v03's butterflies and one shared slot per warp, for any blockDim.x that is
+// a whole number of warps up to 1024.
+#include "hg_reduce.h"
 
-// Element `lane` of a pack, as float32. bfloat16 is the top half of a float32, so a pair of them is
-// read as one 32-bit word (little-endian: lane 2i is the low half) and each is a shift or a mask
-// away, exactly. Converted lane by lane instead, ptxas first splits every pair into two registers
-// and keeps both: this kernel then needs 50 registers a thread in bfloat16 instead of 40
-// (compile-check), 5 blocks of 256 per SM instead of 6, for the same arithmetic.
-template <typename T> struct IsBfloat16 { static constexpr bool value = false; };
-template <> struct IsBfloat16<hip_bfloat16> { static constexpr bool value = true; };
-
-template <typename T>
-__device__ __forceinline__ float lane_as_float(const Pack<T>& pack, int lane) {
-  if constexpr (IsBfloat16<T>::value) {
-    uint32_t pair;                                     // lanes 2i (low 16 bits) and 2i + 1 (high)
-    memcpy(&pair, &pack.lane[lane & ~1], sizeof(pair));
-    return __uint_as_float(lane % 2 ? (pair & 0xffff0000u) : (pair << 16));
-  } else {
-    return static_cast<float>(pack.lane[lane]);
-  }
-}
-
-// The sum over the warp, in every lane (see v03_warp_shuffle_registers.hip).
-__device__ __forceinline__ float warp_sum_all(float value) {
-  for (int offset = HG_WARP_SIZE / 2; offset > 0; offset /= 2) value += __shfl_xor(value, offset);
-  return value;
-}
-
-// The sum over the block, in every thread (see v03), for any blockDim.x that is a whole number of
-// warps up to 1024: at most 32 (wave64: 16) per-warp sums, which every warp adds the same way.
-// Called once per kernel.
+// The sum over the block, in every thread. Called once per kernel, so the slots are never rewritten.
 __device__ __forceinline__ float block_sum_all(float value) {
   __shared__ float warp_sums[kMaxBlock / HG_WARP_SIZE];
-  const int lane = threadIdx.x % HG_WARP_SIZE;
-  const int warp = threadIdx.x / HG_WARP_SIZE;
-  const int warps = blockDim.x / HG_WARP_SIZE;
-  value = warp_sum_all(value);
-  if (lane == 0) warp_sums[warp] = value;
-  __syncthreads();
-  return warp_sum_all(lane < warps ? warp_sums[lane] : 0.0f);
+  return block_sum(value, warp_sums);
 }
 
 // Aligned rows of whole packs, at most 4 x blockDim.x packs: pack p goes to thread p % blockDim.x.

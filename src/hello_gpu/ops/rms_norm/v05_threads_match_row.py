@@ -16,7 +16,7 @@ import math
 import torch
 
 from hello_gpu.ops.rms_norm.spec import EPS
-from hello_gpu.ops.rms_norm.v01_thread_per_row import checked_output
+from hello_gpu.ops.rms_norm.launch import checked_output
 
 PACK_BYTES = 16
 PACKS_PER_THREAD = 4             # kPacksPerThread in the .hip file

@@ -34,25 +34,8 @@ constexpr int kMaxBlock = 1024;
 constexpr int kPacksPerThread = 4;
 constexpr int kHeldPerThread = 16;
 
-template <typename T>
-struct alignas(16) Pack {
-  T lane[16 / sizeof(T)];
-};
-
-// Element `lane` of a pack as float32; bfloat16 pairs read as one 32-bit word (see v05).
-template <typename T> struct IsBfloat16 { static constexpr bool value = false; };
-template <> struct IsBfloat16<hip_bfloat16> { static constexpr bool value = true; };
-
-template <typename T>
-__device__ __forceinline__ float lane_as_float(const Pack<T>& pack, int lane) {
-  if constexpr (IsBfloat16<T>::value) {
-    uint32_t pair;                                     // lanes 2i (low 16 bits) and 2i + 1 (high)
-    memcpy(&pair, &pack.lane[lane & ~1], sizeof(pair));
-    return __uint_as_float(lane % 2 ? (pair & 0xffff0000u) : (pair << 16));
-  } else {
-    return static_cast<float>(pack.lane[lane]);
-  }
-}
+// Pack<T> and lane_as_float, bfloat16 pairs read as one 32-bit word (see v05).
+#include "hg_pack.h"
 
 // The sum over one row's threads, in every one of them. Row y of the block is threads
 // (0..blockDim.x-1, y); the launcher makes blockDim.x a power of two up to HG_WARP_SIZE, or a

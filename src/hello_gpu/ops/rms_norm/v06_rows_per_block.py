@@ -14,7 +14,7 @@ number of warps. The input checks are v01's (``checked_output``).
 import math
 
 from hello_gpu.ops.rms_norm.spec import EPS
-from hello_gpu.ops.rms_norm.v01_thread_per_row import checked_output
+from hello_gpu.ops.rms_norm.launch import checked_output
 from hello_gpu.ops.rms_norm.v05_threads_match_row import (
     MAX_BLOCK,
     needed_threads,

@@ -4,7 +4,7 @@
 thread; each thread reads every 256th column. The kernel's shared tree assumes exactly this size.
 """
 
-from hello_gpu.ops.softmax.v01_thread_per_row import checked_output
+from hello_gpu.ops.softmax.launch import checked_output
 
 BLOCK = 256          # must equal kBlock in the .hip file
 

@@ -5,7 +5,7 @@ thread; each thread reads every 256th column. The kernel's cross-warp step assum
 (8 warps of 32, or 4 wavefronts of 64).
 """
 
-from hello_gpu.ops.softmax.v01_thread_per_row import checked_output
+from hello_gpu.ops.softmax.launch import checked_output
 
 BLOCK = 256          # must equal kBlock in the .hip file
 

@@ -38,38 +38,8 @@ struct alignas(16) Pack {
   T lane[16 / sizeof(T)];
 };
 
-// -inf as a float (NVRTC has no INFINITY; see v01).
-__device__ __forceinline__ float minus_infinity() { return __uint_as_float(0xff800000u); }
-
-// Butterflies over the lanes of a warp, the result in every lane (see v03).
-__device__ __forceinline__ float warp_max(float value) {
-#pragma unroll
-  for (int offset = HG_WARP_SIZE / 2; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor(value, offset));
-  return value;
-}
-__device__ __forceinline__ float warp_sum(float value) {
-#pragma unroll
-  for (int offset = HG_WARP_SIZE / 2; offset > 0; offset /= 2) value += __shfl_xor(value, offset);
-  return value;
-}
-
-// Block-wide maximum and sum, in every thread; blockDim.x a whole number of warps (see v04).
-__device__ __forceinline__ float block_max(float value, float* slots) {
-  const int lane = threadIdx.x % HG_WARP_SIZE, warp = threadIdx.x / HG_WARP_SIZE;
-  const int warps = blockDim.x / HG_WARP_SIZE;
-  value = warp_max(value);
-  if (lane == 0) slots[warp] = value;
-  __syncthreads();
-  return warp_max(lane < warps ? slots[lane] : minus_infinity());
-}
-__device__ __forceinline__ float block_sum(float value, float* slots) {
-  const int lane = threadIdx.x % HG_WARP_SIZE, warp = threadIdx.x / HG_WARP_SIZE;
-  const int warps = blockDim.x / HG_WARP_SIZE;
-  value = warp_sum(value);
-  if (lane == 0) slots[warp] = value;
-  __syncthreads();
-  return warp_sum(lane < warps ? slots[lane] : 0.0f);
-}
+// minus_infinity, warp_max / warp_sum and block_max / block_sum over a launcher-sized block (see v04).
+#include "hg_reduce.h"
 
 // One block per row (grid = rows); blockDim.x a multiple of the warp size, at most 1024, chosen by the
 // launcher so that columns <= blockDim.x * kPerThread whenever a row can fit (as v04).

@@ -28,25 +28,9 @@ constexpr int kPerThread = 32;
 constexpr int kMaxBlock = 1024;
 constexpr int kMaxWarps = kMaxBlock / HG_WARP_SIZE;
 
-template <typename T>
-struct alignas(16) Pack {
-  T lane[16 / sizeof(T)];
-};
-
-// -inf as a float (NVRTC has no INFINITY; see v01).
-__device__ __forceinline__ float minus_infinity() { return __uint_as_float(0xff800000u); }
-
-// Butterflies over the lanes of a warp, the result in every lane (see v03).
-__device__ __forceinline__ float warp_max(float value) {
-#pragma unroll
-  for (int offset = HG_WARP_SIZE / 2; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor(value, offset));
-  return value;
-}
-__device__ __forceinline__ float warp_sum(float value) {
-#pragma unroll
-  for (int offset = HG_WARP_SIZE / 2; offset > 0; offset /= 2) value += __shfl_xor(value, offset);
-  return value;
-}
+// Pack<T> (see v05); minus_infinity, warp_max / warp_sum and the step across warps (see v03 and v04).
+#include "hg_pack.h"
+#include "hg_reduce.h"
 
 // The maximum and the sum over the group of threads that owns a row, in every thread of the group.
 // A warp: its butterfly is the whole reduction. The whole block (whole_block, the same for every
@@ -55,19 +39,11 @@ __device__ __forceinline__ float warp_sum(float value) {
 // launch and needs no barrier against being overwritten while another warp still reads it.
 __device__ __forceinline__ float group_max(float value, bool whole_block, float* slots) {
   value = warp_max(value);
-  if (!whole_block) return value;
-  const int lane = threadIdx.x % HG_WARP_SIZE, warp = threadIdx.x / HG_WARP_SIZE;
-  if (lane == 0) slots[warp] = value;
-  __syncthreads();
-  return warp_max(lane < static_cast<int>(blockDim.x / HG_WARP_SIZE) ? slots[lane] : minus_infinity());
+  return whole_block ? max_across_warps(value, slots) : value;
 }
 __device__ __forceinline__ float group_sum(float value, bool whole_block, float* slots) {
   value = warp_sum(value);
-  if (!whole_block) return value;
-  const int lane = threadIdx.x % HG_WARP_SIZE, warp = threadIdx.x / HG_WARP_SIZE;
-  if (lane == 0) slots[warp] = value;
-  __syncthreads();
-  return warp_sum(lane < static_cast<int>(blockDim.x / HG_WARP_SIZE) ? slots[lane] : 0.0f);
+  return whole_block ? sum_across_warps(value, slots) : value;
 }
 
 // v05's on-chip softmax of one row, by a group of `members` threads of which this is number `member`

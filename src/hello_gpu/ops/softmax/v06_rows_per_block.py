@@ -12,7 +12,7 @@ Longer rows: one block per row, as v05 (the fewest whole warps that hold the row
 
 import math
 
-from hello_gpu.ops.softmax.v01_thread_per_row import checked_output, warp_size
+from hello_gpu.ops.softmax.launch import checked_output, warp_size
 
 PER_THREAD = 32      # kPerThread in the .hip file
 MAX_BLOCK = 1024     # kMaxBlock in the .hip file

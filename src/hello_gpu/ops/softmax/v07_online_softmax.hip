@@ -36,13 +36,9 @@ constexpr int kMaxWarps = kMaxBlock / HG_WARP_SIZE;
 // 8 bfloat16 made the kernel need all of its 64 registers; 16 values a step fit in ~48.
 constexpr int kStepValues = 16;
 
-template <typename T>
-struct alignas(16) Pack {
-  T lane[16 / sizeof(T)];
-};
-
-// -inf as a float (NVRTC has no INFINITY; see v01).
-__device__ __forceinline__ float minus_infinity() { return __uint_as_float(0xff800000u); }
+// Pack<T> (see v05) and minus_infinity (see v01).
+#include "hg_pack.h"
+#include "hg_reduce.h"
 
 // The online-softmax pair. (m, s) stands for "values whose maximum is m and whose sum of exp(x - m)
 // is s"; the empty set is (-inf, 0). Two pairs merge exactly: the larger maximum stays, and the other

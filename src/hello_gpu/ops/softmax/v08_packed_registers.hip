@@ -33,70 +33,28 @@ constexpr int kPacksPerThread = 8;      // 16-byte packs a thread holds on the p
 constexpr int kMaxBlock = 1024;
 constexpr int kMaxWarps = kMaxBlock / HG_WARP_SIZE;
 
-// 16 bytes of T, aligned so that one access is one 128-bit load or store (LDG.128 / STG.128).
-template <typename T>
-struct alignas(16) Pack {
-  T lane[16 / sizeof(T)];
+// Pack<T> (see v05) and lane_value<T>: lane l of a 16-byte pack kept as four raw 32-bit words
+// (uint4), as a float. Raw because NVRTC spilled a Pack<hip_bfloat16> array held across the three
+// passes below (30 bytes at 64 registers), and did not spill the same bits held as uint4.
+#include "hg_pack.h"
+// minus_infinity, warp_max / warp_sum and block_max / block_sum over a launcher-sized block (see v04).
+#include "hg_reduce.h"
+
+// e^(value - row_max), as every softmax so far computes it. A parameter of the row code below, so
+// that v10_exp2 can run the same code with another exponential.
+struct NaturalExp {
+  static __device__ __forceinline__ float of_difference(float value, float row_max) { return expf(value - row_max); }
 };
 
-// -inf as a float (NVRTC has no INFINITY; see v01).
-__device__ __forceinline__ float minus_infinity() { return __uint_as_float(0xff800000u); }
-
-// Lane l of a 16-byte pack kept as four raw 32-bit words, as a float. Kept raw because NVRTC spilled
-// a Pack<hip_bfloat16> array held across the three passes (30 bytes at 64 registers), and did not
-// spill the same bits held as uint4: the conversions below are shifts and masks, done when needed.
-template <typename T> __device__ __forceinline__ float lane_value(const uint4& pack, int l);
-template <> __device__ __forceinline__ float lane_value<float>(const uint4& pack, int l) {
-  const unsigned word = l == 0 ? pack.x : l == 1 ? pack.y : l == 2 ? pack.z : pack.w;
-  return __uint_as_float(word);
-}
-template <> __device__ __forceinline__ float lane_value<hip_bfloat16>(const uint4& pack, int l) {
-  const unsigned word = l < 2 ? pack.x : l < 4 ? pack.y : l < 6 ? pack.z : pack.w;
-  // bfloat16 is the top half of a float32: the low lane of a word is its low 16 bits (little endian).
-  return __uint_as_float(l % 2 == 0 ? word << 16 : word & 0xffff0000u);
-}
-template <> __device__ __forceinline__ float lane_value<__half>(const uint4& pack, int l) {
-  const unsigned word = l < 2 ? pack.x : l < 4 ? pack.y : l < 6 ? pack.z : pack.w;
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(l % 2 == 0 ? word & 0xffffu : word >> 16)));
-}
-
-// Butterflies over the lanes of a warp, the result in every lane (see v03).
-__device__ __forceinline__ float warp_max(float value) {
-#pragma unroll
-  for (int offset = HG_WARP_SIZE / 2; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor(value, offset));
-  return value;
-}
-__device__ __forceinline__ float warp_sum(float value) {
-#pragma unroll
-  for (int offset = HG_WARP_SIZE / 2; offset > 0; offset /= 2) value += __shfl_xor(value, offset);
-  return value;
-}
-
-// Block-wide maximum and sum, in every thread; blockDim.x a whole number of warps (see v04).
-__device__ __forceinline__ float block_max(float value, float* slots) {
-  const int lane = threadIdx.x % HG_WARP_SIZE, warp = threadIdx.x / HG_WARP_SIZE;
-  const int warps = blockDim.x / HG_WARP_SIZE;
-  value = warp_max(value);
-  if (lane == 0) slots[warp] = value;
-  __syncthreads();
-  return warp_max(lane < warps ? slots[lane] : minus_infinity());
-}
-__device__ __forceinline__ float block_sum(float value, float* slots) {
-  const int lane = threadIdx.x % HG_WARP_SIZE, warp = threadIdx.x / HG_WARP_SIZE;
-  const int warps = blockDim.x / HG_WARP_SIZE;
-  value = warp_sum(value);
-  if (lane == 0) slots[warp] = value;
-  __syncthreads();
-  return warp_sum(lane < warps ? slots[lane] : 0.0f);
-}
-
-// One block per row (grid = rows); blockDim.x a multiple of the warp size, at most 1024, chosen by the
-// launcher so that columns <= blockDim.x * kPerThread whenever a row can fit (as v04).
-template <typename T>
-__global__ void __launch_bounds__(kMaxBlock)
-softmax_packed_registers(const T* __restrict__ x, T* __restrict__ out, int rows, int columns) {
+// The kernel's code, for one block and its row; v09_half_packs_bf16 and v10_exp2 include this file
+// and run it with other parameters: kPacks 16-byte packs a thread keeps on the packed path,
+// kFloats float slots on the scalar path, Exp the exponential. One block per row (grid = rows);
+// blockDim.x a multiple of the warp size, at most 1024, chosen by the launcher so that
+// columns <= blockDim.x * kFloats whenever a row can fit (as v04).
+template <typename T, int kPacks, int kFloats, typename Exp>
+__device__ __forceinline__ void softmax_row_kept(const T* __restrict__ x, T* __restrict__ out, int rows,
+                                                 int columns) {
   constexpr int kLanes = 16 / sizeof(T);          // values per pack: 4 float32, 8 bfloat16 / float16
-  constexpr int kPacks = kPacksPerThread;         // 8 packs: 32 float32 or 64 bfloat16 values
   __shared__ float max_slots[kMaxWarps];
   __shared__ float sum_slots[kMaxWarps];
   const int row = blockIdx.x;
@@ -135,7 +93,7 @@ softmax_packed_registers(const T* __restrict__ x, T* __restrict__ out, int rows,
     for (int k = 0; k < kPacks; ++k) {
       if (threadIdx.x + k * threads < packs) {
 #pragma unroll
-        for (int l = 0; l < kLanes; ++l) thread_sum += expf(lane_value<T>(kept[k], l) - row_max);
+        for (int l = 0; l < kLanes; ++l) thread_sum += Exp::of_difference(lane_value<T>(kept[k], l), row_max);
       }
     }
     const float inverse = 1.0f / block_sum(thread_sum, sum_slots);
@@ -147,7 +105,7 @@ softmax_packed_registers(const T* __restrict__ x, T* __restrict__ out, int rows,
         Pack<T> pack;
 #pragma unroll
         for (int l = 0; l < kLanes; ++l) {
-          pack.lane[l] = static_cast<T>(expf(lane_value<T>(kept[k], l) - row_max) * inverse);
+          pack.lane[l] = static_cast<T>(Exp::of_difference(lane_value<T>(kept[k], l), row_max) * inverse);
         }
         out_packs[p] = pack;
       }
@@ -155,30 +113,30 @@ softmax_packed_registers(const T* __restrict__ x, T* __restrict__ out, int rows,
     return;
   }
 
-  if (!packed && columns <= threads * kPerThread) {
+  if (!packed && columns <= threads * kFloats) {
     // v05's scalar path, unchanged: slot k is column threadIdx.x + k * threads (1023, 781 or 1 columns).
     const int used = (columns + threads - 1) / threads;
-    float v[kPerThread];
+    float v[kFloats];
 #pragma unroll
-    for (int k = 0; k < kPerThread; ++k) {
+    for (int k = 0; k < kFloats; ++k) {
       const int c = threadIdx.x + k * threads;
       v[k] = (k < used && c < columns) ? static_cast<float>(in[c]) : minus_infinity();
     }
     float thread_max = minus_infinity();
 #pragma unroll
-    for (int s = 0; s < kPerThread; ++s) thread_max = fmaxf(thread_max, v[s]);
+    for (int s = 0; s < kFloats; ++s) thread_max = fmaxf(thread_max, v[s]);
     const float row_max = block_max(thread_max, max_slots);
     float thread_sum = 0.0f;
 #pragma unroll
-    for (int s = 0; s < kPerThread; ++s) {
+    for (int s = 0; s < kFloats; ++s) {
       if (s < used) {
-        v[s] = expf(v[s] - row_max);
+        v[s] = Exp::of_difference(v[s], row_max);
         thread_sum += v[s];
       }
     }
     const float inverse = 1.0f / block_sum(thread_sum, sum_slots);
 #pragma unroll
-    for (int k = 0; k < kPerThread; ++k) {
+    for (int k = 0; k < kFloats; ++k) {
       const int c = threadIdx.x + k * threads;
       if (k < used && c < columns) result[c] = static_cast<T>(v[k] * inverse);
     }
@@ -191,9 +149,15 @@ softmax_packed_registers(const T* __restrict__ x, T* __restrict__ out, int rows,
   for (int c = threadIdx.x; c < columns; c += threads) thread_max = fmaxf(thread_max, static_cast<float>(in[c]));
   const float row_max = block_max(thread_max, max_slots);
   float thread_sum = 0.0f;
-  for (int c = threadIdx.x; c < columns; c += threads) thread_sum += expf(static_cast<float>(in[c]) - row_max);
+  for (int c = threadIdx.x; c < columns; c += threads) thread_sum += Exp::of_difference(static_cast<float>(in[c]), row_max);
   const float inverse = 1.0f / block_sum(thread_sum, sum_slots);
   for (int c = threadIdx.x; c < columns; c += threads) {
-    result[c] = static_cast<T>(expf(static_cast<float>(in[c]) - row_max) * inverse);
+    result[c] = static_cast<T>(Exp::of_difference(static_cast<float>(in[c]), row_max) * inverse);
   }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxBlock)
+softmax_packed_registers(const T* __restrict__ x, T* __restrict__ out, int rows, int columns) {
+  softmax_row_kept<T, kPacksPerThread, kPerThread, NaturalExp>(x, out, rows, columns);
 }

@@ -15,7 +15,7 @@ Rows longer than 1024 x 32 = 32768 columns get 1024 threads and the kernel's re-
 
 import math
 
-from hello_gpu.ops.softmax.v01_thread_per_row import checked_output, warp_size
+from hello_gpu.ops.softmax.launch import checked_output, warp_size
 
 PER_THREAD = 32      # kPerThread in the .hip file
 PACKS_PER_THREAD = 8  # kPacksPerThread in the .hip file
