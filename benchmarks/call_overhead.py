@@ -33,12 +33,13 @@ import triton
 
 import hello_gpu as hg
 from hello_gpu.bench import compare
-from hello_gpu.bench.records import (device_from_manifest, new_record, source_entry, timing_from_summary,
-                                     write_record)
+from hello_gpu.bench.records import device_from_manifest, new_record, source_entries, timing_from_summary, write_record
 from hello_gpu.bench.stats import paired_ratio, summarize, verdict
 from hello_gpu.ops import rms_norm, softmax
-from hello_gpu.ops.functions import BEST
+from hello_gpu.ops.functions import BEST, _best, _rms_norm_launch
+from hello_gpu.runtime.triton_replay import _Plan
 from hello_gpu.ops.registry import load_op
+from hello_gpu.ops.sources import repository_rules
 from hello_gpu.runtime.manifest import environment_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,24 +93,36 @@ def captured_triton_launch(call):
     return lambda: kernel[grid](*args, **kwargs), kernel.fn.__name__
 
 
+def replayed_launch(launcher, *args):
+    """The floor of our Triton route: the plan ``launcher(*args)`` replays (its result allocated, its
+    recorded launches called with these pointers), with none of the public function's own checks."""
+    launcher(*args)
+    plan = next(plan for plan in launcher.plans.values() if type(plan) is _Plan
+                and plan.result_layout[0] == tuple(args[0].shape) and plan.result_layout[2] == args[0].dtype)
+    return lambda: plan(args)
+
+
 class Entries:
     """Record entries: one per (variant, shape, dtype), baselines first where they are measured."""
 
     def __init__(self):
         self.items: list[dict] = []
+        # Every entry was measured by this file; the framework it calls (runtime, ops.functions) is
+        # described by the record's environment (package_source_sha256), as for every record.
+        self.sources = source_entries(Path(__file__).resolve().relative_to(ROOT), ROOT, repository_rules(ROOT))
 
-    def add(self, variant: str, role: str, source, shape: str, dtype: str, timing: dict, extra: dict | None = None):
+    def add(self, variant: str, role: str, shape: str, dtype: str, timing: dict, extra: dict | None = None):
         if any(e["variant"] == variant and e["shape"] == shape and e["dtype"] == dtype for e in self.items):
             return next(e for e in self.items if e["variant"] == variant and e["shape"] == shape and e["dtype"] == dtype)
-        entry = {"variant": variant, "role": role, "source": source, "shape": shape, "dtype": dtype,
-                 "correctness": None, "timing": timing, "work": None, "derived": None}
+        entry = {"variant": variant, "role": role, "source": self.sources[0], "sources": self.sources, "shape": shape,
+                 "dtype": dtype, "correctness": None, "timing": timing, "work": None, "derived": None}
         if extra:
             entry["extra"] = extra
         self.items.append(entry)
         return entry
 
 
-def host_comparison(entries: Entries, shape: str, dtype: str, candidates: dict, baselines: dict, sources: dict,
+def host_comparison(entries: Entries, shape: str, dtype: str, candidates: dict, baselines: dict,
                     rounds: int, calls: int, lines: list[str]) -> None:
     """Host time per call of each candidate and baseline, interleaved, with paired ratios."""
     functions = {**baselines, **candidates}
@@ -117,10 +130,10 @@ def host_comparison(entries: Entries, shape: str, dtype: str, candidates: dict, 
     extra = {"measure": f"host time per call: {calls} back-to-back calls per sample, wall clock between "
                         f"synchronizes, {rounds} interleaved rounds"}
     for name in baselines:
-        entries.add(name, "baseline", sources.get(name), shape, dtype,
+        entries.add(name, "baseline", shape, dtype,
                     timing_from_summary(summarize(times[name]), cache="warm", graph=False, clock="wall"), extra)
     for name in candidates:
-        entry = entries.add(name, "candidate", sources.get(name), shape, dtype,
+        entry = entries.add(name, "candidate", shape, dtype,
                             timing_from_summary(summarize(times[name]), cache="warm", graph=False, clock="wall"), extra)
         entry["speedups"] = {}
         for baseline in baselines:
@@ -132,7 +145,7 @@ def host_comparison(entries: Entries, shape: str, dtype: str, candidates: dict, 
 
 
 def call_time_comparison(entries: Entries, shape: str, dtype: str, name: str, function, baselines: dict,
-                         sources: dict, lines: list[str]) -> None:
+                         lines: list[str]) -> None:
     """compare(mode='call') of ``function`` against each baseline, cold L2."""
     suffix = " [call time]"
     extra = {"measure": "call time: each call from an idle GPU after the L2 flush, host launch path included "
@@ -140,9 +153,9 @@ def call_time_comparison(entries: Entries, shape: str, dtype: str, name: str, fu
     candidate = None
     for baseline_name, baseline in baselines.items():
         result = compare(baseline, function, cache="cold", mode="call", margin=MARGIN)
-        entries.add(baseline_name + suffix, "baseline", sources.get(baseline_name), shape, dtype,
+        entries.add(baseline_name + suffix, "baseline", shape, dtype,
                     timing_from_summary(result.baseline, cache="cold", graph=False, clock="device-events"), extra)
-        candidate = entries.add(name + suffix, "candidate", sources.get(name), shape, dtype,
+        candidate = entries.add(name + suffix, "candidate", shape, dtype,
                                 timing_from_summary(result.candidate, cache="cold", graph=False,
                                                     clock="device-events"), extra)
         candidate.setdefault("speedups", {})[baseline_name + suffix] = {**result.speedup.to_dict(),
@@ -196,11 +209,6 @@ def main() -> int:
     entries, lines = Entries(), []
     liger = {op: load_op(op).rung("peer_liger") for op in ("softmax", "rms_norm")}
     liger_built = {op: rung.build() for op, rung in liger.items() if rung.skip_reason() is None}
-    sources = {"hello_gpu.ops.softmax": source_entry(Path("src/hello_gpu/ops/functions.py"), ROOT),
-               "hello_gpu.ops.rms_norm": source_entry(Path("src/hello_gpu/ops/functions.py"), ROOT),
-               "kernel(a, b, c) checked": source_entry(Path("src/hello_gpu/runtime/kernel.py"), ROOT),
-               "kernel(a, b) checked, output allocated": source_entry(Path("src/hello_gpu/runtime/kernel.py"), ROOT),
-               "kernel.prepare(a, b, c)()": source_entry(Path("src/hello_gpu/runtime/kernel.py"), ROOT)}
 
     # 1. A checked kernel call against torch.add, at 1 element and 16x4096.
     kernel = hg.hip(README_KERNEL, entry="vector_add")
@@ -213,7 +221,7 @@ def main() -> int:
                          "kernel(a, b) checked, output allocated": lambda: kernel(a, b),
                          "kernel.prepare(a, b, c)()": prepared},
                         {"torch.add(a, b, out=c)": lambda: torch.add(a, b, out=c), "torch.add(a, b)": lambda: torch.add(a, b)},
-                        sources, args.rounds, args.calls, lines)
+                        args.rounds, args.calls, lines)
         torch.testing.assert_close(kernel(a, b), a + b)
 
     # 2. The public operators at a decode size, host time.
@@ -223,8 +231,9 @@ def main() -> int:
         baselines["Liger softmax"] = lambda: liger_built["softmax"](x)
     bare, kernel_name = captured_triton_launch(lambda: softmax(x))
     baselines[f"bare {kernel_name}[grid](...)"] = bare
-    host_comparison(entries, "16x4096", "float32", {"hello_gpu.ops.softmax": lambda: softmax(x)}, baselines,
-                    sources, args.rounds, args.calls, lines)
+    host_comparison(entries, "16x4096", "float32", {"hello_gpu.ops.softmax": lambda: softmax(x),
+                                                    "replayed launch alone": replayed_launch(_best("softmax").function, x)},
+                    baselines, args.rounds, args.calls, lines)
     torch.testing.assert_close(softmax(x), torch.softmax(x, -1))
     for dtype in (torch.bfloat16, torch.float32):
         xr = torch.randn(16, 4096, device="cuda", dtype=dtype)
@@ -235,8 +244,9 @@ def main() -> int:
         bare, kernel_name = captured_triton_launch(lambda: rms_norm(xr, weight))
         baselines[f"bare {kernel_name}[grid](...)"] = bare
         host_comparison(entries, "16x4096", str(dtype).removeprefix("torch."),
-                        {"hello_gpu.ops.rms_norm": lambda: rms_norm(xr, weight)}, baselines, sources,
-                        args.rounds, args.calls, lines)
+                        {"hello_gpu.ops.rms_norm": lambda: rms_norm(xr, weight),
+                         "replayed launch alone": replayed_launch(_rms_norm_launch(), xr, weight, 1e-6)},
+                        baselines, args.rounds, args.calls, lines)
 
     # 3. Call time at the ladders' target shapes, cold L2.
     x = torch.randn(4096, 1024, device="cuda")
@@ -246,7 +256,7 @@ def main() -> int:
     if "softmax" in liger_built:
         baselines["Liger softmax"] = lambda: liger_built["softmax"](x)
     call_time_comparison(entries, "4096x1024", "float32", "hello_gpu.ops.softmax", lambda: softmax(x), baselines,
-                         sources, lines)
+                         lines)
     for shape in ((8192, 4096), (4096, 5120)):
         xr = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
         weight = torch.randn(shape[1], device="cuda", dtype=torch.bfloat16)
@@ -254,7 +264,7 @@ def main() -> int:
         if "rms_norm" in liger_built:
             baselines["Liger rms_norm"] = lambda: liger_built["rms_norm"](xr, weight)
         call_time_comparison(entries, "x".join(map(str, shape)), "bfloat16", "hello_gpu.ops.rms_norm",
-                             lambda: rms_norm(xr, weight), baselines, sources, lines)
+                             lambda: rms_norm(xr, weight), baselines, lines)
 
     graph = graph_replay(entries, lines)
     manifest = environment_manifest()

@@ -114,6 +114,7 @@ def _entry(rung, source, dtype):
 
 def test_hip_actions_on_every_rung_compile_for_sm_90_and_change_only_their_integers(tmp_path):
     from hello_gpu import hip
+    from hello_gpu.ops.rung import include_dirs_for
     seen, compiled = set(), 0
     for op_name, rung, action, source, companion, new_source, new_companion, description in applied("hip"):
         problems = only_integers_moved(source, new_source, INSERTIONS)
@@ -128,7 +129,8 @@ def test_hip_actions_on_every_rung_compile_for_sm_90_and_change_only_their_integ
         if header.grid is not None:
             header.grid_for(1 << 20, sm_count=132, itemsize=2)
         dtype = (rung.metadata.dtypes or load_op(op_name).spec.DTYPES)[-1]    # bfloat16 where templated
-        kernel = hip(new_source, entry=_entry(rung, new_source, dtype), arch="sm_90", name=rung.path.name)
+        kernel = hip(new_source, entry=_entry(rung, new_source, dtype), arch="sm_90", name=rung.path.name,
+                     include_dirs=include_dirs_for(rung.path))
         assert kernel is not None
         compiled += 1
         seen.add(action.name)

@@ -433,6 +433,10 @@ class CallPlan:
                               for index in range(len(self.sources)) if self.is_output[index] and self.sizes[index]
                               for other in range(len(self.sources))
                               if other != index and self.sizes[other] and not (self.is_output[other] and other < index)]
+        self.positions = ([source[1] for source in self.sources] if all(source[0] == "arg" for source in self.sources)
+                          else None)
+        outputs = [index for index, is_output in enumerate(self.is_output) if is_output]
+        self.single_output = outputs[0] if len(outputs) == 1 else None
         self.slots = launch.keep_alive[1].copy()       # this plan's own argument buffer, reused each call
         self.addresses = self.slots.ctypes.data + kernel._slot_offsets
         self.params_address = int(self.addresses.ctypes.data)
@@ -445,15 +449,18 @@ class CallPlan:
 
     def __call__(self, args, kwargs):
         torch = torch_module()
-        tensors = []
-        for source in self.sources:
-            kind = source[0]
-            if kind == "arg":
-                tensors.append(args[source[1]])
-            elif kind == "kw":
-                tensors.append(kwargs[source[1]])
-            else:
-                tensors.append(torch.empty(source[1], dtype=source[2], device=source[3]))
+        if self.positions is not None:                # every pointer passed by position: the common case
+            tensors = [args[index] for index in self.positions]
+        else:
+            tensors = []
+            for source in self.sources:
+                kind = source[0]
+                if kind == "arg":
+                    tensors.append(args[source[1]])
+                elif kind == "kw":
+                    tensors.append(kwargs[source[1]])
+                else:
+                    tensors.append(torch.empty(source[1], dtype=source[2], device=source[3]))
         pointers = [tensor.data_ptr() for tensor in tensors]
         for index, width in self.aligned:
             if pointers[index] % width:
@@ -472,6 +479,8 @@ class CallPlan:
                 else:   # the launch goes to the current context: make it the tensors' device
                     with torch.cuda.device(self.device):
                         self.launch_raw(*self.arguments, stream_handle, self.params_address)
+        if self.single_output is not None:
+            return tensors[self.single_output]
         outputs = [tensor for tensor, is_output in zip(tensors, self.is_output) if is_output]
         if not outputs:
             return None

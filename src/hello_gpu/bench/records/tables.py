@@ -22,7 +22,7 @@ DEFAULT_COLUMNS = ("variant", "shape", "dtype", "correct", "median_us", "gb_per_
 HEADERS = {"variant": "variant", "role": "role", "shape": "shape", "dtype": "dtype", "correct": "correct",
            "median_us": "median µs (95% CI)", "gb_per_s": "GB/s", "tflop_per_s": "TFLOP/s",
            "ceiling": "% of ceiling", "count": "samples", "cache": "cache", "clock": "clock", "speedup": None,
-           "vs_parent": "vs parent (95% CI)"}
+           "vs_parent": "vs parent (95% CI)", "call_us": "call µs (95% CI)"}
 EMPTY = "—"
 
 
@@ -45,8 +45,8 @@ def _incorrect(entry: dict) -> bool:
     return (entry.get("correctness") or {}).get("passed") is False
 
 
-def _median_cell(entry: dict) -> str:
-    timing = entry["timing"]
+def _median_cell(entry: dict, timing: dict | None = None) -> str:
+    timing = timing or entry["timing"]
     low, high = timing["ci95"]
     return f"{format_figure(timing['median'] * 1e6)} ({format_figure(low * 1e6)}–{format_figure(high * 1e6)})"
 
@@ -111,6 +111,11 @@ def _cell(entry: dict, column: str) -> str:
         return _correct_cell(entry)
     if column == "median_us":
         return _median_cell(entry)
+    if column == "call_us":
+        # What a Python caller pays (ladders time it for the baselines and each route's contenders):
+        # the device time above hides the host, this one includes its launch path.
+        call = (entry.get("extra") or {}).get("call_timing")
+        return _median_cell(entry, call) if call else EMPTY
     if column in ("gb_per_s", "tflop_per_s"):
         return _rate_cell(entry, column)
     if column == "ceiling":
