@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -35,12 +34,13 @@ import hello_gpu as hg
 from hello_gpu.bench import compare
 from hello_gpu.bench.records import device_from_manifest, new_record, source_entries, timing_from_summary, write_record
 from hello_gpu.bench.stats import paired_ratio, summarize, verdict
+from hello_gpu.bench.timing import host_times
 from hello_gpu.ops import rms_norm, softmax
 from hello_gpu.ops.functions import BEST, _best, _rms_norm_launch
-from hello_gpu.runtime.triton_replay import _Plan
 from hello_gpu.ops.registry import load_op
 from hello_gpu.ops.sources import repository_rules
 from hello_gpu.runtime.manifest import environment_manifest
+from hello_gpu.runtime.triton_replay import _Plan
 
 ROOT = Path(__file__).resolve().parents[1]
 MARGIN = 0.02
@@ -49,27 +49,6 @@ __global__ void vector_add(const float* a, const float* b, float* out, int n) {
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = a[i] + b[i];
 }"""
-
-
-def host_times(functions: dict, rounds: int, calls: int) -> dict[str, list[float]]:
-    """Seconds per call of each function, one sample per round: ``calls`` back-to-back calls timed by
-    the wall clock between two synchronizes. Rounds alternate the order (ABBA) so drift hits all."""
-    for function in functions.values():              # warm-up: compiles, allocator, first calls
-        for _ in range(50):
-            function()
-    torch.cuda.synchronize()
-    names = list(functions)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for index in range(rounds):
-        for name in names if index % 2 == 0 else names[::-1]:
-            function = functions[name]
-            torch.cuda.synchronize()
-            started = time.perf_counter()
-            for _ in range(calls):
-                function()
-            torch.cuda.synchronize()
-            times[name].append((time.perf_counter() - started) / calls)
-    return times
 
 
 def captured_triton_launch(call):

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hello_gpu.bench.timing import host_times
+
 README_KERNEL = r"""
 __global__ void vector_add(const float* a, const float* b, float* out, int n) {
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -107,22 +109,7 @@ def launch_overhead(rounds: int, calls: int) -> dict:
         "prepared launcher": prepared,
         "kernel(a, b, out) with checks": lambda: kernel(a, b, out),
     }
-    for function in candidates.values():       # warm-up: first calls, allocator, module load
-        for _ in range(200):
-            function()
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    names = list(candidates)
-    for round_index in range(rounds):
-        order = names if round_index % 2 == 0 else names[::-1]
-        for name in order:
-            function = candidates[name]
-            torch.cuda.synchronize()
-            started = time.perf_counter()
-            for _ in range(calls):
-                function()
-            torch.cuda.synchronize()
-            times[name].append((time.perf_counter() - started) / calls)
+    times = host_times(candidates, rounds, calls, warmup_calls=200)
     torch.testing.assert_close(out, a + b)
     result = {name: {"median_us": statistics.median(values) * 1e6} for name, values in times.items()}
     for baseline in ("torch.add(a, b)", "torch.add(a, b, out=c)"):

@@ -338,6 +338,30 @@ def call_time_batch(steps: Sequence[Callable[[], Any]], flush) -> list[float]:
     return times
 
 
+def host_times(functions: dict[str, Callable[[], Any]], rounds: int, calls: int,
+               warmup_calls: int = 50) -> dict[str, list[float]]:
+    """Host seconds per call of each function, one sample per round: ``calls`` back-to-back calls timed
+    by the wall clock between two synchronizes, so a function slower on the host than on the GPU is
+    timed by its host path. Rounds alternate the order (A B, then B A) so drift hits every function."""
+    torch = torch_module()
+    for function in functions.values():              # warm-up: compiles, allocator, first calls
+        for _ in range(warmup_calls):
+            function()
+    torch.cuda.synchronize()
+    names = list(functions)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        for name in names if index % 2 == 0 else names[::-1]:
+            function = functions[name]
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            for _ in range(calls):
+                function()
+            torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - started) / calls)
+    return times
+
+
 def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats,
                  mode="device") -> Measurement:
     torch = torch_module()
