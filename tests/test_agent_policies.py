@@ -223,9 +223,10 @@ def test_a_launcher_borrowing_another_rungs_constants_is_left_alone():
     packs = next(a for a in hip_actions() if a.name == "kPacksPerThread up")
     assert "kPacksPerThread" in source
     assert not packs.applies(source, companion)           # v06's launcher takes its sizes from v05's module
-    # v04's launcher borrows only v01's input checks, and v01 has no PER_THREAD: kPerThread may move.
-    _, source, companion = rung_files("rms_norm", "v04_vector_128bit")
-    assert "from hello_gpu.ops.rms_norm.v01_thread_per_row import" in companion
+    # v03's launcher borrows only the shared input checks (launch.py), which have no PER_THREAD: kPerThread may
+    # move. (v04 includes v03's .hip, so its kPerThread lives in v03's file.)
+    _, source, companion = rung_files("rms_norm", "v03_warp_shuffle_registers")
+    assert "from hello_gpu.ops.rms_norm.launch import" in companion
     assert named("kPerThread up").applies(source, companion)
 
 

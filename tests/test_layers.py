@@ -110,13 +110,13 @@ def _append(path: Path, code: str) -> int:
 
 def test_an_upward_import_inside_a_function_is_found(planted):
     assert layer_violations(planted) == []
-    line = _append(planted / "bench" / "records.py", """
+    line = _append(planted / "bench" / "records" / "store.py", """
         def sneaky():
-            from ..ops.ladder import run_ladder
+            from ...ops.ladder import run_ladder
             return run_ladder
         """)
     assert layer_violations(planted) == [
-        f"hello_gpu/bench/records.py:{line + 1}: bench imports hello_gpu.ops.ladder, from the higher layer ops"]
+        f"hello_gpu/bench/records/store.py:{line + 1}: bench imports hello_gpu.ops.ladder, from the higher layer ops"]
 
 
 def test_upward_imports_of_every_form_are_found(planted):
