@@ -254,7 +254,7 @@ def main() -> int:
                                            "ops.softmax, ops.rms_norm at 16x4096 / torch eager host time": "<= 1.2x",
                                            "Triton rung / bare kernel[grid] host time": "<= 1.2x"}})
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_record(record, args.out.parent.parent, repo_root=ROOT)
+    write_record(record, args.out.parent.parent, repo_root=ROOT, rules=repository_rules(ROOT))
     print("\n".join(lines))
     return 0
 
