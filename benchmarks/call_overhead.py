@@ -90,9 +90,15 @@ class Entries:
         # described by the record's environment (package_source_sha256), as for every record.
         self.sources = source_entries(Path(__file__).resolve().relative_to(ROOT), ROOT, repository_rules(ROOT))
 
-    def add(self, variant: str, role: str, shape: str, dtype: str, timing: dict, extra: dict | None = None):
-        if any(e["variant"] == variant and e["shape"] == shape and e["dtype"] == dtype for e in self.items):
-            return next(e for e in self.items if e["variant"] == variant and e["shape"] == shape and e["dtype"] == dtype)
+    def add(self, variant: str, role: str, shape: str, dtype: str, timing: dict, extra: dict | None = None,
+            reuse: bool = False):
+        """A new entry; with ``reuse``, the existing one of that (variant, shape, dtype) when there is one
+        (a call-time candidate paired with several baselines). Any other repeat is a naming mistake."""
+        same = [e for e in self.items if e["variant"] == variant and e["shape"] == shape and e["dtype"] == dtype]
+        if same and reuse:
+            return same[0]
+        if same:
+            raise ValueError(f"two entries for {variant!r} at {shape} {dtype}: give them distinct names")
         entry = {"variant": variant, "role": role, "source": self.sources[0], "sources": self.sources, "shape": shape,
                  "dtype": dtype, "correctness": None, "timing": timing, "work": None, "derived": None}
         if extra:
@@ -136,7 +142,7 @@ def call_time_comparison(entries: Entries, shape: str, dtype: str, name: str, fu
                     timing_from_summary(result.baseline, cache="cold", graph=False, clock="device-events"), extra)
         candidate = entries.add(name + suffix, "candidate", shape, dtype,
                                 timing_from_summary(result.candidate, cache="cold", graph=False,
-                                                    clock="device-events"), extra)
+                                                    clock="device-events"), extra, reuse=True)
         candidate.setdefault("speedups", {})[baseline_name + suffix] = {**result.speedup.to_dict(),
                                                                         "verdict": result.verdict}
         lines.append(f"{shape} {dtype} call: {name} vs {baseline_name}: {result}")
@@ -211,7 +217,7 @@ def main() -> int:
     bare, kernel_name = captured_triton_launch(lambda: softmax(x))
     baselines[f"bare {kernel_name}[grid](...)"] = bare
     host_comparison(entries, "16x4096", "float32", {"hello_gpu.ops.softmax": lambda: softmax(x),
-                                                    "replayed launch alone": replayed_launch(_best("softmax").function, x)},
+                                                    "softmax: replayed launch alone": replayed_launch(_best("softmax").function, x)},
                     baselines, args.rounds, args.calls, lines)
     torch.testing.assert_close(softmax(x), torch.softmax(x, -1))
     for dtype in (torch.bfloat16, torch.float32):
@@ -224,7 +230,7 @@ def main() -> int:
         baselines[f"bare {kernel_name}[grid](...)"] = bare
         host_comparison(entries, "16x4096", str(dtype).removeprefix("torch."),
                         {"hello_gpu.ops.rms_norm": lambda: rms_norm(xr, weight),
-                         "replayed launch alone": replayed_launch(_rms_norm_launch(), xr, weight, 1e-6)},
+                         "rms_norm: replayed launch alone": replayed_launch(_rms_norm_launch(), xr, weight, 1e-6)},
                         baselines, args.rounds, args.calls, lines)
 
     # 3. Call time at the ladders' target shapes, cold L2.
