@@ -125,21 +125,22 @@ def _cell(entry: dict, column: str) -> str:
     return _speedup_cell(entry, column.split(":", 1)[1])
 
 
-def _baselines(record: dict) -> list[str]:
+def _baselines(entries: list[dict]) -> list[str]:
     """Baseline variants that some entry has a speedup against, in order of first appearance."""
     names: list[str] = []
-    for entry in record["entries"]:
+    for entry in entries:
         names += [name for name in entry.get("speedups") or {} if name not in names]
     return names
 
 
-def _expand_columns(record: dict, columns) -> list[str]:
-    """Check the column names and turn "speedup" into one "speedup:<baseline>" column per baseline."""
+def _expand_columns(entries: list[dict], columns) -> list[str]:
+    """Check the column names and turn "speedup" into one "speedup:<baseline>" column per baseline that
+    the shown entries have a speedup against (a table of one shape shows that shape's baselines only)."""
     expanded = []
     for column in columns:
         if column not in HEADERS:
             raise RecordError(f"unknown table column {column!r}; known: {', '.join(HEADERS)}")
-        expanded += [f"speedup:{name}" for name in _baselines(record)] if column == "speedup" else [column]
+        expanded += [f"speedup:{name}" for name in _baselines(entries)] if column == "speedup" else [column]
     return expanded
 
 
@@ -177,7 +178,6 @@ def render_table(record: dict, columns=None, *, shapes=None) -> str:
     problems = validate_record(record)
     if problems:
         raise RecordError("cannot make a table from an invalid record:\n  " + "\n  ".join(problems))
-    expanded = _expand_columns(record, columns or DEFAULT_COLUMNS)
     entries = record["entries"]
     if shapes is not None:
         unknown = sorted(set(shapes) - {entry["shape"] for entry in entries})
@@ -185,6 +185,7 @@ def render_table(record: dict, columns=None, *, shapes=None) -> str:
             raise RecordError(f"{record['name']} has no entries of shape {', '.join(unknown)}; its shapes: "
                               f"{', '.join(sorted({entry['shape'] for entry in entries}))}")
         entries = [entry for entry in entries if entry["shape"] in shapes]
+    expanded = _expand_columns(entries, columns or DEFAULT_COLUMNS)
     rows = [[_escape(_cell(entry, column)) for column in expanded] for entry in entries]
     if columns is None:
         keep = [i for i in range(len(expanded)) if any(row[i] != EMPTY for row in rows)]
