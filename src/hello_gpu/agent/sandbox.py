@@ -38,6 +38,7 @@ from pathlib import Path
 
 from ..bench import compare, measure, rates
 from ..bench.ceilings import cached_ceilings
+from ..bench.roof import current_roof
 from ..bench.compare import DeviceTimer, WallTimer
 from ..bench.timing import Hold, uses_gpu
 from ..ops import load_op
@@ -51,6 +52,7 @@ from ..profile.roofline import RooflinePoint, classify, roofs_from
 from ..profile.rung_profile import own_kernel_names
 from ..runtime import triton_jit
 from ..runtime.device import device_info, gpu_vendor
+from ..runtime.kernel import empty_launches
 from ..runtime.errors import CompileError
 
 STEPS = ("compile", "check", "bench", "compare", "analyze")
@@ -172,6 +174,8 @@ def _guarded_functions() -> dict[str, object]:
         "hello_gpu.bench.compare": ("compare", "_round_ratio"),
         "hello_gpu.bench.stats": ("summarize", "paired_ratio", "bootstrap_medians"),
         "hello_gpu.bench.work": ("rates",),
+        "hello_gpu.bench.roof": ("roof_for", "current_roof"),
+        "hello_gpu.runtime.kernel": ("empty_launches", "_count_empty_launch"),
         "hello_gpu.ops.checking": ("check_rung", "_check_case", "compare_outputs", "_same_bits", "tensor_bits",
                                    "_call_poisoned", "fresh_seeds"),
     }
@@ -457,13 +461,26 @@ def _timed_candidate(payload: dict, folder: Path):
         _inputs_sets(op, shape, dtype, rung.device())
 
 
+def _empty_launch_reason(before: dict[str, int]) -> str | None:
+    """Launches of the candidate's kernels skipped for an empty grid since ``before`` (runtime.empty_launches):
+    calls that returned without doing the work they were timed for."""
+    after = empty_launches()
+    grown = {name: count - before.get(name, 0) for name, count in after.items() if count > before.get(name, 0)}
+    if not grown:
+        return None
+    return ("launched with an empty grid (zero blocks, nothing run) during the timed calls: "
+            + ", ".join(f"{name} x{count}" for name, count in sorted(grown.items())))
+
+
 def _step_bench(payload: dict, folder: Path) -> dict:
     _, _, _, rung, built, dtype, shape, work, inputs = _timed_candidate(payload, folder)
+    empty_before = empty_launches()
     measurement = measure(built, work=work, cache="cold", inputs=inputs,
                           max_seconds=float(payload.get("max_seconds", 2.0)), ceilings=_ceilings(),
                           device=rung.device())
     summary = measurement.summary
     rates = measurement.rates
+    empty = _empty_launch_reason(empty_before)
     return {"shape": shape_label(shape), "dtype": dtype, "median_s": summary.median, "ci95": list(summary.ci95),
             "relative_standard_error": summary.relative_standard_error if summary.count > 1 else None,
             "count": summary.count, "clock": measurement.clock, "cache": measurement.cache,
@@ -471,7 +488,8 @@ def _step_bench(payload: dict, folder: Path) -> dict:
             "gb_per_s": rates.gb_per_s if rates else None, "tflop_per_s": rates.tflop_per_s if rates else None,
             "bandwidth_fraction": rates.bandwidth_fraction if rates else None,
             "compute_fraction": rates.compute_fraction if rates else None,
-            "suspect": rates.suspect if rates else None, "notes": measurement.notes,
+            "suspect": empty or (rates.suspect if rates else None), "empty_launches": empty,
+            "notes": measurement.notes,
             "input_sets": len(inputs), "timing": measurement.timing_dict(),
             "derived": rates.to_dict() if rates else None}
 
@@ -493,12 +511,9 @@ def _step_compare(payload: dict, folder: Path) -> dict:
                          margin=float(payload.get("margin", 0.02)), min_rounds=int(payload.get("min_rounds", 10)),
                          max_seconds=float(payload.get("max_seconds", 4.0)))
     work = op.spec.work(shape, dtype)
-    ceilings = _ceilings()
-    bandwidth = ceilings.copy_bytes_per_s if ceilings else None
-    compute = ceilings.matmul_flops_per_s.get(dtype) if ceilings else None
     clock = "device-events" if uses_gpu(None) else "wall"
-    candidate_rates = rates(work, comparison.candidate.median, bandwidth_ceiling=bandwidth, compute_ceiling=compute,
-                            cold=True)
+    # Always armed on a GPU: the measured ceilings when cached, the datasheet peaks otherwise (bench.roof).
+    candidate_rates = rates(work, comparison.candidate.median, roof=current_roof(work), cold=True)
     baseline_summary = comparison.baseline
     noise = baseline_summary.relative_standard_error if baseline_summary.count > 1 else None
     return {"shape": shape_label(shape), "dtype": dtype, "speedup": comparison.speedup.value,

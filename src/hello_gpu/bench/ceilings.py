@@ -42,6 +42,7 @@ class Ceilings:
     graph_call_s: float | None = None              # device time per 1-element call inside a CUDA graph
     complete: bool = False
     measured_at: str = ""
+    quick: bool = False                            # measured with --quick: 1/8 of the copy, smaller matmuls
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -126,7 +127,8 @@ def measure_ceilings(*, quick: bool = False, progress: bool = True) -> Ceilings:
     from .timing import measure
     torch = torch_module()
     info = device_info()
-    ceilings = Ceilings(info.name, _driver_version(), measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    ceilings = Ceilings(info.name, _driver_version(), measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        quick=quick)
     copy_bytes = COPY_BYTES // (8 if quick else 1)
     size = MATMUL_SIZE // (2 if quick else 1)
     steps = ["copy", "read", *[f"matmul {d}" for d in MATMUL_DTYPES], "launch"]

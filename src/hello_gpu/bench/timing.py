@@ -56,7 +56,8 @@ from typing import Any, Callable, Sequence
 from ..runtime.device import device_info, torch_module
 from .records import CACHES
 from .stats import Summary, relative_standard_error, summarize
-from .work import Rates, Work, rates
+from .roof import current_roof
+from .work import Rates, Roof, Work, rates
 
 SETTLE_TOLERANCE = 0.05       # warm-up ends when 3 window medians agree within 5%
 WARMUP_WINDOW = 5
@@ -248,7 +249,8 @@ def measure(fn: Callable, *, work: Work | None = None, cache: str = "cold", grap
     call from an idle GPU, the host's launch path included (see the module's notes).
 
     ``work`` turns the time into GB/s and TFLOP/s; ``ceilings`` (a :class:`Ceilings`, default: the
-    cached measured ceilings of this device, if any) adds % of ceiling and the ``suspect`` flag.
+    cached measured ceilings of this device, else the datasheet's peaks; ``False``: none) adds % of
+    ceiling and the ``suspect`` flag (:mod:`hello_gpu.bench.roof`).
     If ``fn`` raises, the error propagates with its traceback and nothing is measured.
     """
     if not callable(fn):
@@ -266,16 +268,16 @@ def measure(fn: Callable, *, work: Work | None = None, cache: str = "cold", grap
     else:
         measurement = _measure_wall(fn, inputs, target_rse, max_seconds, min_repeats, max_repeats)
     if work is not None:
-        if ceilings is None and measurement.clock == "device-events":
-            from .ceilings import cached_ceilings
-            ceilings = cached_ceilings()
-        bandwidth = ceilings.copy_bytes_per_s if ceilings else None
-        compute = ceilings.matmul_flops_per_s.get(work.dtype) if ceilings and work.dtype else None
         measurement.work = work
-        measurement.rates = rates(work, measurement.median, bandwidth_ceiling=bandwidth, compute_ceiling=compute,
-                                  cold=measurement.cache == "cold")
-        if ceilings is None:
-            measurement.notes.append("no measured ceilings cached for this device: run `hello-gpu ceilings`")
+        # ceilings=False: no roof at all (the ceilings' own measurement). On the GPU the roof is always
+        # armed: the measured ceilings when cached, the datasheet peaks otherwise (bench.roof).
+        roof = Roof() if ceilings is False or measurement.clock != "device-events" else current_roof(work, ceilings)
+        measurement.rates = rates(work, measurement.median, roof=roof, cold=measurement.cache == "cold")
+        if ceilings is not False and measurement.clock == "device-events" and roof.copy_bandwidth is None:
+            measurement.notes.append("no measured ceilings cached for this device (`hello-gpu ceilings` measures "
+                                     "them): held against the datasheet peaks meanwhile"
+                                     if roof.bandwidth else "no measured ceilings cached and the device is not in "
+                                     "the datasheet table: nothing to hold the rates against; run `hello-gpu ceilings`")
     return measurement
 
 

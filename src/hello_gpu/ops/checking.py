@@ -12,6 +12,15 @@ For each (dtype, shape, distribution, seed) case:
 4. The output is compared with the spec's float64 reference under its tolerance, and its invariants.
 5. A rung declaring ``deterministic: yes`` (or any rung, where the spec requires it) runs a second
    time on the same inputs and must give the same bits.
+
+Memory scales with the problem (issue 17: a 6.4 GB softmax input made the old checker ask for 12 GiB
+more on a full H200). The stated bound, on the device: the problem's own footprint (its inputs and one
+output) plus at most twice that footprint for the checker's copies (the inputs kept to prove them
+unchanged; then the first output kept for the bitwise repeat, and the repeat's own output), plus
+CHECK_CHUNK_BYTES of float64 work at a time: ``memory_bound(footprint) = 3 x footprint + 1 GiB``. A copy
+the device's free memory cannot hold goes to host memory instead. A spec whose outputs are large gives
+its reference in chunks of output rows (``reference_chunks``, a :class:`ReferenceChunks`): each chunk
+is computed in float64, compared and dropped, so a float64 copy of the whole output never exists.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 from .rung import BuiltRung, Rung
 from .shapes import shape_label
@@ -30,6 +40,35 @@ SEED_COUNT = 3
 # many elements are checked (a few dozen programs a case; 1823x781 would take seconds a case).
 INTERPRETER_MAX_ELEMENTS = 2**16
 INTERPRETER_BFLOAT16 = "bfloat16 arithmetic is wrong in the Triton interpreter (TRITON_INTERPRET=1): checked on a GPU"
+
+
+# float64 work the checker does at a time (a chunk of the reference and its comparison), on top of the copies.
+CHECK_CHUNK_BYTES = 2**30
+CHECK_COPIES = 2          # footprints the checker may hold besides the problem's own (see the module's notes)
+
+
+def memory_bound(footprint_bytes: int) -> int:
+    """Device bytes a case may hold at most: the problem's footprint (inputs and one output), twice that
+    again for the checker's copies, and CHECK_CHUNK_BYTES of float64 work."""
+    return (1 + CHECK_COPIES) * footprint_bytes + CHECK_CHUNK_BYTES
+
+
+@dataclass
+class ReferenceChunks:
+    """A reference given in chunks of output rows (its leading dimension), for outputs whose float64
+    copy would not fit: ``chunks()`` yields ``(start, stop, expected)`` covering ``range(shape[0])`` in
+    order, ``expected`` the reference for output rows ``start:stop``, on the inputs' device.
+
+    ``dtype`` is what the reference was computed in; where it is not float64 (an operation that cannot be
+    split into rows and whose float64 forward does not fit), ``rtol_factor`` widens the relative
+    tolerance honestly (the reference then carries rounding of the same size as the kernel's) and
+    ``note`` says so in the evidence."""
+
+    shape: tuple
+    chunks: Callable[[], Iterator[tuple[int, int, Any]]]
+    dtype: str = "float64"
+    rtol_factor: float = 1.0
+    note: str = ""
 
 
 def fresh_seeds(count: int = SEED_COUNT) -> tuple[int, ...]:
@@ -50,6 +89,7 @@ class CaseResult:
     reason: str = ""
     max_abs_error: float | None = None
     max_rel_error: float | None = None
+    note: str = ""          # how the reference was computed, where not the spec's plain float64
 
     @property
     def skipped(self) -> bool:
@@ -111,6 +151,8 @@ class CheckReport:
                 "distributions": sorted({case.distribution for case in ran}),
                 "max_abs_error": self._worst("max_abs_error"), "max_rel_error": self._worst("max_rel_error"),
                 "deterministic_checked": self.deterministic_checked,
+                **({"reference_notes": sorted({case.note for case in ran if case.note})}
+                   if any(case.note for case in ran) else {}),
                 "checks": ["poisoned output", "inputs unchanged", "float64 reference", "invariants"]
                           + (["bitwise repeat"] if self.deterministic_checked else [])}
 
@@ -131,7 +173,34 @@ def tensor_bits(tensor):
 
 
 def _same_bits(a, b) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and bool(_torch().equal(tensor_bits(a), tensor_bits(b)))
+    """Bit-for-bit equal. Compared in slices of CHECK_CHUNK_BYTES (a whole-tensor ``==`` of a 6.4 GB
+    input would allocate 1.6 GB of booleans), each moved to the host when the two live on different
+    devices (a copy the device could not hold, see :func:`_kept_copy`)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    torch = _torch()
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    step = max(1, CHECK_CHUNK_BYTES // max(1, a.element_size()))
+    for start in range(0, flat_a.numel(), step):
+        part_a, part_b = flat_a[start:start + step], flat_b[start:start + step]
+        if part_a.device != part_b.device:
+            part_a, part_b = part_a.cpu(), part_b.cpu()
+        if not torch.equal(tensor_bits(part_a), tensor_bits(part_b)):
+            return False
+    return True
+
+
+def _kept_copy(tensor):
+    """A copy of ``tensor`` kept to compare against later: on its device when the device's free memory
+    (the caching allocator's unused blocks included) holds it with CHECK_CHUNK_BYTES to spare, else
+    in host memory, so a full GPU slows the check down instead of failing it."""
+    torch = _torch()
+    if tensor.device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(tensor.device)
+        free += torch.cuda.memory_reserved(tensor.device) - torch.cuda.memory_allocated(tensor.device)
+        if tensor.numel() * tensor.element_size() + CHECK_CHUNK_BYTES > free:
+            return tensor.cpu()
+    return tensor.clone()
 
 
 def poison_value(dtype):
@@ -202,16 +271,21 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
         return CaseResult(label, dtype, seed, distribution, reason is None, reason or "", max_abs, max_rel)
 
     inputs = spec.make_inputs(shape, dtype, seed=seed, distribution=distribution, device=device)
-    before = [tensor.clone() for tensor in inputs]
-    # On the inputs' device: a reference may compute elsewhere (a KernelBench problem's Model runs in
-    # float64 on the CPU), and the comparisons below mix it with the output.
-    expected = spec.reference(*inputs).to(device=inputs[0].device, dtype=torch.float64)
+    before = [_kept_copy(tensor) for tensor in inputs]
+    # A spec with large outputs gives its reference in row chunks, computed after the call and compared
+    # one at a time (see the module's notes); the placeholder on the meta device only carries the shape.
+    chunked = (spec.reference_chunks(*inputs, max_bytes=CHECK_CHUNK_BYTES // 8)
+               if hasattr(spec, "reference_chunks") else None)
+    # On the inputs' device: a reference may compute elsewhere, and the comparisons below mix it with the output.
+    expected = (torch.empty(chunked.shape, dtype=torch.float64, device="meta") if chunked is not None
+                else spec.reference(*inputs).to(device=inputs[0].device, dtype=torch.float64))
     rtol, atol = spec.tolerance(inputs, dtype) if hasattr(spec, "tolerance") else spec.TOLERANCE[dtype]
     try:
         output, problem = _call_poisoned(built, inputs, expected, device)
     except Exception as error:  # noqa: BLE001 - a rung that raises fails this case, with what it raised
         return result(f"raised {type(error).__name__}: {error}")
     changed = [index for index, (old, new) in enumerate(zip(before, inputs)) if not _same_bits(old, new)]
+    del before
     if changed:
         return result(f"wrote into its input(s) {changed}: inputs must be read-only")
     if problem:
@@ -221,24 +295,65 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
     if tuple(output.shape) != tuple(expected.shape) or output.dtype != inputs[0].dtype:
         return result(f"output is {tuple(output.shape)} {output.dtype}; expected {tuple(expected.shape)} "
                       f"{inputs[0].dtype} (the reference's shape, the input's dtype)")
-    unwritten = int((torch.isnan(output) & ~torch.isnan(expected)).sum()) if output.dtype.is_floating_point else 0
-    if unwritten:
-        how = "never written (still NaN poison)" if built.accepts_out else "NaN (unwritten memory, or a wrong result)"
-        return result(f"{unwritten} of {output.numel()} output elements {how}")
-    max_abs, max_rel, failure = compare_outputs(output, expected, rtol, atol)
-    if failure:
-        return result(failure, max_abs, max_rel)
+    if chunked is not None:
+        max_abs, max_rel, failure = _compare_chunks(output, chunked, rtol, atol, built.accepts_out)
+        if failure:
+            return result(failure, max_abs, max_rel)
+    else:
+        unwritten = int((torch.isnan(output) & ~torch.isnan(expected)).sum()) if output.dtype.is_floating_point else 0
+        if unwritten:
+            return result(f"{unwritten} of {output.numel()} output elements {_unwritten(built.accepts_out)}")
+        max_abs, max_rel, failure = compare_outputs(output, expected, rtol, atol)
+        if failure:
+            return result(failure, max_abs, max_rel)
     problems = spec.invariants(inputs, output) if hasattr(spec, "invariants") else []
     if problems:
         return result("; ".join(problems), max_abs, max_rel)
     if deterministic:
-        first = output.clone()
+        first = _kept_copy(output)
         again, _ = _call_poisoned(built, inputs, expected, device)
         if not _same_bits(first, again):
             differing = int((tensor_bits(first) != tensor_bits(again)).sum())
             return result(f"declared deterministic, but a second run on the same inputs differs in {differing} "
                           f"of {first.numel()} elements", max_abs, max_rel)
-    return result(None, max_abs, max_rel)
+    done = result(None, max_abs, max_rel)
+    done.note = chunked.note if chunked is not None else ""
+    return done
+
+
+def _unwritten(accepts_out: bool) -> str:
+    return "never written (still NaN poison)" if accepts_out else "NaN (unwritten memory, or a wrong result)"
+
+
+def _compare_chunks(output, reference: ReferenceChunks, rtol: float, atol: float,
+                    accepts_out: bool) -> tuple[float, float, str | None]:
+    """:func:`compare_outputs` over the reference's row chunks, each dropped before the next is made;
+    (max abs error, max rel error, why the first failing chunk fails or None)."""
+    torch = _torch()
+    rtol *= reference.rtol_factor
+    max_abs = max_rel = 0.0
+    covered = 0
+    for start, stop, expected in reference.chunks():
+        if start != covered:
+            raise ValueError(f"reference_chunks gave rows {start}:{stop} after {covered}: chunks must cover the rows in order")
+        got = output[start:stop]
+        expected = expected.to(device=got.device, dtype=torch.float64)
+        if tuple(expected.shape) != tuple(got.shape):
+            raise ValueError(f"reference_chunks gave a {tuple(expected.shape)} chunk for output rows {start}:{stop} "
+                             f"of shape {tuple(got.shape)}")
+        where = f"in output rows {start}:{stop} of {output.shape[0]}, "
+        unwritten = int((torch.isnan(got) & ~torch.isnan(expected)).sum()) if got.dtype.is_floating_point else 0
+        if unwritten:
+            return max_abs, max_rel, f"{where}{unwritten} of {got.numel()} elements {_unwritten(accepts_out)}"
+        chunk_abs, chunk_rel, failure = compare_outputs(got, expected, rtol, atol)
+        max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
+        if failure:
+            return max_abs, max_rel, where + failure
+        covered = stop
+        del got, expected
+    if covered != reference.shape[0]:
+        raise ValueError(f"reference_chunks covered {covered} of {reference.shape[0]} output rows")
+    return max_abs, max_rel, None
 
 
 def _dtype_skip(rung: Rung, built: BuiltRung, dtype: str) -> str | None:

@@ -3,11 +3,11 @@
 from .compiler import Binary, CompileOptions, cache_dir
 from .device import DeviceInfo, device_info, gpu_vendor
 from .errors import CompileError, HelloGpuError, KernelArgumentError, LaunchConfigError, NoGpuError
-from .kernel import Kernel, PreparedLaunch, cuda, hip
+from .kernel import Kernel, PreparedLaunch, cuda, empty_launches, hip
 from .signature import Parameter, Signature, SignatureError, parse_signature
 
 __all__ = [
     "Binary", "CompileError", "CompileOptions", "DeviceInfo", "HelloGpuError", "Kernel", "KernelArgumentError",
     "LaunchConfigError", "NoGpuError", "Parameter", "PreparedLaunch", "Signature", "SignatureError",
-    "cache_dir", "cuda", "device_info", "gpu_vendor", "hip", "parse_signature",
+    "cache_dir", "cuda", "device_info", "empty_launches", "gpu_vendor", "hip", "parse_signature",
 ]

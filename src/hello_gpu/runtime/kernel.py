@@ -54,6 +54,24 @@ def _current_raw_stream(device: int) -> int:
 _RAW_STREAM: list = []       # the query, looked up once: a getattr per launch is measurable at ~5 us a call
 
 
+# Launches skipped because their grid had no blocks (a size of 0), per kernel entry. Such a launch does
+# no work yet returns as if it had: the agent's sandbox reads this after a candidate's timed calls, so an
+# empty launch is evidence (issue 17), not a silent no-op.
+_EMPTY_LAUNCHES: dict[str, int] = {}
+_EMPTY_LOCK = threading.Lock()
+
+
+def empty_launches() -> dict[str, int]:
+    """Launches skipped for an empty grid since the process started: kernel entry name -> count."""
+    with _EMPTY_LOCK:
+        return dict(_EMPTY_LAUNCHES)
+
+
+def _count_empty_launch(entry: str) -> None:
+    with _EMPTY_LOCK:
+        _EMPTY_LAUNCHES[entry] = _EMPTY_LAUNCHES.get(entry, 0) + 1
+
+
 @dataclass
 class PreparedLaunch:
     """A launch with every argument checked and packed: calling it only launches.
@@ -94,6 +112,8 @@ class PreparedLaunch:
             else:   # the launch goes to the current context: make it the tensors' device
                 with torch_module().cuda.device(self.device):
                     self._launch_raw(*self._arguments, stream, self.params_address)
+        else:
+            _count_empty_launch(self.kernel.entry)
         return self.result
 
 
@@ -449,6 +469,7 @@ class CallPlan:
         self.device = launch.device
         self.stream = launch.stream                   # None: the current stream at each call
         self.skip = math.prod(launch.grid) == 0
+        self.entry = kernel.entry
         self.launch_raw = kernel._launcher()
         self.lock = threading.Lock()                  # the buffer is shared: one writer at a time
         self.torch = torch_module()
@@ -485,6 +506,8 @@ class CallPlan:
                 else:   # the launch goes to the current context: make it the tensors' device
                     with torch.cuda.device(self.device):
                         self.launch_raw(*self.arguments, stream_handle, self.params_address)
+            else:
+                _count_empty_launch(self.entry)
         if self.single_output is not None:
             return tensors[self.single_output]
         outputs = [tensor for tensor, is_output in zip(tensors, self.is_output) if is_output]

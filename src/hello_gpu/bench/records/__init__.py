@@ -31,7 +31,8 @@ Schema ``hello-gpu/record/1``
                     "ci95": [lo, hi],          # lo <= median <= hi
                     "count": int > 0, "relative_standard_error": float | null,
                     "cache": "cold" | "cold-clean" | "warm", "graph": bool, "clock": "device-events" | "wall"},
-         "work": {"bytes": float, "flops": float, "dtype": str | null} | null,      # Work.to_dict()
+         "work": {"bytes": float, "flops": float, "dtype": str | null,            # Work.to_dict(); the split
+                  "read_bytes": float, "written_bytes": float} | null,              # only where stated
          "derived": {"gb_per_s", "tflop_per_s", ..., "suspect": str | null} | null, # Rates.to_dict()
          "speedups": {"<baseline variant>": {"value": float, "ci95": [lo, hi], "pairs": int,
                                              "verdict": "faster" | "slower" | "within noise"}},  # optional
