@@ -182,3 +182,10 @@ def test_the_gate_lists_a_file_without_kernels_as_skipped(tmp_path):
     report = compile_gate.check([path], arch="sm_90", amd=False)
     (row,) = report.kernels
     assert row.skipped and row.nvidia.error == "no __global__ kernel in this file"
+
+
+def test_text_the_reader_cannot_place_is_left_to_the_compiler():
+    # Braces behind macros: the reader keeps what it cannot classify, and the kernel compiles as written.
+    source = "#define OPEN {\n#define CLOSE }\n__global__ void k(float* x) OPEN x[0] = 1.0f; CLOSE\n"
+    assert device_source(source).text == source
+    assert hg.hip(source, arch="sm_90").binary.lowered_name == "_Z1kPf"

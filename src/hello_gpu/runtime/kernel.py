@@ -26,9 +26,9 @@ from .device import DeviceInfo, arch_limits, device_info, gpu_vendor, torch_modu
 from .checks import (bind_arguments, check_no_overlap, check_shared_memory, check_tensor, launch_dimensions,
                      normalise_dims, pack_scalar)
 from .errors import CompileError, KernelArgumentError, LaunchConfigError, NoGpuError
-from .program import device_source
+from .program import DeviceSource, ProgramError, device_source
 from .resources import Occupancy, Resources, estimate_occupancy, resources_from_ptxas
-from .signature import Signature, parse_signature
+from .signature import Signature, find_kernels, parse_signature
 
 DEFAULT_BLOCK = 256
 _POINTER_BYTES = 8
@@ -104,6 +104,12 @@ def compile_target(arch: str | None) -> tuple[str, str] | None:
     return check_target()
 
 
+def check_note(arch: str) -> str:
+    """The line a compile error gets when it came from compiling for a check target (no GPU visible)."""
+    return (f"(compiled for {arch} as a check, since no GPU is visible; pass arch='gfx1201' or arch='sm_90' "
+            f"to choose the target)")
+
+
 class Kernel:
     """A kernel compiled from inline source, callable on PyTorch tensors."""
 
@@ -114,8 +120,13 @@ class Kernel:
         if not isinstance(source, str) or "__global__" not in source:
             raise ValueError("source must be a string holding at least one __global__ kernel")
         # A whole program (kernels plus main(), hipMalloc, <vector>...) compiles as its device half:
-        # host code blanked out, so the compiler's line numbers are still the source's own.
-        device = device_source(source, name or "the source")
+        # host code blanked out, so the compiler's line numbers are still the source's own. Source whose
+        # structure the text reader cannot follow (braces hidden in macros) goes to the compiler as it is:
+        # the compiler is the judge there, and hg.load reports what was not understood.
+        try:
+            device = device_source(source, name or "the source")
+        except ProgramError:
+            device = DeviceSource(source, find_kernels(source))
         if entry is None:
             kernels = [kernel.qualified_name for kernel in device.kernels]
             if len(kernels) != 1:
@@ -192,8 +203,7 @@ class Kernel:
                                               use_cache=self.use_cache).for_entry(expression)
             except CompileError as error:
                 if self.checked_only:
-                    error.add_note_line(f"(compiled for {arch} as a check, since no GPU is visible; "
-                                        f"pass arch='gfx1201' or arch='sm_90' to choose the target)")
+                    error.add_note_line(check_note(arch))
                 raise
         return self._binary
 

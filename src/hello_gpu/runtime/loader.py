@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .compiler import CompileOptions, compile_source
 from .errors import CompileError
-from .kernel import Kernel, compile_target
+from .device import gpu_vendor
+from .kernel import Kernel, check_note, compile_target
 from .program import LeftOut, ProgramError, device_source, read_program
 from .signature import KernelDeclaration, SignatureError, parse_signature
 
@@ -62,9 +63,8 @@ class KernelModule:
                                         dialect=dialect, vendor=target[0], arch=target[1], options=options,
                                         use_cache=use_cache)
             except CompileError as error:
-                if arch is None and target[1] != arch and compile_target(None) == target and _no_gpu():
-                    error.add_note_line(f"(compiled for {target[1]} as a check, since no GPU is visible; "
-                                        f"pass arch='gfx1201' or arch='sm_90' to choose the target)")
+                if arch is None and gpu_vendor() is None:
+                    error.add_note_line(check_note(target[1]))
                 raise
         for qualified, expression in expressions.items():
             self._kernels[qualified] = Kernel(source, qualified, **self._options,
@@ -152,11 +152,6 @@ class KernelModule:
             lines.append("  left out (host code, or not used by a kernel): "
                          + ", ".join(str(part) for part in self.left_out))
         return "\n".join(lines) + ">"
-
-
-def _no_gpu() -> bool:
-    from .device import gpu_vendor
-    return gpu_vendor() is None
 
 
 def load(path_or_source, *, dialect: str | None = None, arch: str | None = None, name: str | None = None,

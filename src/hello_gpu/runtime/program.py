@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .prelude import STANDARD_HEADERS
-from .signature import KernelDeclaration, find_kernels, strip_comments
+from .signature import KernelDeclaration, find_kernels, split_top_level, strip_comments
 
 
 class ProgramError(ValueError):
@@ -145,28 +145,12 @@ def _declared_names(head: str, kind: str) -> list[str]:
         match = re.search(r"([A-Za-z_]\w*)\s*\(", head)
         return [match.group(1)] if match else []
     names = []
-    for part in _split_commas(head):
+    for part in split_top_level(head):
         declarator = re.split(r"[=\[{(]", part, maxsplit=1)[0]
         words = _IDENTIFIER.findall(declarator)
         if words:
             names.append(words[-1])
     return names
-
-
-def _split_commas(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
-    for char in text:
-        if char in "([{<":
-            depth += 1
-        elif char in ")]}>":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return parts
 
 
 @dataclass
@@ -201,6 +185,10 @@ def _classify(code: str, start: int, end: int, body_start: int | None) -> _Decla
         return _Declaration(start, end, head, "host-function", _declared_names(head, "function"))   # a prototype
     if re.search(r"\b(constexpr|const)\b", before_value):
         return _Declaration(start, end, head, "constant", _declared_names(bare.rstrip(";"), "constant"))
+    # A variable has a type and a name (`float* d_a;`, `int count = 0;`); anything else (a macro used as
+    # a statement, text we cannot read) stays, and the compiler judges it.
+    if len(_IDENTIFIER.findall(before_value)) < 2 and "*" not in before_value:
+        return _Declaration(start, end, head, "keep", [])
     return _Declaration(start, end, head, "host-variable", _declared_names(bare.rstrip(";"), "constant"))
 
 

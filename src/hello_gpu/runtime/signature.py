@@ -181,7 +181,8 @@ def strip_comments(source: str) -> str:
     return re.sub(pattern, blank, source, flags=re.S)
 
 
-def _split_top_level(text: str, separator: str = ",") -> list[str]:
+def split_top_level(text: str, separator: str = ",") -> list[str]:
+    """``text`` split at ``separator`` outside brackets: "a<b, c>, d(e, f)" -> ["a<b, c>", "d(e, f)"]."""
     parts, depth, current = [], 0, []
     for char in text:
         if char in "(<[{":
@@ -310,7 +311,7 @@ def _parse_entry(entry: str) -> tuple[str, str | None, list[str]]:
     qualifier = re.sub(r"\s+", "", match.group(1)) if match.group(1).strip() else None
     if qualifier is not None:
         qualifier = qualifier.strip(":")
-    arguments = _split_top_level(match.group(3)) if match.group(3) is not None else []
+    arguments = split_top_level(match.group(3)) if match.group(3) is not None else []
     return match.group(2), qualifier, arguments
 
 
@@ -322,7 +323,7 @@ def _template_parameters(clean: str, declaration_start: int) -> list[tuple[str, 
     if not match:
         return None
     parameters = []
-    for part in _split_top_level(match.group(1)):
+    for part in split_top_level(match.group(1)):
         part = part.split("=")[0].strip()
         words = part.replace("...", " ").split()
         if len(words) < 2:
@@ -483,7 +484,7 @@ def parse_signature(source: str, entry: str) -> Signature:
     body = clean[open_index + 1:close_index].strip()
     parameters: list[Parameter] = []
     if body and body != "void":
-        parameters = [_parse_parameter(part, substitutions, entry) for part in _split_top_level(body)]
+        parameters = [_parse_parameter(part, substitutions, entry) for part in split_top_level(body)]
     names = [p.name for p in parameters]
     duplicated = {n for n in names if names.count(n) > 1}
     if duplicated:
