@@ -7,6 +7,7 @@ unless HG_REQUIRE_AMD_GATE=1, where a missing toolchain is a failure (CI sets it
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,26 @@ __global__ void hg_scale(float* p) {
     precise = _compiled(compile_for_amd(source, defines={"BLOCK": "128", "SCALE": "3.0f"}))
     assert "v_div_scale" in precise.assembly
     assert not compile_for_amd(source, defines={"BLOCK": "64", "SCALE": "3.0f"}).ok
+
+
+STANDARD_NAMES = (Path(__file__).parent / "fixtures" / "runtime" / "standard_names.hip").read_text()
+
+
+@pytest.mark.parametrize("arch, dialect", [("gfx1201", "hip"), ("gfx942", "hip"), ("gfx1201", "cuda")])
+def test_standard_names_compile_for_amd_with_their_values(arch, dialect):
+    # The same static_asserts as on NVIDIA (tests/test_compiler.py): the values of INFINITY, FLT_MAX,
+    # std::numeric_limits... from the real C/C++ headers agree with the NVIDIA prelude's.
+    name = "standard_names.hip" if dialect == "hip" else "standard_names.cu"
+    result = _compiled(compile_for_amd(STANDARD_NAMES, name=name, dialect=dialect, arch=arch))
+    # size_t is unsigned long (m), ptrdiff_t and <cstdint>'s int64_t are long (l), uint32_t unsigned (j).
+    assert ".amdhsa_kernel _Z1kPKfPfmllj" in result.assembly
+
+
+def test_kernels_in_namespaces_are_emitted():
+    source = """\
+namespace { __global__ void hidden(float* x) { x[threadIdx.x] = 1.0f; } }
+namespace course { __global__ void named(float* x) { x[threadIdx.x] = 2.0f; } }
+"""
+    result = _compiled(compile_for_amd(source, name="spaces.hip"))
+    assert ".amdhsa_kernel _ZN12_GLOBAL__N_16hiddenEPf" in result.assembly
+    assert ".amdhsa_kernel _ZN6course5namedEPf" in result.assembly

@@ -37,8 +37,20 @@ def _problems(report, vendor: str) -> str:
 
 def test_the_gate_sees_the_examples(report):
     assert {"examples/vector_add.hip", "examples/reduce_warp_shuffle.hip", "examples/saxpy.cu",
-            "examples/scale_template.hip", "examples/course_style.hip"} <= set(report.files)
+            "examples/scale_template.hip", "examples/course_style.hip", "examples/course_kernels.hip",
+            "tests/fixtures/runtime/standard_names.hip"} <= set(report.files)
     assert not any(part.startswith(".") for f in report.files for part in Path(f).parts)
+
+
+def test_a_whole_course_program_compiles_kernel_by_kernel_on_both_vendors(report):
+    """The course-style file (kernels plus main() with hipMalloc and <vector>) is compiled as its device
+    half on both vendors, so the gates agree; main() instantiates tiled<16>, and that is checked too."""
+    rows = {row.kernel: row for row in report.kernels if row.file == "examples/course_kernels.hip"}
+    assert list(rows) == ["vector_add_v1", "vector_add_v2_grid_stride", "vector_add_v3_float4", "block_sum_shared",
+                          "row_max_finite", "row_softmax", "scale_clamp", "tiled<16>"]
+    assert all(row.nvidia.status == "ok" and row.nvidia.registers for row in rows.values())
+    if AMD_TOOLS:
+        assert all(row.amd.status == "ok" for row in rows.values())
 
 
 def test_every_kernel_compiles_for_sm_90(report):

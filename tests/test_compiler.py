@@ -7,6 +7,7 @@ import pytest
 
 import hello_gpu as hg
 from hello_gpu.runtime import compiler
+from hello_gpu.runtime.clang_hip import INSTALL_HINT, find_clang
 from hello_gpu.runtime.device import gpu_vendor
 
 VECTOR_ADD = r"""
@@ -179,11 +180,94 @@ def test_sass_when_a_disassembler_is_present():
 
 
 @pytest.mark.skipif(gpu_vendor() is not None, reason="checks the no-GPU behaviour")
-def test_without_gpu_or_arch_the_kernel_is_parsed_but_not_compiled():
+def test_without_gpu_or_arch_the_kernel_is_compiled_for_a_check_target():
     kernel = hg.hip(VECTOR_ADD)
-    assert "not compiled yet" in repr(kernel)
-    with pytest.raises(hg.NoGpuError, match="pass arch='sm_90'"):
-        kernel.compile()
+    assert kernel.binary.arch == "sm_90" and kernel.checked_only
+    assert "compiled for sm_90 as a check (no GPU visible)" in repr(kernel)
+    broken = VECTOR_ADD.replace("a[i] + b[i]", "a[i] + missing_value")
+    with pytest.raises(hg.CompileError) as caught:         # at definition, not at the first call
+        hg.hip(broken)
+    assert "vector_add.hip:4:" in str(caught.value)
+    assert "compiled for sm_90 as a check, since no GPU is visible" in str(caught.value)
+
+
+@pytest.mark.skipif(find_clang() is None, reason=f"no clang for the AMD path ({INSTALL_HINT})")
+def test_amd_arch_without_hip_python_compiles_through_clang():
+    if compiler.hip_python_available():
+        pytest.skip("hip-python is installed: gfx targets compile through hipRTC here")
+    kernel = hg.hip(VECTOR_ADD, arch="gfx1201")
+    assert (kernel.binary.vendor, kernel.binary.arch) == ("amd", "gfx1201")
+    assert kernel.binary.lowered_name == "_Z10vector_addPKfS0_Pfi"
+    assert ".amdhsa_kernel _Z10vector_addPKfS0_Pfi" in kernel.asm("isa")
+    broken = VECTOR_ADD.replace("a[i] + b[i]", "a[i] + missing_value")
+    with pytest.raises(hg.CompileError, match=r"vector_add.hip:4:\d+: error: use of undeclared identifier"):
+        hg.hip(broken, arch="gfx1201")
+
+
+# Every standard name the course's kernels use, with its value checked by static_asserts.
+STANDARD_NAMES = (Path(__file__).parent / "fixtures" / "runtime" / "standard_names.hip").read_text()
+
+
+@pytest.mark.parametrize("dialect", ["hip", "cuda"])
+def test_standard_names_compile_for_sm90_with_their_values(dialect):
+    kernel = hg.Kernel(STANDARD_NAMES, dialect=dialect, arch="sm_90")
+    assert kernel.binary.image
+    # Packed as their real widths: size_t 8 bytes unsigned, ptrdiff_t 8 signed, uint32_t 4.
+    assert [p.dtype for p in kernel.signature.parameters[2:]] == ["uint64", "int64", "int64", "uint32"]
+    assert kernel.binary.lowered_name == "_Z1kPKfPfmlxj"      # m: unsigned long, l: long, x: long long
+
+
+def test_a_wrong_value_fails_the_standard_names_check():
+    # The static_asserts above can fail: one wrong value is a compile error.
+    with pytest.raises(hg.CompileError, match="float max"):
+        hg.hip(STANDARD_NAMES.replace("FLT_MAX == 3.40282347e+38F", "FLT_MAX == 3.4e+38F"), arch="sm_90")
+
+
+def test_the_prelude_does_not_shift_line_numbers():
+    # Every standard header included, then an error on line 9.
+    lines = STANDARD_NAMES.splitlines()
+    source = lines[:lines.index("#include <algorithm>") + 1] + ["__global__ void k(float* x) { x[0] = undeclared; }"]
+    with pytest.raises(hg.CompileError) as caught:
+        hg.hip("\n".join(source), arch="sm_90")
+    assert f"k.hip:{len(source)}:" in str(caught.value) and len(source) == 10
+
+
+NAMESPACED = r"""
+namespace {
+__global__ void hidden(float* x) { x[threadIdx.x] = 1.0f; }
+}
+namespace course { namespace v2 {
+__global__ void named(float* x) { x[threadIdx.x] = 2.0f; }
+template <int K> __global__ void scaled(float* x) { x[threadIdx.x] *= K; }
+} }
+"""
+
+
+def test_kernels_in_namespaces_get_the_symbol_nvrtc_names():
+    hidden = hg.hip(NAMESPACED, entry="hidden", arch="sm_90", name="spaces.hip")
+    # An anonymous namespace's mangling hashes the file name: only the compiler can say it.
+    assert hidden.binary.lowered_name.startswith("_ZN") and "_GLOBAL__N_" in hidden.binary.lowered_name
+    assert hidden.binary.lowered_name.endswith("6hiddenEPf")
+    assert f".entry {hidden.binary.lowered_name}(" in hidden.binary.ptx
+    named = hg.hip(NAMESPACED, entry="named", arch="sm_90")
+    assert named.binary.lowered_name == "_ZN6course2v25namedEPf"
+    scaled = hg.hip(NAMESPACED, entry="course::v2::scaled<3>", arch="sm_90")
+    assert scaled.binary.lowered_name == "_ZN6course2v26scaledILi3EEEvPf"
+
+
+def test_one_program_many_entries():
+    source = VECTOR_ADD + NAMESPACED
+    binary = compiler.compile_source(source, ("vector_add", "course::v2::named"), file_name="two.hip", dialect="hip",
+                                     vendor="nvidia", arch="sm_90", options=compiler.CompileOptions.make(),
+                                     use_cache=False)
+    assert binary.lowered_names == {"vector_add": "_Z10vector_addPKfS0_Pfi",
+                                    "course::v2::named": "_ZN6course2v25namedEPf"}
+    named = binary.for_entry("course::v2::named")
+    assert named.lowered_name == "_ZN6course2v25namedEPf" and named.image == binary.image
+    # Each view's log holds its own kernel's ptxas report only.
+    assert "_ZN6course2v25namedEPf" in named.log and "_Z10vector_addPKfS0_Pfi" not in named.log
+    with pytest.raises(KeyError, match="was not compiled here"):
+        binary.for_entry("hidden")
 
 
 def test_cache_dir_follows_environment(tmp_path, monkeypatch):

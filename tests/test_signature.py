@@ -2,7 +2,7 @@
 
 import pytest
 
-from hello_gpu.runtime.signature import SignatureError, list_kernels, parse_signature
+from hello_gpu.runtime.signature import SignatureError, find_kernels, list_kernels, parse_signature
 
 VECTOR_ADD = r"""
 // a comment mentioning __global__ void fake(int x) must not confuse the parser
@@ -78,6 +78,47 @@ def test_template_needs_instantiation_by_name():
         parse_signature(source, "scale<float>")
 
 
+@pytest.mark.parametrize("declaration, kind, dtype", [
+    # The standard spellings, packed as their real width and signedness (LP64 device code).
+    ("std::size_t n", "int", "uint64"),
+    ("::size_t n", "int", "uint64"),
+    ("ptrdiff_t n", "int", "int64"),
+    ("std::ptrdiff_t n", "int", "int64"),
+    ("std::int64_t n", "int", "int64"),
+    ("std::uint32_t mask", "int", "uint32"),
+    ("uint32_t mask", "int", "uint32"),
+    ("std::int8_t small", "int", "int8"),
+    ("std::uint16_t half_word", "int", "uint16"),
+    ("intptr_t address", "int", "int64"),
+    ("std::uintptr_t address", "int", "uint64"),
+    ("unsigned long int count", "int", "uint64"),
+    ("long unsigned int count", "int", "uint64"),
+    ("long long int total", "int", "int64"),
+    ("short int s", "int", "int16"),
+    ("signed x", "int", "int32"),
+    ("unsigned u", "int", "uint32"),
+    ("signed char c", "int", "int8"),
+    ("const std::size_t n", "int", "uint64"),
+])
+def test_standard_integer_spellings(declaration, kind, dtype):
+    (parameter,) = parse_signature(f"__global__ void k({declaration}) {{}}", "k").parameters
+    assert not parameter.is_pointer and parameter.kind == kind and parameter.dtype == dtype
+    assert parameter.c_type == declaration.rsplit(" ", 1)[0].replace("const ", "")   # shown as written
+
+
+def test_pointers_to_standard_integers():
+    source = "__global__ void k(const std::int64_t* __restrict__ x, std::uint8_t* y, const std::size_t* z) {}"
+    x, y, z = parse_signature(source, "k").parameters
+    assert (x.dtype, x.is_input, x.c_type) == ("int64", True, "const std::int64_t*")
+    assert (y.dtype, y.is_output) == ("uint8", True)
+    assert z.dtype == "uint64"
+
+
+def test_std_size_t_is_the_size_that_defaults_to_numel():
+    (_, n) = parse_signature("__global__ void k(const float* x, std::size_t n) {}", "k").parameters
+    assert n.is_size
+
+
 @pytest.mark.parametrize("declaration, message", [
     ("float** x", "pointer to a pointer"),
     ("float& x", "reference"),
@@ -85,6 +126,7 @@ def test_template_needs_instantiation_by_name():
     ("const Foo* x", "cannot match to a tensor dtype"),
     ("float x[4]", "array"),
     ("int", "has no name"),
+    ("std::size_t", "has no name"),
 ])
 def test_refusals_name_the_parameter(declaration, message):
     with pytest.raises(SignatureError, match=message):
@@ -104,3 +146,72 @@ def test_list_kernels_ignores_comments_and_launch_bounds():
 def test_no_parameters():
     assert parse_signature("__global__ void k(void) {}", "k").parameters == ()
     assert parse_signature("__global__ void k() {}", "k").parameters == ()
+
+
+@pytest.mark.parametrize("declaration, named", [
+    ("std::string s", "'std::string'"),
+    ("std::complex<float> z", "'std::complex<float>'"),
+    ("std::vector<float> v", "'std::vector<float>'"),
+    ("ns::Thing<3> t", "'ns::Thing<3>'"),
+])
+def test_an_unknown_type_is_named_and_std_types_are_not_called_structs(declaration, named):
+    with pytest.raises(SignatureError) as caught:
+        parse_signature(f"__global__ void k(float* x, {declaration}) {{}}", "k")
+    message = str(caught.value)
+    assert f"has type {named}" in message
+    assert "struct" not in message
+    # ...and it lists what is supported, standard names included.
+    for supported in ("float", "int64_t", "size_t", "ptrdiff_t", "unsigned long long"):
+        assert supported in message
+
+
+def test_unknown_pointee_lists_the_element_types():
+    with pytest.raises(SignatureError) as caught:
+        parse_signature("__global__ void k(const std::complex<float>* z) {}", "k")
+    message = str(caught.value)
+    assert "points to 'std::complex<float>'" in message and "float4" in message and "__half" in message
+    assert "struct" not in message
+
+
+NAMESPACED = """\
+namespace course {
+namespace {
+template <int TILE>
+__global__ void tiled(const float* a, float* c, std::size_t n) {}
+}  // namespace
+__global__ void scale(float* x, float alpha, int n) {}
+}  // namespace course
+namespace {
+__global__ void hidden(float* x) {}
+}
+namespace other { __global__ void scale(double* x, double alpha, int n) {} }
+__global__ void declared_first(float* x);
+__global__ void declared_first(float* x) { x[0] = 1.0f; }
+"""
+
+
+def test_kernels_in_namespaces_are_found_with_their_scope():
+    kernels = [(k.qualified_name, k.line, k.template, k.anonymous) for k in find_kernels(NAMESPACED)]
+    assert kernels == [("course::tiled", 4, True, True), ("course::scale", 6, False, False),
+                       ("hidden", 9, False, True), ("other::scale", 11, False, False),
+                       ("declared_first", 12, False, False)]
+
+
+def test_the_name_expression_is_qualified_by_the_namespace():
+    assert parse_signature(NAMESPACED, "tiled<16>").name_expression == "course::tiled<16>"
+    assert parse_signature(NAMESPACED, "course::scale").name_expression == "course::scale"
+    assert parse_signature(NAMESPACED, "other::scale").parameters[0].dtype == "float64"
+    assert parse_signature(NAMESPACED, "hidden").name_expression == "hidden"   # anonymous: no qualifier
+    assert parse_signature(VECTOR_ADD, "vector_add").name_expression == "vector_add"
+
+
+def test_a_name_in_two_namespaces_must_be_qualified():
+    with pytest.raises(SignatureError, match=r"in 2 namespaces \(course::scale, other::scale\); say which"):
+        parse_signature(NAMESPACED, "scale")
+    with pytest.raises(SignatureError, match="no __global__ function named 'nowhere::scale'"):
+        parse_signature(NAMESPACED, "nowhere::scale")
+
+
+def test_a_kernel_declared_then_defined_is_read_at_its_definition():
+    signature = parse_signature(NAMESPACED, "declared_first")
+    assert signature.line == 13 and [p.name for p in signature.parameters] == ["x"]

@@ -4,6 +4,9 @@
     add = hg.hip(SOURCE, entry="vector_add")
     c = add(a, b, block=256)
 
+    course = hg.load("kernels.hip")          # every kernel of a whole course file (main() left out)
+    c = course.vector_add_v3_float4(a, b)
+
 In a notebook: ``%load_ext hello_gpu`` then ``%%hip NAME``.
 """
 
@@ -16,12 +19,13 @@ import os
 os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
 
 from .runtime import (  # noqa: E402 - the variable above must be set first
-    CompileError, HelloGpuError, Kernel, KernelArgumentError, LaunchConfigError, NoGpuError, SignatureError, cuda, hip)
+    CompileError, HelloGpuError, Kernel, KernelArgumentError, KernelModule, LaunchConfigError, NoGpuError, ProgramError,
+    SignatureError, cuda, hip, load)
 
 __version__ = "0.1.0"
 
-__all__ = ["CompileError", "HelloGpuError", "Kernel", "KernelArgumentError", "LaunchConfigError", "NoGpuError",
-           "SignatureError", "cuda", "hip", "__version__"]
+__all__ = ["CompileError", "HelloGpuError", "Kernel", "KernelArgumentError", "KernelModule", "LaunchConfigError",
+           "NoGpuError", "ProgramError", "SignatureError", "cuda", "hip", "load", "__version__"]
 
 
 def __getattr__(name: str):

@@ -1,18 +1,33 @@
 """Notebook cell magics: ``%load_ext hello_gpu`` then ``%%hip NAME`` or ``%%cuda NAME``.
 
-The cell body is the kernel source; the magic builds ``hello_gpu.hip(...)`` / ``hello_gpu.cuda(...)``
-and binds the :class:`~hello_gpu.Kernel` to ``NAME`` in the notebook. A failed build shows only the
-error text (a compile error points at the user's own line) and leaves ``NAME`` as it was.
+The cell body is kernel source, or a whole program (kernels plus ``main()``; host code is left out of
+the compile, see :mod:`hello_gpu.runtime.program`). The magic binds ``NAME`` in the notebook to:
+
+- the kernel ``--entry`` names, or the kernel called ``NAME``, or the cell's only kernel: a
+  :class:`~hello_gpu.Kernel`;
+- otherwise (several kernels, or a template) every kernel of the cell: a
+  :class:`~hello_gpu.runtime.loader.KernelModule` (``NAME.vector_add(...)``, ``NAME["tiled<16>"]``).
+
+The kernels are compiled at once: for the visible GPU, for ``--arch``, or without either for a check
+target (sm_90 through NVRTC), so a mistake shows when the cell runs. A failed build makes the cell
+fail (IPython's ``UsageError``: the message, no traceback) with each error at its line *of the cell*,
+the ``%%hip`` line being line 1, and leaves ``NAME`` as it was.
+
+IPython refuses a cell magic whose body is empty before calling it, so ``%%hip --help`` alone in a
+cell is turned into the line magic ``%hip --help``, which prints the options.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
-import sys
+
+from IPython.core.error import UsageError
 
 from .runtime import HelloGpuError, cuda, gpu_vendor, hip
-from .runtime.signature import list_kernels
+from .runtime.loader import KernelModule
+from .runtime.program import device_source
 
 
 class _Stop(Exception):
@@ -21,7 +36,7 @@ class _Stop(Exception):
 
 class _Parser(argparse.ArgumentParser):
     # argparse calls sys.exit on --help and on bad arguments; in a notebook that surfaces as a
-    # SystemExit traceback, so turn both into an exception the magic catches quietly.
+    # SystemExit traceback, so turn both into an exception the magic handles.
     def exit(self, status=0, message=None):
         raise _Stop(message.strip() if message else "")
 
@@ -31,10 +46,13 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser(magic: str, suffix: str) -> _Parser:
     parser = _Parser(prog=f"%%{magic}", allow_abbrev=False,
-                     description=f"Compile the cell as a {magic.upper()} kernel and bind it to NAME.")
+                     description=f"Compile the cell's {magic.upper()} kernels and bind them to NAME: the kernel "
+                                 f"--entry names, or the one called NAME, or the cell's only kernel; with several "
+                                 f"(a whole program), NAME holds them all (NAME.kernel_name, NAME[\"tiled<16>\"]).")
     parser.add_argument("name", metavar="NAME", help=f"variable to bind; also the file name in errors (NAME{suffix})")
-    parser.add_argument("--entry", help="kernel to call (default: NAME if the cell defines it, else the only kernel)")
-    parser.add_argument("--arch", help="target, e.g. sm_90 or gfx1201 (default: the visible GPU)")
+    parser.add_argument("--entry", help="kernel to bind (default: NAME if the cell defines it, else the only kernel)")
+    parser.add_argument("--arch", help="target, e.g. sm_90 or gfx1201 (default: the visible GPU; without one, "
+                                       "sm_90 through NVRTC, as a check)")
     parser.add_argument("-D", dest="defines", action="append", default=[], metavar="K=V", help="define a macro")
     parser.add_argument("--std", default="c++17", help="C++ standard (default: c++17)")
     # "-O3" parses as -O with value 3, like a compiler flag.
@@ -49,30 +67,57 @@ def _build(shell, magic: str, build, suffix: str, line: str, cell: str) -> None:
         args = parser.parse_args(shlex.split(line))
     except _Stop as stop:  # --help (usage already printed to stdout) or a usage error
         if str(stop):
-            print(stop, file=sys.stderr)
+            raise UsageError(str(stop)) from None
         return
     except ValueError as error:  # shlex: unbalanced quotes
-        print(f"%%{magic}: error: {error}", file=sys.stderr)
-        return
+        raise UsageError(f"%%{magic}: error: {error}") from None
     if not args.name.isidentifier():
-        print(f"%%{magic}: error: NAME must be a Python identifier, got {args.name!r}", file=sys.stderr)
-        return
+        raise UsageError(f"%%{magic}: error: NAME must be a Python identifier, got {args.name!r}")
 
-    # Naming the cell after its kernel is the common case, so NAME doubles as the entry; otherwise
-    # entry=None lets the Kernel pick the only kernel or list the candidates.
-    entry = args.entry or (args.name if args.name in list_kernels(cell) else None)
+    # The %%hip line is the cell's line 1: one newline in front makes the compiler's line numbers the
+    # cell's own, as the notebook shows them.
+    source = "\n" + cell
+    options = dict(arch=args.arch, defines=args.defines, std=args.std, optimization=f"-O{args.opt}",
+                   fast_math=args.fast_math, name=f"{args.name}{suffix}")
     try:
-        kernel = build(cell, entry, arch=args.arch, defines=args.defines, std=args.std,
-                       optimization=f"-O{args.opt}", fast_math=args.fast_math, name=f"{args.name}{suffix}")
-    except (HelloGpuError, ValueError) as error:  # SignatureError and option errors are ValueErrors
+        kernels = device_source(source, f"{args.name}{suffix}").kernels
+        names = {kernel.name for kernel in kernels} | {kernel.qualified_name for kernel in kernels}
+        plain = [kernel for kernel in kernels if not kernel.template]
+        if args.entry or args.name in names or (len(kernels) == 1 and plain):
+            # Naming the cell after its kernel is the common case, so NAME doubles as the entry.
+            entry = args.entry or (args.name if args.name in names else None)
+            bound = build(source, entry, **options)
+        else:
+            bound = KernelModule(source, dialect=magic, **options)
+    except (HelloGpuError, ValueError) as error:  # SignatureError, ProgramError and option errors are ValueErrors
         # The message is the whole story (file:line, the line, a caret); a traceback would bury it.
-        print(error, file=sys.stderr)
+        raise UsageError(str(error)) from None
+    shell.user_ns[args.name] = bound
+    if isinstance(bound, KernelModule):
+        listed = ", ".join(f"{args.name}.{k.name}" if not k.template else f'{args.name}["{k.name}<...>"]'
+                           for k in bound.declarations)
+        print(f"{args.name}: {len(bound.declarations)} kernels: {listed}")
+    if args.arch is None and gpu_vendor() is None and bound.target is not None:
+        print(f"{args.name}: compiled for {bound.target[1]} as a check (no GPU visible; calling it needs one)")
+
+
+_HELP_CELL = re.compile(r"\s*%%(hip|cuda)\b(.*)$")
+
+
+def _help_cell(lines: list[str]) -> list[str]:
+    """``%%hip --help`` alone in a cell -> ``%hip --help`` (IPython refuses empty cell magics first)."""
+    match = _HELP_CELL.match(lines[0]) if lines else None
+    if match and re.search(r"(^|\s)(-h|--help)(\s|$)", match.group(2)) and not "".join(lines[1:]).strip():
+        return [lines[0].replace("%%", "%", 1)] + lines[1:]
+    return lines
+
+
+def _help_line(magic: str, suffix: str, line: str) -> None:
+    if re.search(r"(^|\s)(-h|--help)(\s|$)", line):
+        _parser(magic, suffix).print_help()
         return
-    shell.user_ns[args.name] = kernel
-    if args.arch is None and gpu_vendor() is None:
-        # The Kernel compiles lazily here, so a compile error would only show at the first call.
-        print(f"{args.name}: signature parsed, not compiled (no GPU visible); "
-              f"pass --arch sm_90 (or gfx1201) to compile-check")
+    raise UsageError(f"%{magic} only prints help (%{magic} --help); a kernel goes in a cell that starts with "
+                     f"%%{magic} NAME")
 
 
 def register(ipython) -> None:
@@ -87,3 +132,8 @@ def register(ipython) -> None:
     cuda_magic.__doc__ = _parser("cuda", ".cu").format_help()
     ipython.register_magic_function(hip_magic, magic_kind="cell", magic_name="hip")
     ipython.register_magic_function(cuda_magic, magic_kind="cell", magic_name="cuda")
+    ipython.register_magic_function(lambda line: _help_line("hip", ".hip", line), magic_kind="line", magic_name="hip")
+    ipython.register_magic_function(lambda line: _help_line("cuda", ".cu", line), magic_kind="line",
+                                    magic_name="cuda")
+    if _help_cell not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(_help_cell)

@@ -10,7 +10,9 @@ Stdlib only, so it runs in the CPU test tier.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -134,6 +136,34 @@ def compile_for_amd(
             with open(asm_path, encoding="utf-8", errors="replace") as f:
                 assembly = f.read()
         return AmdCompileResult(ok, arch, _strip(proc.stderr, tmp), assembly, seconds, command)
+
+
+def matching_symbols(symbols: list[str], expression: str) -> list[str]:
+    """The kernel symbols among ``symbols`` (an assembly's ``.amdhsa_kernel`` names) of the function
+    ``expression`` names (``"vector_add"``, ``"course::tiled<16>"``): plain, or Itanium-mangled with the
+    name's length in front (``_ZN6course5tiledILi16EEvPKfPf`` holds ``5tiled``)."""
+    name = re.sub(r"<.*", "", expression).strip().split("::")[-1].strip()
+    return [symbol for symbol in symbols if symbol == name or f"{len(name)}{name}" in symbol]
+
+
+def emitted_symbol(symbols: list[str], expression: str) -> str:
+    """The one symbol :func:`matching_symbols` finds, or "" when none or several match (several
+    instantiations of one template): clang's assembly is for checking, so this name is informational."""
+    matching = matching_symbols(symbols, expression)
+    return matching[0] if len(matching) == 1 else ""
+
+
+@functools.lru_cache(maxsize=8)
+def clang_description(clang: str | None = None) -> str:
+    """``path (first line of clang --version)``, or the path alone when it cannot be run."""
+    clang = clang or find_clang()
+    if clang is None:
+        return "clang (not found)"
+    try:
+        first = subprocess.run([clang, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()
+        return f"{clang} ({first[0].strip()})" if first else clang
+    except (OSError, subprocess.SubprocessError):
+        return clang
 
 
 def _strip(log: str, tmp: str) -> str:

@@ -10,9 +10,16 @@ in comment lines::
 
     // hello-gpu: instantiate scale<float, 256>
 
-A template kernel without such a line is reported as skipped, with that reason. Files whose format
+A whole program's host code instantiates its templates too (``hipLaunchKernelGGL(HIP_KERNEL_NAME(
+tiled<16>), ...)`` or ``tiled<16><<<grid, block>>>``), and those instantiations are checked as well.
+A template kernel instantiated nowhere is reported as skipped, with that reason. Files whose format
 says more (a ladder rung derives its instantiations from its header's ``entry`` and ``dtypes``) get
 theirs from the ``instantiations`` function the caller passes to :func:`check`.
+
+A course-style file that is a whole program (kernels, then ``main()`` with ``hipMalloc`` and
+``<vector>``) is compiled as its device half, host code blanked with every line kept (see
+:mod:`program`), the same text for both vendors, so the NVIDIA and AMD gates agree. A file whose
+kernels a macro makes fails with a message naming the macro; a file with no kernel is listed as skipped.
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .clang_hip import INSTALL_HINT, compile_for_amd, find_clang
-from .compiler import CompileOptions, compile_source, nvrtc_version
+from .clang_hip import INSTALL_HINT, clang_description, compile_for_amd, find_clang, matching_symbols
+from .compiler import CompileOptions, compile_source, nvrtc_version, ptxas_section
 from .errors import CompileError
+from .program import ProgramError, device_source
 from .resources import parse_ptxas_report
 from .signature import KernelDeclaration, find_kernels
 
@@ -135,20 +143,26 @@ def instantiations(source: str) -> list[str]:
     return [m.group("entry") for m in INSTANTIATE.finditer(source)]
 
 
+def launched_instantiations(source: str, templates) -> list[str]:
+    """Instantiations of the template kernels ``templates`` that a program's host code launches:
+    ``HIP_KERNEL_NAME(tiled<16>)``, ``hipLaunchKernelGGL(tiled<16>, ...)`` or ``tiled<16><<<...>>>``."""
+    from .signature import strip_comments
+    clean = strip_comments(source)
+    found: list[str] = []
+    for name in templates:
+        pattern = rf"(?<![\w:]){re.escape(name)}\s*<([^<>;(){{}}]*(?:<[^<>;(){{}}]*>[^<>;(){{}}]*)*)>\s*(?=[,)]|<<<)"
+        for match in re.finditer(pattern, clean):
+            entry = f"{name}<{', '.join(part.strip() for part in match.group(1).split(','))}>"
+            if entry not in found:
+                found.append(entry)
+    return found
+
+
 def _base_name(entry: str) -> str:
     return entry.split("<")[0].strip().split("::")[-1]
 
 
 # ------------------------------------------------------------------------------------ compiling
-
-
-def _ptxas_section(log: str, lowered_name: str) -> str:
-    """The part of a ptxas report about one entry function (a file's report covers all of them)."""
-    start = log.find(f"Compiling entry function '{lowered_name}'")
-    if start < 0:
-        return log
-    end = log.find("Compiling entry function", start + 1)
-    return log[start:end if end >= 0 else len(log)]
 
 
 NO_PTXAS_REPORT = ("no ptxas report: NVRTC served this compile from its compute cache (~/.nv/ComputeCache, "
@@ -161,7 +175,7 @@ def compile_nvidia(source: str, entry: str, *, label: str, dialect: str, arch: s
     try:
         binary = compile_source(source, entry, file_name=label, dialect=dialect, vendor="nvidia", arch=arch,
                                 options=options)
-        section = _ptxas_section(binary.log, binary.lowered_name)
+        section = ptxas_section(binary.log, binary.lowered_name)
     except CompileError as error:
         return Outcome("fail", time.perf_counter() - started, str(error))
     except Exception as error:  # noqa: BLE001 - the gate reports every failure, it never crashes
@@ -196,25 +210,12 @@ def compile_amd_file(source: str, entries: list[str], *, path: Path, label: str,
     return AmdFileResult(result.ok, result.seconds, log, symbols)
 
 
-def _emitted(symbols: list[str], name: str) -> bool:
-    """Is a kernel called ``name`` among the assembly's kernels (plain or Itanium-mangled)?"""
-    return any(symbol == name or f"{len(name)}{name}" in symbol for symbol in symbols)
-
-
 def _label(path: Path) -> str:
     """How a file is named in messages: relative to the current directory when it is below it."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-def _clang_description(clang: str) -> str:
-    try:
-        first = subprocess.run([clang, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()
-        return f"{clang} ({first[0].strip()})" if first else clang
-    except (OSError, subprocess.SubprocessError):
-        return clang
 
 
 # (path, source) -> the entries to instantiate, or None where the file's comment lines say.
@@ -233,18 +234,32 @@ def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: 
     sources = find_sources(paths)
     clang = find_clang() if amd else None
     report = GateReport(arch, amd_arch if amd else None, nvrtc_version(),
-                        _clang_description(clang) if clang else None, [_label(p) for p in sources])
+                        clang_description(clang) if clang else None, [_label(p) for p in sources])
     files = []
     for path in sources:
         source = path.read_text(encoding="utf-8", errors="replace")
-        files.append((path, _label(path), SUFFIXES[path.suffix], source, _plan(path, source, instantiations)))
+        try:
+            device = device_source(source, _label(path))
+        except ProgramError as error:
+            report.kernels.append(KernelResult(_label(path), "(file)", 0, False, Outcome("fail", error=str(error)),
+                                               Outcome("fail", error=str(error)) if amd else None))
+            continue
+        if not device.kernels:
+            why = "no __global__ kernel in this file"
+            report.kernels.append(KernelResult(_label(path), "(file)", 0, False, Outcome("skip", error=why),
+                                               Outcome("skip", error=why) if amd else None))
+            continue
+        # The same text goes to both compilers: the file's device half (the file itself when it has no host code).
+        compiled = device.text if device.has_host_code else source
+        files.append((path, _label(path), SUFFIXES[path.suffix], compiled, _plan(path, source, instantiations)))
 
     # clang runs as a subprocess: start every file's AMD compile now, and run NVRTC meanwhile.
     with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
         amd_jobs = {}
         if amd and clang:
             for path, label, dialect, source, plan in files:
-                templates = [entry for _, entry, status, _ in plan if status == "compile" and "<" in entry]
+                templates = [_expression(kernel, entry) for kernel, entry, status, _ in plan
+                             if status == "compile" and "<" in entry]
                 amd_jobs[label] = pool.submit(compile_amd_file, source, templates, path=path, label=label,
                                               dialect=dialect, arch=amd_arch,
                                               include_dirs=_include_dirs(path, include_dirs))
@@ -256,17 +271,25 @@ def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: 
                     report.kernels.append(KernelResult(label, entry, kernel.line, kernel.template, outcome,
                                                        Outcome(status, error=message) if amd else None))
                     continue
-                nvidia = compile_nvidia(source, entry, label=label, dialect=dialect, arch=arch,
+                nvidia = compile_nvidia(source, _expression(kernel, entry), label=label, dialect=dialect, arch=arch,
                                         include_dirs=_include_dirs(path, include_dirs))
                 amd_outcome = None
                 if amd and clang is None:
                     amd_outcome = Outcome("fail", error=f"no clang to compile for AMD: {INSTALL_HINT} "
                                                         f"(or pass --no-amd)")
                 elif amd_file is not None:
-                    amd_outcome = _amd_outcome(amd_file, kernel.name)
+                    amd_outcome = _amd_outcome(amd_file, _expression(kernel, entry))
                 report.kernels.append(KernelResult(label, entry, kernel.line, kernel.template, nvidia, amd_outcome))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _expression(kernel: KernelDeclaration, entry: str) -> str:
+    """The name expression of ``entry`` (a kernel of ``kernel``'s namespace), as C++ names it globally."""
+    bare = entry.strip().lstrip(":")
+    if kernel.scope and not bare.startswith(kernel.scope + "::"):
+        return f"{kernel.scope}::{bare}"
+    return bare
 
 
 def _plan(path: Path, source: str, instantiations: Instantiations | None) -> list:
@@ -288,7 +311,11 @@ def plan_file(source: str, requested: list[str] | None = None) -> list[tuple[Ker
     lines."""
     declared = {k.name: k for k in find_kernels(source)}
     from_comments = requested is None
-    requested = instantiations(source) if from_comments else requested
+    if from_comments:
+        requested = instantiations(source)
+        requested += [entry for entry in launched_instantiations(source, [k.name for k in declared.values()
+                                                                           if k.template])
+                      if entry.replace(" ", "") not in {r.replace(" ", "") for r in requested}]
     plan = []
     for kernel in declared.values():
         if not kernel.template:
@@ -298,8 +325,8 @@ def plan_file(source: str, requested: list[str] | None = None) -> list[tuple[Ker
         plan += [(kernel, entry, "compile", "") for entry in entries]
         if not entries:
             plan.append((kernel, kernel.name, "skip",
-                         f"template kernel: add a line '// hello-gpu: instantiate {kernel.name}<...>' "
-                         f"with its template arguments to compile it" if from_comments else
+                         f"template kernel instantiated nowhere: add a line '// hello-gpu: instantiate "
+                         f"{kernel.name}<...>' with its template arguments to compile it" if from_comments else
                          "template kernel that the header's entry and dtypes do not instantiate"))
     for entry in requested:
         kernel = declared.get(_base_name(entry))
@@ -312,11 +339,11 @@ def plan_file(source: str, requested: list[str] | None = None) -> list[tuple[Ker
     return plan
 
 
-def _amd_outcome(amd_file: AmdFileResult, name: str) -> Outcome:
+def _amd_outcome(amd_file: AmdFileResult, expression: str) -> Outcome:
     if not amd_file.ok:
         return Outcome("fail", amd_file.seconds, amd_file.log)
-    if not _emitted(amd_file.symbols, name):
-        return Outcome("fail", amd_file.seconds, f"clang emitted no kernel named {name}")
+    if not matching_symbols(amd_file.symbols, expression):
+        return Outcome("fail", amd_file.seconds, f"clang emitted no kernel named {expression}")
     return Outcome("ok", amd_file.seconds)
 
 

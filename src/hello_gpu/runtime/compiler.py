@@ -1,5 +1,11 @@
 """Compile kernel source to a device binary: NVRTC -> cubin on NVIDIA, hipRTC -> code object on AMD.
 
+One compile may hold several kernels (``entries``): a whole course file's kernels are one NVRTC
+program, and each kernel's symbol comes from the compiler's name-expression API, never from a guess
+at the C++ mangling (a kernel in an anonymous namespace gets a name that hashes the file name).
+Without an AMD GPU and hip-python, an AMD target compiles through clang to assembly (see
+:mod:`clang_hip`): enough to check the source, not to launch it.
+
 Why cubin and not PTX: a newer NVRTC (13.5) emits PTX that an older driver (13.0 on the H200
 machine) refuses to load; cubin for the exact arch has no such problem and skips the driver's JIT.
 Why not ``torch.utils.cpp_extension``: a cold build there takes about a minute; NVRTC takes ~50 ms.
@@ -17,7 +23,7 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .errors import CompileError
@@ -74,6 +80,38 @@ class Binary:
     cache_hit: bool = False
     key: str = ""
     extra: dict = field(default_factory=dict)
+    lowered_names: dict = field(default_factory=dict)   # every entry of the compile -> its symbol
+
+    def for_entry(self, entry: str) -> "Binary":
+        """This binary seen as one of its entries: that entry's symbol, and a log narrowed to the
+        compiler's messages plus that kernel's ptxas report (so registers read as its own)."""
+        if entry in self.lowered_names:
+            lowered = self.lowered_names[entry]
+        elif entry == self.entry:        # an entry cached before lowered_names existed
+            lowered = self.lowered_name
+        else:
+            raise KeyError(f"{entry!r} was not compiled here; entries: {', '.join(self.lowered_names)}")
+        if self.log.count("Compiling entry function") <= 1 and entry == self.entry:
+            return self
+        return replace(self, entry=entry, lowered_name=lowered, log=entry_log(self.log, lowered))
+
+
+def ptxas_section(log: str, lowered_name: str) -> str:
+    """The part of a ptxas report about one entry function (a program's report covers all of them)."""
+    start = log.find(f"Compiling entry function '{lowered_name}'")
+    if start < 0:
+        return log
+    end = log.find("Compiling entry function", start + 1)
+    return log[start:end if end >= 0 else len(log)]
+
+
+def entry_log(log: str, lowered_name: str) -> str:
+    """The compiler's own messages (warnings: not ptxas lines) and one entry's ptxas report; a log
+    with no report for that entry (AMD, or NVRTC's compute cache) is returned as it is."""
+    if f"Compiling entry function '{lowered_name}'" not in log:
+        return log
+    messages = "".join(line for line in log.splitlines(keepends=True) if not line.startswith("ptxas"))
+    return messages + ptxas_section(log, lowered_name)
 
 
 def cache_dir() -> Path:
@@ -207,9 +245,18 @@ def nvrtc_option_list(arch: str, options: CompileOptions) -> list[str]:
     return flags
 
 
-def compile_nvrtc(source: str, entry: str, *, file_name: str, dialect: str, arch: str,
+def _entries(entry) -> tuple[str, ...]:
+    entries = (entry,) if isinstance(entry, str) else tuple(entry)
+    if not entries:
+        raise ValueError("nothing to compile: no entry given")
+    return entries
+
+
+def compile_nvrtc(source: str, entry, *, file_name: str, dialect: str, arch: str,
                   options: CompileOptions) -> Binary:
+    """``entry``: one name expression, or several (a whole file's kernels in one program)."""
     from cuda.bindings import nvrtc
+    entries = _entries(entry)
 
     headers = compiler_headers(dialect, "nvidia")
     # Keeps the ptxas -v report (see hello_gpu/__init__.py); too late if the driver is already up.
@@ -221,7 +268,8 @@ def compile_nvrtc(source: str, entry: str, *, file_name: str, dialect: str, arch
         [text.encode() for text in headers.values()], [name.encode() for name in headers]),
         "nvrtcCreateProgram")
     try:
-        _check(nvrtc.nvrtcAddNameExpression(program, entry.encode()), "nvrtcAddNameExpression")
+        for expression in entries:
+            _check(nvrtc.nvrtcAddNameExpression(program, expression.encode()), "nvrtcAddNameExpression")
         status = nvrtc.nvrtcCompileProgram(program, len(flags), [f.encode() for f in flags])[0]
         size = _check(nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize")
         log_buffer = b" " * size
@@ -229,7 +277,8 @@ def compile_nvrtc(source: str, entry: str, *, file_name: str, dialect: str, arch
         log = log_buffer.rstrip(b"\x00").decode(errors="replace")
         if int(status) != 0:
             raise CompileError(file_name, source, log, compiler=nvrtc_version(), command=" ".join(flags))
-        lowered = _check(nvrtc.nvrtcGetLoweredName(program, entry.encode()), "nvrtcGetLoweredName")
+        lowered = {expression: _check(nvrtc.nvrtcGetLoweredName(program, expression.encode()),
+                                      "nvrtcGetLoweredName").decode() for expression in entries}
         size = _check(nvrtc.nvrtcGetCUBINSize(program), "nvrtcGetCUBINSize")
         cubin = b" " * size
         nvrtc.nvrtcGetCUBIN(program, cubin)
@@ -238,8 +287,8 @@ def compile_nvrtc(source: str, entry: str, *, file_name: str, dialect: str, arch
         nvrtc.nvrtcGetPTX(program, ptx)
     finally:
         nvrtc.nvrtcDestroyProgram(program)
-    return Binary("nvidia", arch, entry, lowered.decode(), cubin, ptx.rstrip(b"\x00").decode(), log,
-                  nvrtc_version(), time.perf_counter() - started)
+    return Binary("nvidia", arch, entries[0], lowered[entries[0]], cubin, ptx.rstrip(b"\x00").decode(), log,
+                  nvrtc_version(), time.perf_counter() - started, lowered_names=lowered)
 
 
 # -------------------------------------------------------------------------------------- hipRTC
@@ -251,10 +300,17 @@ def hiprtc_version() -> str:
     return f"hiprtc-{major}.{minor}"
 
 
-def compile_hiprtc(source: str, entry: str, *, file_name: str, dialect: str, arch: str,
+def hip_python_available() -> bool:
+    """Is hip-python (the ``hip`` module, hipRTC's bindings) importable?"""
+    import importlib.util
+    return importlib.util.find_spec("hip") is not None
+
+
+def compile_hiprtc(source: str, entry, *, file_name: str, dialect: str, arch: str,
                    options: CompileOptions) -> Binary:
     """hipRTC for the device's gfx arch (needs hip-python and ROCm; not exercised on NVIDIA CI)."""
     from hip import hiprtc
+    entries = _entries(entry)
 
     headers = compiler_headers(dialect, "amd")
     flags = [f"--offload-arch={arch}", f"-std={options.std}", options.optimization,
@@ -269,7 +325,8 @@ def compile_hiprtc(source: str, entry: str, *, file_name: str, dialect: str, arc
         [text.encode() for text in headers.values()], [name.encode() for name in headers]),
         "hiprtcCreateProgram")
     try:
-        _check(hiprtc.hiprtcAddNameExpression(program, entry.encode()), "hiprtcAddNameExpression")
+        for expression in entries:
+            _check(hiprtc.hiprtcAddNameExpression(program, expression.encode()), "hiprtcAddNameExpression")
         status = hiprtc.hiprtcCompileProgram(program, len(flags), [f.encode() for f in flags])[0]
         size = _check(hiprtc.hiprtcGetProgramLogSize(program), "hiprtcGetProgramLogSize")
         log_buffer = bytearray(size)
@@ -277,28 +334,98 @@ def compile_hiprtc(source: str, entry: str, *, file_name: str, dialect: str, arc
         log = bytes(log_buffer).rstrip(b"\x00").decode(errors="replace")
         if int(status) != 0:
             raise CompileError(file_name, source, log, compiler=hiprtc_version(), command=" ".join(flags))
-        lowered = _check(hiprtc.hiprtcGetLoweredName(program, entry.encode()), "hiprtcGetLoweredName")
+        lowered = {expression: _check(hiprtc.hiprtcGetLoweredName(program, expression.encode()),
+                                      "hiprtcGetLoweredName") for expression in entries}
         size = _check(hiprtc.hiprtcGetCodeSize(program), "hiprtcGetCodeSize")
         code = bytearray(size)
         hiprtc.hiprtcGetCode(program, code)
     finally:
         hiprtc.hiprtcDestroyProgram(program.createRef())
-    lowered_name = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
-    return Binary("amd", arch, entry, lowered_name, bytes(code), "", log, hiprtc_version(),
-                  time.perf_counter() - started)
+    lowered = {expression: name.decode() if isinstance(name, bytes) else str(name)
+               for expression, name in lowered.items()}
+    return Binary("amd", arch, entries[0], lowered[entries[0]], bytes(code), "", log, hiprtc_version(),
+                  time.perf_counter() - started, lowered_names=lowered)
 
 
-def compile_source(source: str, entry: str, *, file_name: str, dialect: str, vendor: str, arch: str,
+# ------------------------------------------------------------------------- clang (AMD, no GPU)
+
+
+def clang_version() -> str:
+    from .clang_hip import clang_description
+    return clang_description()
+
+
+def compile_clang(source: str, entry, *, file_name: str, dialect: str, arch: str,
+                  options: CompileOptions) -> Binary:
+    """AMD assembly through clang (the compile gate's path): for checking a kernel without an AMD GPU.
+
+    The binary holds no loadable code object (``image`` is empty; ``extra["assembly"]`` has the ISA),
+    so it cannot be launched. A template entry is instantiated by taking its address, and each
+    entry's symbol is the one ``.amdhsa_kernel`` of the assembly that names it."""
+    from .clang_hip import ClangNotFoundError, INSTALL_HINT, compile_for_amd, emitted_symbol
+    entries = _entries(entry)
+    tail = "".join(f"\nstatic auto* const hg_instantiate_{index} = &{expression};"
+                   for index, expression in enumerate(entries) if "<" in expression)
+    try:
+        result = compile_for_amd(source + tail + "\n", name=file_name, dialect=dialect, arch=arch,
+                                 defines=dict(options.defines), std=options.std, include_dirs=options.include_dirs,
+                                 optimization=options.optimization, fast_math=options.fast_math)
+    except ClangNotFoundError as error:
+        raise ClangNotFoundError(f"compiling for {arch} without an AMD GPU needs clang: {error}. With an AMD GPU, "
+                                 f"hipRTC compiles instead (install hip-python and ROCm); {INSTALL_HINT}") from None
+    version = clang_version()
+    if not result.ok:
+        raise CompileError(file_name, source, result.log, compiler=version, command=" ".join(result.command))
+    symbols = re.findall(r"^\s*\.amdhsa_kernel\s+(\S+)", result.assembly, flags=re.M)
+    lowered = {expression: emitted_symbol(symbols, expression) for expression in entries}
+    return Binary("amd", arch, entries[0], lowered[entries[0]], b"", "", result.log, version, result.seconds,
+                  extra={"assembly": result.assembly}, lowered_names=lowered)
+
+
+# Targets for compiling without a GPU, so a kernel's errors show at once: NVRTC needs no GPU or driver.
+CHECK_TARGETS = (("nvidia", "sm_90"), ("amd", "gfx1201"))
+
+
+def check_target() -> tuple[str, str] | None:
+    """(vendor, arch) to compile for when no GPU is visible: sm_90 through NVRTC if it is installed,
+    else gfx1201 through clang if there is one, else None."""
+    import importlib.util
+    try:
+        has_nvrtc = importlib.util.find_spec("cuda.bindings") is not None
+    except (ImportError, ValueError):
+        has_nvrtc = False
+    if has_nvrtc:
+        return CHECK_TARGETS[0]
+    from .clang_hip import find_clang
+    return CHECK_TARGETS[1] if find_clang() is not None else None
+
+
+def compile_source(source: str, entry, *, file_name: str, dialect: str, vendor: str, arch: str,
                    options: CompileOptions, use_cache: bool = True) -> Binary:
-    """Compile (or fetch from the disk cache) ``entry`` of ``source`` for ``vendor``/``arch``."""
-    compiler = compile_nvrtc if vendor == "nvidia" else compile_hiprtc
-    version = nvrtc_version() if vendor == "nvidia" else hiprtc_version()
-    key = cache_key(source, entry, dialect, vendor, arch, options, version)
+    """Compile (or fetch from the disk cache) ``entry`` of ``source`` for ``vendor``/``arch``.
+
+    ``entry`` is a name expression (``"vector_add"``, ``"course::tiled<16>"``) or a sequence of them,
+    compiled as one program (``Binary.for_entry`` gives each one's view). On AMD without hip-python
+    the compile goes through clang to assembly (:func:`compile_clang`): a check, not a launchable binary.
+    """
+    entries = _entries(entry)
+    if vendor == "nvidia":
+        compiler, version = compile_nvrtc, nvrtc_version()
+    elif hip_python_available():
+        compiler, version = compile_hiprtc, hiprtc_version()
+    else:
+        compiler, version = compile_clang, "clang"
+    # One entry keeps its plain name in the key, so single-kernel cache entries stay valid.
+    key = cache_key(source, entries[0] if len(entries) == 1 else "\n".join(entries), dialect, vendor, arch,
+                    options, version)
+    if compiler is compile_clang:
+        use_cache = False   # clang's assembly is a check, and its version is not read without running it
     if use_cache:
         cached = _cache_read(key)
         if cached is not None:
             return cached
-    binary = compiler(source, entry, file_name=file_name, dialect=dialect, arch=arch, options=options)
+    binary = compiler(source, entries if len(entries) > 1 else entries[0], file_name=file_name, dialect=dialect,
+                      arch=arch, options=options)
     binary.key = key
     if use_cache:
         _cache_write(binary)

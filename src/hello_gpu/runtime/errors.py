@@ -85,13 +85,23 @@ class CompileError(HelloGpuError):
         self.compiler = compiler
         self.command = command
         self.diagnostics = parse_diagnostics(log)
+        self.notes: list[str] = []
         super().__init__(self.render())
+
+    def add_note_line(self, note: str) -> None:
+        """Append a line to the message (e.g. which target a GPU-less check compiled for)."""
+        self.notes.append(note)
+        self.args = (self.render(),)
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args else self.render()
 
     def render(self) -> str:
         source_lines = self.source.splitlines()
         shown = [d for d in self.diagnostics if d.severity != "note" or d.file == self.file_name]
+        notes = "".join(f"\n{note}" for note in getattr(self, "notes", ()))
         if not shown:
-            return f"{self.compiler} failed to compile {self.file_name}:\n{self.log.strip()}"
+            return f"{self.compiler} failed to compile {self.file_name}:\n{self.log.strip()}{notes}"
         body = "\n".join(render_diagnostic(d, source_lines, self.file_name) for d in shown)
         errors = sum(1 for d in shown if "error" in d.severity)
-        return f"{self.compiler} found {errors} error(s) in {self.file_name}:\n{body}"
+        return f"{self.compiler} found {errors} error(s) in {self.file_name}:\n{body}{notes}"

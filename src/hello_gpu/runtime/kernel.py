@@ -21,13 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from .compiler import Binary, CompileOptions, compile_source
+from .compiler import Binary, CompileOptions, check_target, compile_source
 from .device import DeviceInfo, arch_limits, device_info, gpu_vendor, torch_module
 from .checks import (bind_arguments, check_no_overlap, check_shared_memory, check_tensor, launch_dimensions,
                      normalise_dims, pack_scalar)
-from .errors import KernelArgumentError, LaunchConfigError, NoGpuError
+from .errors import CompileError, KernelArgumentError, LaunchConfigError, NoGpuError
+from .program import DeviceSource, ProgramError, device_source
 from .resources import Occupancy, Resources, estimate_occupancy, resources_from_ptxas
-from .signature import Signature, list_kernels, parse_signature
+from .signature import Signature, find_kernels, parse_signature
 
 DEFAULT_BLOCK = 256
 _POINTER_BYTES = 8
@@ -117,29 +118,57 @@ class PreparedLaunch:
         return self.result
 
 
+def compile_target(arch: str | None) -> tuple[str, str] | None:
+    """(vendor, arch) a kernel is compiled for: ``arch`` when given (gfx... is AMD), else the visible
+    GPU's, else a check target that needs no GPU (see compiler.check_target), else None."""
+    if arch:
+        return ("amd" if arch.startswith("gfx") else "nvidia"), arch
+    vendor = gpu_vendor()
+    if vendor is not None:
+        return vendor, device_info().arch
+    return check_target()
+
+
+def check_note(arch: str) -> str:
+    """The line a compile error gets when it came from compiling for a check target (no GPU visible)."""
+    return (f"(compiled for {arch} as a check, since no GPU is visible; pass arch='gfx1201' or arch='sm_90' "
+            f"to choose the target)")
+
+
 class Kernel:
     """A kernel compiled from inline source, callable on PyTorch tensors."""
 
     def __init__(self, source: str, entry: str | None = None, *, dialect: str = "hip", arch: str | None = None,
                  defines=None, std: str = "c++17", include_dirs=(), optimization: str = "-O3",
-                 fast_math: bool = False, name: str | None = None, use_cache: bool = True):
+                 fast_math: bool = False, name: str | None = None, use_cache: bool = True,
+                 binary: Binary | None = None):
         if not isinstance(source, str) or "__global__" not in source:
             raise ValueError("source must be a string holding at least one __global__ kernel")
+        # A whole program (kernels plus main(), hipMalloc, <vector>...) compiles as its device half:
+        # host code blanked out, so the compiler's line numbers are still the source's own. Source whose
+        # structure the text reader cannot follow (braces hidden in macros) goes to the compiler as it is:
+        # the compiler is the judge there, and hg.load reports what was not understood.
+        try:
+            device = device_source(source, name or "the source")
+        except ProgramError:
+            device = DeviceSource(source, find_kernels(source))
         if entry is None:
-            kernels = list_kernels(source)
+            kernels = [kernel.qualified_name for kernel in device.kernels]
             if len(kernels) != 1:
                 raise ValueError(f"the source defines {len(kernels)} kernels ({', '.join(kernels) or 'none'}); "
-                                 f"say which one with entry=")
+                                 f"say which one with entry= (or load them all with hello_gpu.load)")
             entry = kernels[0]
         self.source = source
+        self.compiled_source = device.text if device.has_host_code else source
+        self.left_out = device.left_out
         self.entry = entry
         self.dialect = dialect
-        self.signature: Signature = parse_signature(source, entry)
+        self.signature: Signature = parse_signature(self.compiled_source, entry)
         self.file_name = name or f"{self.signature.function}.{'hip' if dialect == 'hip' else 'cu'}"
         self.options = CompileOptions.make(defines, std, include_dirs, optimization, fast_math)
         self.use_cache = use_cache
         self._requested_arch = arch
-        self._binary: Binary | None = None
+        self._binary: Binary | None = binary
         self._handle_object = None
         self._layout_checked = False
         self._shared_limit_set: dict[int, int] = {}
@@ -156,30 +185,51 @@ class Kernel:
         self._sizes = tuple(p for p in parameters if p.is_size)
         self._scalar_bytes = tuple(8 if p.is_pointer else np.dtype(p.dtype).itemsize for p in parameters)
         self._slot_offsets = np.arange(max(len(parameters), 1), dtype=np.uint64) * np.uint64(8)
-        # Compile now when the target is known, so errors show at definition time.
-        if arch is not None or gpu_vendor() is not None:
+        # Compile now, so errors show at definition time: for the visible GPU, the arch asked for, or
+        # without either for a default target (see check_target) that needs no GPU.
+        if self._binary is None and self.target is not None:
             self.compile()
 
     # ------------------------------------------------------------------ compile and inspect
     @property
+    def target(self) -> tuple[str, str] | None:
+        """(vendor, arch) to compile for: the arch asked for, else the visible GPU's, else a check target
+        (sm_90 through NVRTC, or gfx1201 through clang) when no GPU is visible; None if none works."""
+        return compile_target(self._requested_arch)
+
+    @property
     def vendor(self) -> str:
-        if self._requested_arch:
-            return "amd" if self._requested_arch.startswith("gfx") else "nvidia"
-        vendor = gpu_vendor()
-        if vendor is None:
-            raise NoGpuError("no GPU is visible and no arch was given: pass arch='sm_90' (or 'gfx1201')")
-        return vendor
+        target = self.target
+        if target is None:
+            raise NoGpuError("no GPU is visible, no arch was given, and there is no compiler to check the kernel "
+                             "with (NVRTC: pip install cuda-bindings; clang: scripts/install_amd_compile_tools.sh); "
+                             "pass arch='sm_90' (or 'gfx1201')")
+        return target[0]
 
     @property
     def arch(self) -> str:
-        return self._requested_arch or device_info().arch
+        target = self.target
+        return target[1] if target is not None else self.vendor
+
+    @property
+    def checked_only(self) -> bool:
+        """Compiled for a check target because no GPU is visible (calling it needs a GPU)."""
+        return self._requested_arch is None and gpu_vendor() is None
 
     def compile(self) -> Binary:
         """Compile (or load from the disk cache) for ``arch``; repeated calls return the same binary."""
         if self._binary is None:
-            self._binary = compile_source(self.source, self.entry, file_name=self.file_name, dialect=self.dialect,
-                                          vendor=self.vendor, arch=self.arch, options=self.options,
-                                          use_cache=self.use_cache)
+            vendor, arch = self.vendor, self.arch
+            try:
+                expression = self.signature.name_expression
+                # A source with several kernels compiles them all: keep this one's symbol and ptxas report.
+                self._binary = compile_source(self.compiled_source, expression, file_name=self.file_name,
+                                              dialect=self.dialect, vendor=vendor, arch=arch, options=self.options,
+                                              use_cache=self.use_cache).for_entry(expression)
+            except CompileError as error:
+                if self.checked_only:
+                    error.add_note_line(check_note(arch))
+                raise
         return self._binary
 
     @property
@@ -194,6 +244,9 @@ class Kernel:
                 raise NoGpuError("launching a kernel needs a GPU; none is visible to PyTorch")
             if vendor != binary.vendor or (self._requested_arch and self._requested_arch.rstrip("af") != device_info().arch):
                 raise LaunchConfigError(f"kernel was compiled for {binary.arch}, the GPU is {device_info().arch}")
+            if not binary.image:
+                raise LaunchConfigError(f"kernel was compiled by clang to {binary.arch} assembly (a check, no code "
+                                        f"object); launching on AMD needs hipRTC: install hip-python and ROCm")
             if vendor == "nvidia":
                 from .driver_nvidia import NvidiaKernelHandle
                 self._handle_object = NvidiaKernelHandle.load(binary.image, binary.lowered_name)
@@ -238,10 +291,14 @@ class Kernel:
             raise ValueError(f"asm kind on NVIDIA is 'ptx' or 'sass', got {kind!r}")
         if kind != "isa":
             raise ValueError(f"asm kind on AMD is 'isa', got {kind!r}")
+        if "assembly" in binary.extra:          # compiled by clang to assembly: it is the ISA already
+            return binary.extra["assembly"]
         return _disassemble_amd(binary.image)
 
     def __repr__(self) -> str:
         state = f"compiled for {self._binary.arch}" if self._binary else "not compiled yet"
+        if self._binary is not None and self.checked_only:
+            state += " as a check (no GPU visible)"
         return f"<hello_gpu.Kernel {self.signature.describe()} [{self.dialect}, {state}]>"
 
     def _check_layout(self) -> None:

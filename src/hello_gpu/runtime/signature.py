@@ -5,9 +5,11 @@ a caller needs: ``a`` and ``b`` are input tensors of float32, ``out`` is an outp
 float32, ``n`` an int32 scalar. This module turns that text into a list of :class:`Parameter`.
 
 It is a small parser, not a C++ front end: it understands pointers (with ``const`` before or after
-the type, ``__restrict__``), scalars of the usual C types, ``__launch_bounds__`` and templates that
-are instantiated by name (``entry="scale<float, 256>"``). Anything else is refused with an error that
-says what it did not understand.
+the type, ``__restrict__``), scalars of the usual C types and their standard spellings
+(``std::size_t``, ``ptrdiff_t``, ``std::int64_t``, ``unsigned long int``...), ``__launch_bounds__``,
+kernels inside named or anonymous namespaces, and templates that are instantiated by name
+(``entry="scale<float, 256>"``). Anything else is refused with an error that names what it did not
+understand and lists what it does.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ POINTER_ELEMENT_TYPES: dict[str, str] = {
     "unsigned long long": "uint64",
     "uint64_t": "uint64",
     "size_t": "uint64",
+    "ptrdiff_t": "int64",
+    "intptr_t": "int64",
+    "uintptr_t": "uint64",
     "bool": "bool",
     "void": "any",
 }
@@ -89,13 +94,23 @@ SCALAR_TYPES: dict[str, tuple[str, str]] = {
     "unsigned long": ("int", "uint64"),
     "unsigned long long": ("int", "uint64"),
     "uint64_t": ("int", "uint64"),
-    "size_t": ("int", "uint64"),
+    "size_t": ("int", "uint64"),        # LP64, the layout of device code on both vendors
+    "ptrdiff_t": ("int", "int64"),
+    "intptr_t": ("int", "int64"),
+    "uintptr_t": ("int", "uint64"),
 }
+
+# <cstdint>/<cstddef> names that may be spelled with std:: (or ::) in front.
+STANDARD_TYPEDEFS = {"int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t",
+                     "size_t", "ptrdiff_t", "intptr_t", "uintptr_t"}
+
+# Words that spell a built-in integer type, in any order ("long unsigned int" is "unsigned long").
+_INTEGER_WORDS = {"signed", "unsigned", "short", "long", "int", "char"}
 
 # Integer scalars with these names are the element count and may be left out by the caller.
 SIZE_NAMES = ("n", "numel", "N", "size")
 
-_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "signed"}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct"}
 
 
 class SignatureError(ValueError):
@@ -134,6 +149,15 @@ class Signature:
     function: str               # the bare function name, e.g. "scale"
     parameters: tuple[Parameter, ...]
     line: int                   # 1-based line of the declaration in the user's source
+    scope: str = ""             # the enclosing named namespaces, e.g. "course::v2" ("" at global scope)
+
+    @property
+    def name_expression(self) -> str:
+        """The entry as C++ names it from global scope, for the compiler's name-expression API
+        (nvrtcAddNameExpression / hiprtcAddNameExpression), which gives back the symbol to launch.
+        An anonymous namespace adds nothing: its members are visible from the enclosing scope."""
+        bare = re.sub(r"^\s*(?:::)?(?:[A-Za-z_]\w*\s*::\s*)*", "", self.entry).strip()
+        return f"{self.scope}::{bare}" if self.scope else bare
 
     @property
     def inputs(self) -> tuple[Parameter, ...]:
@@ -157,7 +181,8 @@ def strip_comments(source: str) -> str:
     return re.sub(pattern, blank, source, flags=re.S)
 
 
-def _split_top_level(text: str, separator: str = ",") -> list[str]:
+def split_top_level(text: str, separator: str = ",") -> list[str]:
+    """``text`` split at ``separator`` outside brackets: "a<b, c>, d(e, f)" -> ["a<b, c>", "d(e, f)"]."""
     parts, depth, current = [], 0, []
     for char in text:
         if char in "(<[{":
@@ -196,16 +221,62 @@ class KernelDeclaration:
     name: str
     line: int          # 1-based line of `__global__`
     template: bool
+    scope: str = ""    # enclosing named namespaces, "a::b"; an anonymous namespace adds nothing
+    anonymous: bool = False   # inside an anonymous namespace (internal linkage)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.scope}::{self.name}" if self.scope else self.name
+
+
+_NAMESPACE_OR_BRACE = re.compile(
+    r"\b(?:inline\s+)?namespace\b\s*((?:[A-Za-z_]\w*)?(?:\s*::\s*(?:inline\s+)?[A-Za-z_]\w*)*)\s*"
+    r"(?:__attribute__\s*\(\(.*?\)\)\s*)?\{|[{}]")
+
+
+def namespace_scopes(clean: str) -> list[tuple[int, tuple[str, ...]]]:
+    """Where the namespace nesting changes in comment-free text: [(offset, names from outermost)],
+    an anonymous namespace being the name "". Other braces (bodies, ``extern "C" {``) nest too, as
+    non-namespaces, so the closing brace of a function never closes a namespace."""
+    stack: list[tuple[str, ...] | None] = []
+    changes: list[tuple[int, tuple[str, ...]]] = [(0, ())]
+
+    def current() -> tuple[str, ...]:
+        return tuple(name for entry in stack if entry is not None for name in entry)
+
+    for match in _NAMESPACE_OR_BRACE.finditer(clean):
+        text = match.group(0)
+        if text == "}":
+            if stack:
+                stack.pop()
+        elif text == "{":
+            stack.append(None)
+        else:
+            names = tuple(re.sub(r"\binline\s+", "", part).strip() for part in match.group(1).split("::"))
+            stack.append(names if names != ("",) else ("",))
+        changes.append((match.end(), current()))
+    return changes
+
+
+def _scope_at(changes: list[tuple[int, tuple[str, ...]]], offset: int) -> tuple[str, ...]:
+    scope: tuple[str, ...] = ()
+    for position, names in changes:
+        if position > offset:
+            break
+        scope = names
+    return scope
 
 
 def find_kernels(source: str) -> list[KernelDeclaration]:
-    """Every ``__global__`` function: its name, line and whether it is a template.
+    """Every ``__global__`` function: its name, line, whether it is a template and its namespace.
 
     The name is the first identifier followed by ``(`` after ``__global__`` that is not an attribute
-    such as ``__launch_bounds__(256)``.
+    such as ``__launch_bounds__(256)``. A kernel declared before it is defined is listed once, at its
+    first line; the same name in two namespaces is listed twice.
     """
     clean = strip_comments(source)
-    kernels: dict[str, KernelDeclaration] = {}
+    changes = namespace_scopes(clean)
+    kernels: dict[tuple[str, str], KernelDeclaration] = {}
     for match in re.finditer(r"\b__global__\b", clean):
         position = match.end()
         for call in re.finditer(r"([A-Za-z_]\w*)\s*\(", clean[position:]):
@@ -215,7 +286,10 @@ def find_kernels(source: str) -> list[KernelDeclaration]:
                 template = re.search(r"template\s*<[^;{}]*>\s*(?:(?:static|inline|extern)\s+)*$",
                                      clean[:match.start()]) is not None
                 line = clean.count("\n", 0, match.start()) + 1
-                kernels.setdefault(call.group(1), KernelDeclaration(call.group(1), line, template))
+                names = _scope_at(changes, match.start())
+                scope = "::".join(name for name in names if name)
+                kernels.setdefault((scope, call.group(1)), KernelDeclaration(
+                    call.group(1), line, template, scope, "" in names))
                 break
     return list(kernels.values())
 
@@ -225,13 +299,20 @@ def list_kernels(source: str) -> list[str]:
     return [kernel.name for kernel in find_kernels(source)]
 
 
-def _parse_entry(entry: str) -> tuple[str, list[str]]:
-    match = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:<(.*)>)?\s*", entry, flags=re.S)
+def _parse_entry(entry: str) -> tuple[str, str | None, list[str]]:
+    """``"ns::scale<float, 256>"`` -> ("scale", "ns", ["float", "256"]); the qualifier is None when
+    the entry names no namespace ("" for an explicit global ``::scale``)."""
+    match = re.fullmatch(r"\s*((?:::)?\s*(?:[A-Za-z_]\w*\s*::\s*)*)([A-Za-z_]\w*)\s*(?:<(.*)>)?\s*", entry,
+                         flags=re.S)
     if not match:
         raise SignatureError(
-            f"entry {entry!r} is not a kernel name (expected e.g. 'vector_add' or 'scale<float, 256>')")
-    arguments = _split_top_level(match.group(2)) if match.group(2) is not None else []
-    return match.group(1), arguments
+            f"entry {entry!r} is not a kernel name (expected e.g. 'vector_add', 'scale<float, 256>' "
+            f"or 'course::vector_add')")
+    qualifier = re.sub(r"\s+", "", match.group(1)) if match.group(1).strip() else None
+    if qualifier is not None:
+        qualifier = qualifier.strip(":")
+    arguments = split_top_level(match.group(3)) if match.group(3) is not None else []
+    return match.group(2), qualifier, arguments
 
 
 def _template_parameters(clean: str, declaration_start: int) -> list[tuple[str, str]] | None:
@@ -242,7 +323,7 @@ def _template_parameters(clean: str, declaration_start: int) -> list[tuple[str, 
     if not match:
         return None
     parameters = []
-    for part in _split_top_level(match.group(1)):
+    for part in split_top_level(match.group(1)):
         part = part.split("=")[0].strip()
         words = part.replace("...", " ").split()
         if len(words) < 2:
@@ -252,25 +333,74 @@ def _template_parameters(clean: str, declaration_start: int) -> list[tuple[str, 
     return parameters
 
 
-def _normalise_type(words: list[str]) -> str:
-    return " ".join(word for word in words if word not in _QUALIFIERS)
+def canonical_type(words: list[str]) -> str:
+    """The type a list of words spells, as the tables above name it: qualifiers dropped,
+    ``std::``/``::`` dropped from the <cstdint>/<cstddef> names, integer words put in one order
+    (``long unsigned int`` -> ``unsigned long``, ``signed`` -> ``int``)."""
+    words = [word for word in words if word not in _QUALIFIERS]
+    words = [re.sub(r"^(?:::)?(?:std::)?", "", word) if re.sub(r"^(?:::)?(?:std::)?", "", word) in STANDARD_TYPEDEFS
+             else word for word in words]
+    if words and set(words) <= _INTEGER_WORDS:
+        longs = words.count("long")
+        if "char" in words:
+            base = "char"
+        elif "short" in words:
+            base = "short"
+        elif longs:
+            base = " ".join(["long"] * min(longs, 2))
+        else:
+            base = "int"
+        if "unsigned" in words:
+            return "unsigned " + base
+        return "signed char" if base == "char" and "signed" in words else base
+    return " ".join(words)
+
+
+def _supported(table) -> str:
+    return ", ".join(table)
+
+
+def _unknown_type_message(entry: str, name: str, spelled: str, element: str, pointer: bool) -> str:
+    if pointer:
+        text = (f"{entry}: parameter {name!r} points to {spelled!r}, which hello-gpu cannot match to a tensor "
+                f"dtype. Supported element types: {_supported(POINTER_ELEMENT_TYPES)}, and the vector types "
+                f"{_supported(VECTOR_ELEMENT_TYPES)}")
+    else:
+        text = (f"{entry}: parameter {name!r} has type {spelled!r}, which hello-gpu cannot pass. A kernel "
+                f"parameter is a pointer (a tensor) or a scalar of one of: {_supported(SCALAR_TYPES)}")
+    text += " (the <cstdint>/<cstddef> names may be written with std::)"
+    # Only a plain name can be a user's struct; std::complex<float> or ns::Thing<3> is named as written.
+    if re.fullmatch(r"(?:struct\s+|class\s+)?[A-Za-z_]\w*", spelled) and not pointer:
+        text += f". If {element!r} is a struct or class, pass its fields as separate scalars: " \
+                f"a struct by value is not supported"
+    return text
+
+
+_TYPE_TOKEN = re.compile(r"(?:::\s*)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|\*")
 
 
 def _parse_parameter(text: str, substitutions: dict[str, str], entry: str) -> Parameter:
     original = text
     for name, value in substitutions.items():
-        text = re.sub(rf"\b{re.escape(name)}\b", value, text)
+        text = re.sub(rf"(?<![\w:])\b{re.escape(name)}\b", value, text)
     if "&" in text:
         raise SignatureError(f"{entry}: parameter {original!r} is a reference; kernels take values or pointers")
     if "[" in text:
         raise SignatureError(f"{entry}: parameter {original!r} is an array; pass a pointer instead")
     text = re.sub(r"__attribute__\s*\(\(.*?\)\)", " ", text)
-    tokens = re.findall(r"[A-Za-z_]\w*|\*", text)
+    tokens = [re.sub(r"\s+", "", token) for token in _TYPE_TOKEN.findall(re.sub(r"<[^<>]*(?:<[^<>]*>[^<>]*)*>", " ", text))]
     if not tokens:
         raise SignatureError(f"{entry}: cannot read parameter {original!r}")
     name = tokens[-1]
-    if name == "*" or name in SCALAR_TYPES or name in POINTER_ELEMENT_TYPES:
+    if name == "*" or canonical_type([name]) in SCALAR_TYPES or name in POINTER_ELEMENT_TYPES \
+            or name in _QUALIFIERS or name in _INTEGER_WORDS:
         raise SignatureError(f"{entry}: parameter {original!r} has no name; name every parameter")
+    # The type as the user wrote it (for messages), without the parameter's name and qualifiers.
+    declared = re.sub(r"__attribute__\s*\(\(.*?\)\)", " ", text)
+    declared = declared[:declared.rfind(name)] if name in declared else declared
+    spelled = " ".join(word for word in re.sub(r"\s+", " ", declared.replace("*", " ")).split()
+                       if word not in _QUALIFIERS)
+    spelled = re.sub(r"\s*::\s*", "::", spelled)
     type_tokens = tokens[:-1]
     stars = type_tokens.count("*")
     if stars > 1:
@@ -279,39 +409,64 @@ def _parse_parameter(text: str, substitutions: dict[str, str], entry: str) -> Pa
         star = type_tokens.index("*")
         base_words = type_tokens[:star]
         is_const = "const" in base_words   # const after the star (float* const p) is the pointer's own
-        element = _normalise_type(base_words)
+        element = canonical_type(base_words)
+        if "<" in declared:
+            element = spelled
         if element in POINTER_ELEMENT_TYPES:
             dtype, lanes = POINTER_ELEMENT_TYPES[element], 1
         elif element in VECTOR_ELEMENT_TYPES:
             dtype, lanes = VECTOR_ELEMENT_TYPES[element]
         else:
-            raise SignatureError(
-                f"{entry}: parameter {name!r} points to {element!r}, which hello-gpu cannot match to "
-                f"a tensor dtype (known: float, double, half, __nv_bfloat16, int, int64_t, ..., float4)")
-        c_type = ("const " if is_const else "") + element + "*"
+            raise SignatureError(_unknown_type_message(entry, name, spelled, element, pointer=True))
+        c_type = ("const " if is_const else "") + spelled + "*"
         return Parameter(name, c_type, True, is_const, element, dtype, lanes, "tensor")
-    element = _normalise_type(type_tokens)
+    element = canonical_type(type_tokens)
+    if "<" in declared:
+        element = spelled         # a template such as std::complex<float>: no scalar type of ours
     if element not in SCALAR_TYPES:
-        raise SignatureError(
-            f"{entry}: parameter {name!r} has type {element!r}; hello-gpu passes tensors (as "
-            f"pointers) and scalars of C arithmetic types only (a struct by value is not supported)")
+        raise SignatureError(_unknown_type_message(entry, name, spelled, element, pointer=False))
     kind, dtype = SCALAR_TYPES[element]
-    return Parameter(name, element, False, False, element, dtype, 1, kind)
+    return Parameter(name, spelled, False, False, element, dtype, 1, kind)
+
+
+def _is_definition(clean: str, close_index: int) -> bool:
+    """Is the parameter list closing at ``close_index`` followed by a body (not a ``;``)?"""
+    following = re.match(r"[^;{]*", clean[close_index + 1:]).group(0)
+    return close_index + 1 + len(following) < len(clean) and clean[close_index + 1 + len(following)] == "{"
 
 
 def parse_signature(source: str, entry: str) -> Signature:
-    """Find ``entry``'s ``__global__`` declaration in ``source`` and read its parameters."""
-    function, template_arguments = _parse_entry(entry)
+    """Find ``entry``'s ``__global__`` declaration in ``source`` and read its parameters.
+
+    ``entry`` may name the kernel's namespace (``"course::vector_add"``); without one, a kernel of
+    that name in any namespace matches, and the signature records the namespace so the compiler is
+    asked for the right symbol. A kernel declared first and defined later is read at its definition.
+    """
+    function, qualifier, template_arguments = _parse_entry(entry)
     clean = strip_comments(source)
+    changes = namespace_scopes(clean)
     pattern = rf"__global__\b(?:[^;{{(]|\([^()]*(?:\([^()]*\)[^()]*)*\))*?\b{re.escape(function)}\s*\("
-    matches = list(re.finditer(pattern, clean))
-    if not matches:
-        found = list_kernels(source)
+    candidates = []
+    for match in re.finditer(pattern, clean):
+        names = _scope_at(changes, match.start())
+        scope = "::".join(name for name in names if name)
+        if qualifier is None or qualifier == scope:
+            close_index = _matching_paren(clean, match.end() - 1)
+            candidates.append((match, scope, close_index, _is_definition(clean, close_index)))
+    if not candidates:
+        found = [kernel.qualified_name for kernel in find_kernels(source)]
+        wanted = f"{qualifier}::{function}" if qualifier else function
         hint = f"; kernels in the source: {', '.join(found)}" if found else "; the source has no __global__ function"
-        raise SignatureError(f"no __global__ function named {function!r}{hint}")
-    if len(matches) > 1:
-        raise SignatureError(f"{function!r} is declared {len(matches)} times; overloads are not supported")
-    match = matches[0]
+        raise SignatureError(f"no __global__ function named {wanted!r}{hint}")
+    scopes = sorted({scope for _, scope, _, _ in candidates})
+    if len(scopes) > 1:
+        listed = ", ".join(f"{scope}::{function}" if scope else f"::{function}" for scope in scopes)
+        raise SignatureError(f"{function!r} is a kernel in {len(scopes)} namespaces ({listed}); "
+                             f"say which with a qualified entry, e.g. entry=\"{scopes[-1]}::{function}\"")
+    definitions = [candidate for candidate in candidates if candidate[3]] or candidates
+    if len(definitions) > 1:
+        raise SignatureError(f"{function!r} is defined {len(definitions)} times; overloads are not supported")
+    match, scope, close_index, _ = definitions[0]
     templates = _template_parameters(clean, match.start())
     substitutions: dict[str, str] = {}
     if templates is not None:
@@ -326,14 +481,13 @@ def parse_signature(source: str, entry: str) -> Signature:
     elif template_arguments:
         raise SignatureError(f"{function!r} is not a template, but entry {entry!r} gives template arguments")
     open_index = match.end() - 1
-    close_index = _matching_paren(clean, open_index)
     body = clean[open_index + 1:close_index].strip()
     parameters: list[Parameter] = []
     if body and body != "void":
-        parameters = [_parse_parameter(part, substitutions, entry) for part in _split_top_level(body)]
+        parameters = [_parse_parameter(part, substitutions, entry) for part in split_top_level(body)]
     names = [p.name for p in parameters]
     duplicated = {n for n in names if names.count(n) > 1}
     if duplicated:
         raise SignatureError(f"{entry}: parameter names repeat: {sorted(duplicated)}")
     line = clean.count("\n", 0, match.start()) + 1
-    return Signature(entry.strip(), function, tuple(parameters), line)
+    return Signature(entry.strip(), function, tuple(parameters), line, scope)
