@@ -183,3 +183,48 @@ def test_console_width_in_a_pipe_follows_columns(monkeypatch):
     for unusable in ("", "wide", "0"):
         monkeypatch.setenv("COLUMNS", unusable)
         assert make_console().width == 140
+
+
+# ------------------------------------------------------------------------------------------ ladder
+
+
+def test_ladder_refuses_a_negative_shape_with_argparse_usage_not_a_traceback(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ladder", "vector_add", "--check-only", "--shapes", "-5"])
+    assert exit_info.value.code == 2
+    assert "argument --shapes: not a shape: '-5' (every size must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("alias, dtype", [("fp32", "float32"), ("F32", "float32"), ("float", "float32"),
+                                          ("bf16", "bfloat16"), ("half", "float16"), ("fp16", "float16"),
+                                          ("torch.float16", "float16"), ("float16", "float16")])
+def test_dtype_aliases_resolve_to_the_spec_names(alias, dtype):
+    from rich.console import Console
+
+    from hello_gpu.cli import resolve_dtype
+    from hello_gpu.ops import load_op
+    assert resolve_dtype("ladder", load_op("softmax"), alias, Console()) == (True, dtype)
+
+
+def test_ladder_unknown_dtype_fails_listing_the_valid_names(capsys):
+    """`--dtype fp32` used to exit 0 with every rung skipped; an unknown name is now a usage error."""
+    assert main(["ladder", "vector_add", "--check-only", "--dtype", "fp64"]) == 2
+    out = capsys.readouterr().out
+    assert "vector_add is defined for float32, bfloat16, not 'fp64'" in out and "bf16=bfloat16" in out
+
+
+@pytest.mark.skipif(HAS_GPU, reason="the interpreter path of --check-only")
+def test_ladder_check_only_shows_error_over_allowed_and_exits_0_with_fp32(capsys, monkeypatch):
+    """reduce_sum's 2^60-scaled inputs err by ~1e30 in absolute terms and pass: the table shows the error
+    over what the tolerance allows (<= 1), not a bare huge number beside "pass"."""
+    monkeypatch.setenv("COLUMNS", "220")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert main(["ladder", "reduce_sum", "--check-only", "--dtype", "fp32", "--route", "triton",
+                 "--shapes", "1000", "4097"]) == 0
+    out = capsys.readouterr().out
+    assert "error / allowed" in out and "max abs err" not in out
+    rows = [line for line in out.splitlines() if "t01_two_stage" in line]
+    assert rows and "pass" in rows[0] and "refused x[..., ::2]" in rows[0]
+    ratio = float(rows[0].split("│")[5])
+    assert 0 <= ratio <= 1
+    assert "RuntimeWarning" not in out

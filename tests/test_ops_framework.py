@@ -22,7 +22,7 @@ from hello_gpu.bench.records import validate_record
 from hello_gpu.cli import main
 from hello_gpu.ops import (HeaderError, SpecError, check_rung, evaluate_grid, list_ops, load_op, ops_root,
                            parse_header)
-from hello_gpu.ops.checking import INTERPRETER_BFLOAT16
+from hello_gpu.ops.checking import INTERPRETER_BFLOAT16, LAYOUTS
 from hello_gpu.ops.ladder import LadderResult, _time_shape, _write, check_ladder, ladder_record, run_ladder
 from hello_gpu.ops.rung import parse_requires, requirement_unmet
 from hello_gpu.runtime.device import gpu_vendor
@@ -283,7 +283,10 @@ def test_correct_triton_rung_passes_in_the_interpreter(op, interpreter):
     report = check_rung(op.rung("t01_block_per_program"))
     assert report.passed and report.status == "pass", report.reason
     assert len(report.seeds) == 3 and len(set(report.seeds)) == 3
-    assert len(report.ran) == len(op.spec.EDGE_SHAPES) * 2 * 3          # shapes x distributions x seeds, float32
+    # shapes x distributions x seeds, float32; then the layout cases: strided at the 4 shapes of more than
+    # one element, transposed at 37x29 (toy_add has no block probe).
+    assert len(report.ran) == len(op.spec.EDGE_SHAPES) * 2 * 3 + 4 + 1
+    assert report.evidence()["layouts_refused"] == sorted(LAYOUTS)
     assert {case.shape for case in report.ran} == {"1", "31", "1000", "4097", "37x29"}
     bf16 = [case for case in report.cases if case.dtype == "bfloat16"]
     assert len(bf16) == 1 and bf16[0].skipped and bf16[0].reason == INTERPRETER_BFLOAT16
@@ -448,7 +451,8 @@ def test_a_clean_flush_is_for_the_screen_not_for_records(capsys, tmp_path):
 
 
 @no_gpu_here
-def test_cli_ladder_check_only_runs_triton_in_the_interpreter(capsys, interpreter):
+def test_cli_ladder_check_only_runs_triton_in_the_interpreter(capsys, interpreter, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "240")          # one line a row: the reason below is not folded
     assert main(["ladder", "toy_add", "--check-only", "--route", "triton", "--dtype", "float32",
                  "--shapes", "1000", "37x29", "--root", str(FIXTURES)]) == 1      # t02 is wrong on purpose
     out = capsys.readouterr().out

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from hello_gpu.ops import check_rung, list_ops, load_op
-from hello_gpu.ops.checking import INTERPRETER_BFLOAT16, INTERPRETER_MAX_ELEMENTS
+from hello_gpu.ops.checking import INTERPRETER_BFLOAT16, INTERPRETER_MAX_ELEMENTS, STRIDED, TRANSPOSED
+from hello_gpu.ops.probes import PROBE
 from hello_gpu.ops.shapes import shape_label
 from hello_gpu.runtime.compile_gate import NO_PTXAS_REPORT, _ptxas_section
 from hello_gpu.runtime.compiler import cache_dir
@@ -160,7 +161,10 @@ def test_triton_rung_is_correct_in_the_interpreter(name, rung_id, dtype):
         assert result["skips"] == [INTERPRETER_BFLOAT16]
         pytest.skip(INTERPRETER_BFLOAT16)
     assert result["status"] == "pass", result["reason"]
-    assert result["distributions"] == sorted(getattr(op.spec, "DISTRIBUTIONS", ("normal", "large")))
+    # The spec's distributions, the block probe and the non-contiguous layouts (refused or correct; the
+    # transposed one only where a checked shape is 2-D).
+    expected = {*getattr(op.spec, "DISTRIBUTIONS", ("normal", "large")), PROBE, STRIDED}
+    assert expected <= set(result["distributions"]) <= expected | {TRANSPOSED}
     assert len(result["seeds"]) >= 3
 
 

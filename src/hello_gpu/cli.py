@@ -179,12 +179,38 @@ def _ceilings(args: argparse.Namespace, console: Console) -> int:
 
 
 def _parse_shape(text: str):
-    """--shape and --shapes: :func:`hello_gpu.ops.shapes.parse_shape`, its error as argparse's own."""
+    """--shape and --shapes: :func:`hello_gpu.ops.shapes.parse_shape`, its error as argparse's own; every
+    size at least 1 (``--shapes -5`` was read as a shape of -5 elements and ended in a traceback)."""
     from .ops.shapes import parse_shape
     try:
-        return parse_shape(text)
+        shape = parse_shape(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+    if min(shape if isinstance(shape, tuple) else (shape,)) < 1:
+        raise argparse.ArgumentTypeError(f"not a shape: {text!r} (every size must be at least 1; write 4097, "
+                                         f"2**24 or 1823x781)")
+    return shape
+
+
+# What people type for a dtype -> the torch name the specs use.
+DTYPE_ALIASES = {"fp32": "float32", "f32": "float32", "float": "float32", "single": "float32",
+                 "bf16": "bfloat16", "fp16": "float16", "f16": "float16", "half": "float16",
+                 "fp64": "float64", "f64": "float64", "double": "float64"}
+
+
+def resolve_dtype(command: str, op, text: str | None, console: Console) -> tuple[bool, str | None]:
+    """(ok, dtype): ``text`` as the spec's dtype name (aliases such as fp32, bf16, half accepted), or
+    (False, None) after printing the names ``op`` is defined for. ``text`` None stays None."""
+    if text is None:
+        return True, None
+    dtype = DTYPE_ALIASES.get(text.lower(), text.lower().removeprefix("torch."))
+    if dtype in op.spec.DTYPES:
+        return True, dtype
+    aliases = ", ".join(f"{alias}={name}" for alias, name in DTYPE_ALIASES.items() if name in op.spec.DTYPES)
+    console.print(f"{command}: {op.name} is defined for {', '.join(op.spec.DTYPES)}, not {text!r}"
+                  f"{f' (aliases: {aliases})' if aliases else ''}", markup=False, highlight=False, soft_wrap=True,
+                  style="bold red")
+    return False, None
 
 
 def _load_op(command: str, name: str, root, console: Console, rung: str | None = None):
@@ -266,7 +292,7 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("op", help="operator, e.g. vector_add")
     parser.add_argument("rung", help="rung id, e.g. v03_warp_shuffle")
     parser.add_argument("--shape", type=_parse_shape, help="shape to time (default: the spec's largest BENCH_SHAPES)")
-    parser.add_argument("--dtype", default="float32", help="dtype (default: float32)")
+    parser.add_argument("--dtype", default="float32", help="dtype (default: float32; fp32, bf16, fp16/half also read)")
     _cache_argument(parser)
     _root_argument(parser)
 
@@ -284,10 +310,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     op = _load_op("run", args.op, args.root, console, args.rung)   # a typo is reported before the GPU question
     if op is None:
         return 2
+    ok, dtype = resolve_dtype("run", op, args.dtype, console)
+    if not ok:
+        return 2
     if _no_gpu("run", console):
         return 2
     shape = args.shape or op.spec.BENCH_SHAPES[-1]
-    return _show_ladder(run_ladder(op, shapes=[shape], dtype=args.dtype, only=[args.rung],
+    return _show_ladder(run_ladder(op, shapes=[shape], dtype=dtype, only=[args.rung],
                                    progress=console.is_terminal, cache=args.cache), console)
 
 
@@ -296,7 +325,8 @@ def _ladder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--route", choices=("hip", "triton"), help="only this route's rungs (plus the baselines: torch and the peers)")
     parser.add_argument("--shapes", nargs="+", type=_parse_shape, metavar="SHAPE",
                         help="shapes to time (default: the spec's BENCH_SHAPES); with --check-only, shapes to check")
-    parser.add_argument("--dtype", help="dtype (default: float32; with --check-only every dtype of the spec)")
+    parser.add_argument("--dtype", help="dtype (default: float32; with --check-only every dtype of the spec; "
+                                        "fp32, bf16, fp16/half also read)")
     parser.add_argument("--record", nargs="?", const="records", type=Path, metavar="RECORDS_DIR",
                         help="write a record and its plot under RECORDS_DIR/<device>/ (default: records/ of the repo)")
     parser.add_argument("--check-only", action="store_true",
@@ -311,8 +341,6 @@ def _ladder_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _ladder(args: argparse.Namespace, console: Console) -> int:
     from .ops import run_ladder
-    from .ops.checking import INTERPRETER_MAX_ELEMENTS
-    from .ops.ladder import check_ladder, checks_table
 
     op = _load_op("ladder", args.op, args.root, console)
     if op is None:
@@ -321,28 +349,61 @@ def _ladder(args: argparse.Namespace, console: Console) -> int:
         console.print(f"ladder: {op.name} has a spec but no rungs yet; add v00_torch.py, vNN_name.hip or tNN_name.py "
                       f"beside {op.path / 'spec.py'}", markup=False, highlight=False, soft_wrap=True)
         return 2
+    ok, dtype = resolve_dtype("ladder", op, args.dtype, console)
+    if not ok:
+        return 2
     if args.check_only:
-        limit = None
-        if gpu_vendor() is None:
-            # Read when each Triton rung is imported (fresh, by the registry), so setting it here is in time.
-            os.environ.setdefault("TRITON_INTERPRET", "1")
-            limit = INTERPRETER_MAX_ELEMENTS
-        reports = check_ladder(op, route=args.route, shapes=args.shapes, dtypes=[args.dtype] if args.dtype else None,
-                               max_elements=None if args.shapes else limit)
-        console.print(checks_table(op, reports))
-        return 1 if any(report.status == "FAIL" for report in reports.values()) else 0
+        return _check_only(op, args, dtype, console)
     if args.cache != "cold" and args.record is not None:
         console.print(f"ladder: --record keeps cold timings only (the convention of every committed record); "
                       f"run --cache {args.cache} without --record", markup=False, highlight=False, soft_wrap=True)
         return 2
     if _no_gpu("ladder", console):
         return 2
-    result = run_ladder(op, route=args.route, shapes=args.shapes, dtype=args.dtype or "float32",
+    result = run_ladder(op, route=args.route, shapes=args.shapes, dtype=dtype or "float32",
                         record_dir=args.record, progress=console.is_terminal, cache=args.cache)
     status = _show_ladder(result, console)
     if args.profile and result.timed:
         console.print(_ladder_counters_table(result))
     return status
+
+
+def _check_only(op, args: argparse.Namespace, dtype: str | None, console: Console) -> int:
+    """``ladder --check-only``: the correctness table, with a progress bar on a terminal; 1 if a rung failed,
+    2 if nothing could be checked here."""
+    import warnings
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .ops.checking import INTERPRETER_MAX_ELEMENTS
+    from .ops.ladder import check_ladder, checks_table
+
+    limit = None
+    if gpu_vendor() is None:
+        # Read when each Triton rung is imported (fresh, by the registry), so setting it here is in time.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        limit = INTERPRETER_MAX_ELEMENTS
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with warnings.catch_warnings(), Progress(*columns, console=console, transient=True,
+                                             disable=not console.is_terminal) as bar:
+        # The interpreter runs kernels in numpy, which warns on inf - inf (the -inf rows of softmax, a NaN
+        # by design): IEEE arithmetic the checker compares, not a problem to print.
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
+
+        def progress(total: int):
+            task = bar.add_task(f"checking {op.name}", total=total)
+            return lambda: bar.advance(task)
+
+        reports = check_ladder(op, route=args.route, shapes=args.shapes, dtypes=[dtype] if dtype else None,
+                               max_elements=None if args.shapes else limit, progress=progress)
+    console.print(checks_table(op, reports))
+    if any(report.status == "FAIL" for report in reports.values()):
+        return 1
+    if not any(report.ran for report in reports.values()):
+        console.print(f"ladder: no rung of {op.name} could be checked here (see the reasons above)",
+                      markup=False, highlight=False, soft_wrap=True, style="bold red")
+        return 2
+    return 0
 
 
 def _ladder_counters_table(result):
@@ -412,7 +473,8 @@ def _roofline_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder of records (default: ./records, else records/ of the repository)")
     parser.add_argument("--device", metavar="SLUG", help="device folder under the records, e.g. nvidia-h200")
     parser.add_argument("--out", type=Path, metavar="PATH",
-                        help="where the plot goes, without suffix (default: beside the record, NAME.roofline)")
+                        help="where the plot goes, without suffix (default: the user data folder, e.g. "
+                             "~/.local/share/hello-gpu/roofline/DEVICE/NAME.roofline; never the tracked records/)")
     parser.add_argument("--json", action="store_true", help="print the roofs and verdicts as JSON")
 
 
@@ -438,7 +500,8 @@ def _agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, help="max rounds (default 12; on resume: the run's own, or this many in all)")
     parser.add_argument("--policy", default="scripted", help="scripted (offline, default) or llm")
     parser.add_argument("--run-dir", type=Path, metavar="DIR",
-                        help="the run folder (default: agent-runs/OP.ROUTE.START.<time>)")
+                        help="the run folder (default: the user data folder, e.g. "
+                             "~/.local/share/hello-gpu/agent-runs/OP.ROUTE.START.<time>; never the current folder)")
     parser.add_argument("--seed", type=int, default=0, help="the policy's seed (default 0)")
     parser.add_argument("--patience", type=int,
                         help="stop after this many rounds without an accept (default 4; on resume: the run's own)")

@@ -3,8 +3,8 @@
 ``cli.py`` parses the words and options into :class:`AgentOptions` and calls :func:`run_command`; the
 choices (a new run on an operator or a problem file, ``resume RUN``, ``report RUN``), their checks and
 their messages live here, beside the loop they drive. Every message starts with ``agent:``; the exit
-status is 0 (done), 1 (no record written), 2 (a usage error or a run that cannot start) or 130 (Ctrl-C:
-everything so far is stored, and ``resume`` continues it).
+status is 0 (done), 1 (no record written, or no candidate could run here), 2 (a usage error or a run
+that cannot start) or 130 (Ctrl-C: everything so far is stored, and ``resume`` continues it).
 """
 
 from __future__ import annotations
@@ -43,6 +43,15 @@ class AgentOptions:
     reference: str | None = None
     record: Path | None = None             # the records folder; None: no record
     counters: bool | None = None
+
+
+def default_runs_dir() -> Path:
+    """Where a run goes without --run-dir: the user data folder (``~/.local/share/hello-gpu/agent-runs``
+    on Linux), never the current folder, which may be a git checkout. ``HG_AGENT_RUNS`` overrides it."""
+    import os
+
+    import platformdirs
+    return Path(os.environ.get("HG_AGENT_RUNS") or Path(platformdirs.user_data_dir("hello-gpu")) / "agent-runs")
 
 
 def progress_printer(console) -> Callable[[dict], None]:
@@ -123,6 +132,8 @@ def _new_operator_run(op_name: str, options: AgentOptions, console, say) -> int:
     if rung.route != route:
         say(f"{options.start} is a {rung.route} rung, not {route}")
         return 2
+    if not _can_run_here(route, op_name, say):
+        return 2
     extra = {"ops_root": str(options.ops_root.resolve())} if options.ops_root else {}
     if options.reference:
         try:
@@ -141,8 +152,8 @@ def _new_operator_run(op_name: str, options: AgentOptions, console, say) -> int:
             return 2
         dtypes = (options.dtype, *(d for d in dtypes if d != options.dtype))
     task = Task(op_name, options.start, route, dtypes=dtypes, bench_shape=options.shape, extra=extra)
-    run_dir = options.run_dir or (Path("agent-runs") /
-                                  f"{op_name}.{route}.{options.start}.{time.strftime('%Y%m%d-%H%M%S')}")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = options.run_dir or default_runs_dir() / f"{op_name}.{route}.{options.start}.{stamp}"
     status = _search(task, options, run_dir, console, say)
     if status == 0 and options.record:
         try:
@@ -151,6 +162,26 @@ def _new_operator_run(op_name: str, options: AgentOptions, console, say) -> int:
             say(f"no record written: {error}")
             return 1
     return status
+
+
+CPU_CAN_DO = ("on a machine without a GPU the agent runs Triton candidates in the Triton interpreter (minutes a "
+              "candidate for the shipped operators: every check runs ~0.6 ms of Python per program), and the small "
+              "fixture operator in tests/fixtures/ops (hello-gpu agent toy_add --ops-root tests/fixtures/ops --from "
+              "t01_block_per_program) in about a minute; HIP candidates need a GPU (`hello-gpu compile-check` "
+              "compiles them here)")
+
+
+def _can_run_here(route: str, op_name: str, say) -> bool:
+    """Say at once what this machine can do; False where the run cannot start (HIP without a GPU)."""
+    from ..runtime.device import gpu_vendor
+    if gpu_vendor() is not None:
+        return True
+    if route == "hip":
+        say(f"no GPU here, so no {op_name} HIP candidate can be checked or timed: {CPU_CAN_DO}")
+        return False
+    say(f"no GPU here: {op_name} Triton candidates run in the interpreter, slowly; progress is shown per "
+        f"candidate. ({CPU_CAN_DO})")
+    return True
 
 
 def _search(task, options: AgentOptions, run_dir: Path, console, say) -> int:
@@ -167,13 +198,16 @@ def _search(task, options: AgentOptions, run_dir: Path, console, say) -> int:
         say(f"no run started: {error}")
         return 2
     say(f"stopped: {result.stop_reason}; report in {run_dir}")
+    if result.best_id is None:
+        say("no candidate could be checked and timed here, so there is no result: exit status 1")
+        return 1
     return 0
 
 
 def _problem(problem: Path, options: AgentOptions, console, say) -> int:
     """``hello-gpu agent PROBLEM.py --from KERNEL``: a KernelBench-style problem, starting from a rung
     file; the run folder holds the operator folder made for it (ops/), so ``resume`` finds it again."""
-    run_dir = options.run_dir or Path("agent-runs") / f"{problem.stem}.{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = options.run_dir or default_runs_dir() / f"{problem.stem}.{time.strftime('%Y%m%d-%H%M%S')}"
     if (run_dir / "candidates.sqlite").exists():
         say(f"{run_dir} already holds a run: resume it with `hello-gpu agent resume {run_dir}`")
         return 2

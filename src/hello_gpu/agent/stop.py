@@ -49,6 +49,11 @@ class StopRules:
                     f"bound (target {self.target_fraction:.0%})")
         if state.policy_exhausted:
             return "policy exhausted: it has no further candidates to propose"
+        if state.rounds_done > self.max_rounds:
+            # A resumed run asked for fewer rounds in all than it had done ("--rounds 1" after 3): say
+            # that, not "3 of 1 done".
+            return (f"max rounds: {self.max_rounds} in all, and the run had already done {state.rounds_done} "
+                    f"(on resume, --rounds counts every round of the run)")
         if state.rounds_done >= self.max_rounds:
             return f"max rounds: {state.rounds_done} of {self.max_rounds} done"
         if self.time_budget_s is not None and state.elapsed_s >= self.time_budget_s:

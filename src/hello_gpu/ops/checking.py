@@ -21,6 +21,18 @@ CHECK_CHUNK_BYTES of float64 work at a time: ``memory_bound(footprint) = 3 x foo
 the device's free memory cannot hold goes to host memory instead. A spec whose outputs are large gives
 its reference in chunks of output rows (``reference_chunks``, a :class:`ReferenceChunks`): each chunk
 is computed in float64, compared and dropped, so a float64 copy of the whole output never exists.
+
+Besides the spec's distributions, every (dtype, shape) gets:
+
+- a **probe** case (:mod:`.probes`): inputs whose answer a kernel that drops, repeats or misplaces one
+  block of work cannot match (reduce_sum's is exact in float32, with zero tolerance);
+- **layout** cases: the same values as non-contiguous tensors (every input a strided ``x[..., ::2]``
+  view; the first 2-D input transposed). The rung must either give the right answer or refuse before
+  launching with a :class:`~.rung.LayoutError` naming the tensor and its strides (what
+  :class:`~.rung.BuiltRung` does for every rung that indexes raw pointers); a wrong answer fails.
+
+The report's "error / allowed" is the worst element's error over the error its tolerance allows: a
+pass is at most 1, whatever the magnitudes (a sum of 2^60-scaled values errs by 1e30 and passes).
 """
 
 from __future__ import annotations
@@ -30,8 +42,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from .rung import BuiltRung, Rung
-from .shapes import shape_label
+from .probes import PROBE, probe_inputs, tolerance_override
+from .rung import BuiltRung, LayoutError, Rung
+from .shapes import numel, shape_label
 
 # What a spec without DISTRIBUTIONS is checked on; a spec lists more ("near_overflow") where they apply.
 DEFAULT_DISTRIBUTIONS = ("normal", "large")
@@ -40,6 +53,13 @@ SEED_COUNT = 3
 # many elements are checked (a few dozen programs a case; 1823x781 would take seconds a case).
 INTERPRETER_MAX_ELEMENTS = 2**16
 INTERPRETER_BFLOAT16 = "bfloat16 arithmetic is wrong in the Triton interpreter (TRITON_INTERPRET=1): checked on a GPU"
+# The non-contiguous layouts every rung is checked on (the distribution names of those cases).
+STRIDED = "layout x[..., ::2]"
+TRANSPOSED = "layout transposed"
+LAYOUTS = (STRIDED, TRANSPOSED)
+# Whether a rung reads strides does not depend on the size: the layout cases run on shapes up to this many
+# elements (a strided copy of a 2^28 benchmark input would be 2 GiB more for nothing new).
+LAYOUT_MAX_ELEMENTS = 2**22
 
 
 # float64 work the checker does at a time (a chunk of the reference and its comparison), on top of the copies.
@@ -89,6 +109,8 @@ class CaseResult:
     reason: str = ""
     max_abs_error: float | None = None
     max_rel_error: float | None = None
+    error_over_allowed: float | None = None       # worst error / its tolerance: <= 1 passes
+    refused: str | None = None                    # a layout case the rung refused clearly (LayoutError)
     note: str = ""          # how the reference was computed, where not the spec's plain float64
 
     @property
@@ -150,11 +172,23 @@ class CheckReport:
                 "dtypes": sorted({case.dtype for case in ran}),
                 "distributions": sorted({case.distribution for case in ran}),
                 "max_abs_error": self._worst("max_abs_error"), "max_rel_error": self._worst("max_rel_error"),
+                "max_error_over_allowed": _finite(self.worst_error_over_allowed),
+                "layouts_refused": sorted({case.distribution for case in ran if case.refused}),
                 "deterministic_checked": self.deterministic_checked,
                 **({"reference_notes": sorted({case.note for case in ran if case.note})}
                    if any(case.note for case in ran) else {}),
-                "checks": ["poisoned output", "inputs unchanged", "float64 reference", "invariants"]
+                "checks": ["poisoned output", "inputs unchanged", "float64 reference", "invariants",
+                           "block probe", "non-contiguous inputs"]
                           + (["bitwise repeat"] if self.deterministic_checked else [])}
+
+    @property
+    def worst_error_over_allowed(self) -> float | None:
+        """The largest error / tolerance of the cases that ran (inf: an exact answer missed; None: none compared)."""
+        return self._worst("error_over_allowed")
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -262,15 +296,70 @@ def compare_outputs(output, expected, rtol: float, atol: float) -> tuple[float, 
                               f"expected {float(expected.flatten()[index])!r}")
 
 
+def error_over_allowed(output, expected, rtol: float, atol: float) -> float:
+    """The worst element's |error| / (atol + rtol * |expected|): at most 1 where compare_outputs passes;
+    inf where an exact answer (zero tolerance) is missed. Elements whose reference is NaN are left out."""
+    torch = _torch()
+    error = (output.to(torch.float64) - expected).abs()
+    allowed = atol + rtol * expected.abs()
+    with torch.no_grad():
+        ratio = torch.where(error == 0, torch.zeros_like(error), error / allowed)     # 0/0 (exact, no slack): 0
+    ratio = ratio.masked_fill(torch.isnan(expected), 0.0).nan_to_num(nan=math.inf)
+    return float(ratio.max()) if ratio.numel() else 0.0
+
+
+def _strided(tensor):
+    """The same values in a view whose last dimension has stride 2 (``x[..., ::2]`` of a buffer twice as wide)."""
+    torch = _torch()
+    buffer = torch.empty((*tensor.shape[:-1], 2 * tensor.shape[-1]), dtype=tensor.dtype, device=tensor.device)
+    view = buffer[..., ::2]
+    view.copy_(tensor)
+    return view
+
+
+def _layout_inputs(inputs: tuple, layout: str) -> tuple | None:
+    """``inputs`` re-laid out as ``layout`` (same values), or None when the layout does not apply to them."""
+    if layout == STRIDED:        # a 1-element tensor is contiguous under any stride: nothing to check there
+        if all(tensor.numel() <= 1 for tensor in inputs):
+            return None
+        return tuple(_strided(tensor) if tensor.numel() > 1 else tensor for tensor in inputs)
+    for index, tensor in enumerate(inputs):        # TRANSPOSED: the first 2-D input with more than one row and column
+        if tensor.dim() == 2 and min(tensor.shape) > 1:
+            return (*inputs[:index], tensor.t().contiguous().t(), *inputs[index + 1:])
+    return None
+
+
+def _tolerance(spec, inputs, dtype: str) -> tuple[float, float]:
+    override = tolerance_override(spec)
+    if override is not None:
+        return override(inputs, dtype)
+    return spec.tolerance(inputs, dtype) if hasattr(spec, "tolerance") else spec.TOLERANCE[dtype]
+
+
+def _case_inputs(spec, shape, dtype: str, seed: int, distribution: str, device: str):
+    """(inputs, (rtol, atol) or None for the spec's own), or None where the case does not apply."""
+    if distribution == PROBE:
+        return probe_inputs(spec, shape, dtype, seed=seed, device=device)
+    if distribution in LAYOUTS:
+        inputs = _layout_inputs(spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device),
+                                distribution)
+        return None if inputs is None else (inputs, None)
+    return spec.make_inputs(shape, dtype, seed=seed, distribution=distribution, device=device), None
+
+
 def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distribution: str, device: str,
-                deterministic: bool) -> CaseResult:
+                deterministic: bool) -> CaseResult | None:
+    """One case; None where ``distribution`` (a probe, a layout) does not apply to this op or shape."""
     torch = _torch()
     label = shape_label(shape)
 
-    def result(reason: str | None = None, max_abs=None, max_rel=None) -> CaseResult:
-        return CaseResult(label, dtype, seed, distribution, reason is None, reason or "", max_abs, max_rel)
+    def result(reason: str | None = None, max_abs=None, max_rel=None, ratio=None) -> CaseResult:
+        return CaseResult(label, dtype, seed, distribution, reason is None, reason or "", max_abs, max_rel, ratio)
 
-    inputs = spec.make_inputs(shape, dtype, seed=seed, distribution=distribution, device=device)
+    made = _case_inputs(spec, shape, dtype, seed, distribution, device)
+    if made is None:
+        return None
+    inputs, tolerance = made
     before = [_kept_copy(tensor) for tensor in inputs]
     # A spec with large outputs gives its reference in row chunks, computed after the call and compared
     # one at a time (see the module's notes); the placeholder on the meta device only carries the shape.
@@ -279,9 +368,15 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
     # On the inputs' device: a reference may compute elsewhere, and the comparisons below mix it with the output.
     expected = (torch.empty(chunked.shape, dtype=torch.float64, device="meta") if chunked is not None
                 else spec.reference(*inputs).to(device=inputs[0].device, dtype=torch.float64))
-    rtol, atol = spec.tolerance(inputs, dtype) if hasattr(spec, "tolerance") else spec.TOLERANCE[dtype]
+    rtol, atol = tolerance if tolerance is not None else _tolerance(spec, inputs, dtype)
     try:
         output, problem = _call_poisoned(built, inputs, expected, device)
+    except LayoutError as error:
+        if distribution not in LAYOUTS:
+            return result(f"refused contiguous inputs: {error}")
+        case = result(None)
+        case.refused = str(error)        # a clear refusal before launch: what a rung that reads no strides must do
+        return case
     except Exception as error:  # noqa: BLE001 - a rung that raises fails this case, with what it raised
         return result(f"raised {type(error).__name__}: {error}")
     changed = [index for index, (old, new) in enumerate(zip(before, inputs)) if not _same_bits(old, new)]
@@ -295,6 +390,7 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
     if tuple(output.shape) != tuple(expected.shape) or output.dtype != inputs[0].dtype:
         return result(f"output is {tuple(output.shape)} {output.dtype}; expected {tuple(expected.shape)} "
                       f"{inputs[0].dtype} (the reference's shape, the input's dtype)")
+    ratio = None
     if chunked is not None:
         max_abs, max_rel, failure = _compare_chunks(output, chunked, rtol, atol, built.accepts_out)
         if failure:
@@ -304,19 +400,20 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
         if unwritten:
             return result(f"{unwritten} of {output.numel()} output elements {_unwritten(built.accepts_out)}")
         max_abs, max_rel, failure = compare_outputs(output, expected, rtol, atol)
+        ratio = error_over_allowed(output, expected, rtol, atol)
         if failure:
-            return result(failure, max_abs, max_rel)
+            return result(failure, max_abs, max_rel, ratio)
     problems = spec.invariants(inputs, output) if hasattr(spec, "invariants") else []
     if problems:
-        return result("; ".join(problems), max_abs, max_rel)
+        return result("; ".join(problems), max_abs, max_rel, ratio)
     if deterministic:
         first = _kept_copy(output)
         again, _ = _call_poisoned(built, inputs, expected, device)
         if not _same_bits(first, again):
             differing = int((tensor_bits(first) != tensor_bits(again)).sum())
             return result(f"declared deterministic, but a second run on the same inputs differs in {differing} "
-                          f"of {first.numel()} elements", max_abs, max_rel)
-    done = result(None, max_abs, max_rel)
+                          f"of {first.numel()} elements", max_abs, max_rel, ratio)
+    done = result(None, max_abs, max_rel, ratio)
     done.note = chunked.note if chunked is not None else ""
     return done
 
@@ -369,14 +466,26 @@ def _dtype_skip(rung: Rung, built: BuiltRung, dtype: str) -> str | None:
 # ---------------------------------------------------------------------------------------- entry point
 
 
+def case_count(spec, shapes, dtypes, seed_count: int = SEED_COUNT, distributions=None, *, probes: bool = True,
+               layouts: bool = True) -> int:
+    """How many times check_rung calls ``progress`` for these arguments (one rung)."""
+    distributions = distributions or getattr(spec, "DISTRIBUTIONS", DEFAULT_DISTRIBUTIONS)
+    per_shape = [len(distributions) * seed_count + probes
+                 + (len(LAYOUTS) if layouts and numel(shape) <= LAYOUT_MAX_ELEMENTS else 0) for shape in shapes]
+    return len(list(dtypes)) * sum(per_shape)
+
+
 def check_rung(rung: Rung, op=None, shapes=None, dtypes=None, seeds=None,
                distributions=None, *, device: str | None = None,
-               built: BuiltRung | None = None) -> CheckReport:
+               built: BuiltRung | None = None, probes: bool = True, layouts: bool = True,
+               progress=None) -> CheckReport:
     """Check ``rung`` on every (dtype, shape, distribution, seed); see the module docstring for how.
 
     Defaults: the spec's EDGE_SHAPES, DTYPES and DISTRIBUTIONS (else normal and large), three fresh seeds,
     and the rung's own device (the GPU; the CPU for the Triton interpreter). ``built``: the rung already
-    built (a torch.compile or Triton JIT is not paid twice).
+    built (a torch.compile or Triton JIT is not paid twice). ``probes`` and ``layouts``: the block probe
+    and the non-contiguous cases (on by default; see the module docstring). ``progress``: called after
+    each case (a progress bar's advance; :func:`case_count` says how many there will be).
     """
     op = op or rung.op
     spec = op.spec
@@ -397,10 +506,20 @@ def check_rung(rung: Rung, op=None, shapes=None, dtypes=None, seeds=None,
         skip = _dtype_skip(rung, built, dtype)
         if skip:
             report.cases.append(CaseResult("all", dtype, None, None, None, skip))
+            if progress is not None:
+                for _ in range(case_count(spec, shapes or spec.EDGE_SHAPES, [dtype], len(seeds), distributions,
+                                          probes=probes, layouts=layouts)):
+                    progress()
             continue
         for shape in shapes or spec.EDGE_SHAPES:
-            for distribution in distributions:
-                for seed in seeds:
-                    report.cases.append(_check_case(built, spec, shape, dtype, seed, distribution, device,
-                                                    report.deterministic_checked))
+            # The spec's distributions on every seed; one block probe and the layouts on the first seed.
+            cases = [(distribution, seed) for distribution in distributions for seed in seeds]
+            cases += [(PROBE, seeds[0])] if probes else []
+            cases += [(layout, seeds[0]) for layout in LAYOUTS if layouts and numel(shape) <= LAYOUT_MAX_ELEMENTS]
+            for distribution, seed in cases:
+                case = _check_case(built, spec, shape, dtype, seed, distribution, device, report.deterministic_checked)
+                if case is not None:
+                    report.cases.append(case)
+                if progress is not None:
+                    progress()
     return report

@@ -163,21 +163,69 @@ def _compile_per_shape(run: Callable) -> Callable:
     return torch.compile(run, dynamic=False)
 
 
+class LayoutError(RungError):
+    """A tensor a rung cannot read as laid out (not contiguous), refused before anything is launched."""
+
+
+def _input_names(function: Callable, count: int) -> list[str]:
+    """The names of a run()'s first ``count`` parameters (``a``, ``b``; ``x``, ``weight``), else input 0, 1, ..."""
+    try:
+        names = [name for name, parameter in inspect.signature(function).parameters.items()
+                 if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    names = [name for name in names if name not in ("kernel", "out")]    # a companion's run(kernel, *inputs, out)
+    return [names[i] if i < len(names) else f"input {i}" for i in range(count)]
+
+
 @dataclass
 class BuiltRung:
-    """A rung ready to call: ``built(*inputs)`` or, where ``accepts_out``, ``built(*inputs, out=tensor)``."""
+    """A rung ready to call: ``built(*inputs)`` or, where ``accepts_out``, ``built(*inputs, out=tensor)``.
+
+    ``any_layout``: the rung reads its tensors through their strides (the torch route: PyTorch does).
+    Every other rung is handed raw pointers and indexes them as contiguous rows, so a call refuses a
+    non-contiguous tensor (``x[::2]``, ``w.t()``, an ``expand``) with a :class:`LayoutError` naming the
+    rung, the tensor and its strides, before anything is launched: a strided view read as contiguous is
+    a silently wrong answer (the Triton vector_add and reduce_sum rungs returned one on ``x[::2]``,
+    issue 19). One ``is_contiguous()`` a tensor costs ~0.1 us of host time.
+    """
 
     rung: "Rung"
     function: Callable
     accepts_out: bool
     interpreted: bool = False          # a Triton rung running in the CPU interpreter
+    any_layout: bool = False
+    input_names: tuple[str, ...] = ()  # for messages; default: the names of function's parameters
 
     def __call__(self, *inputs, out=None):
+        if not self.any_layout:
+            self.check_layout(inputs, out)
         if out is None:
             return self.function(*inputs)
         if not self.accepts_out:
             raise RungError(f"{self.rung.path}: run() takes no out= tensor")
         return self.function(*inputs, out=out)
+
+    def check_layout(self, inputs, out=None) -> None:
+        """Raise :class:`LayoutError` for the first non-contiguous tensor among ``inputs`` and ``out``."""
+        tensors = list(inputs) + ([out] if out is not None else [])
+        for index, tensor in enumerate(tensors):
+            if hasattr(tensor, "is_contiguous") and not tensor.is_contiguous():
+                names = [*(self.input_names[:len(inputs)] or _input_names(self.function, len(inputs))), "out"]
+                raise LayoutError(
+                    f"{self.rung.op.name}/{self.rung.id}: {names[index]} has shape {tuple(tensor.shape)} and strides "
+                    f"{tuple(tensor.stride())}, not contiguous (that would be strides "
+                    f"{tuple(_contiguous_strides(tensor.shape))}); "
+                    f"this rung indexes its tensors as contiguous memory, so it refuses rather than read the wrong "
+                    f"elements: pass {names[index]}.contiguous()")
+
+
+def _contiguous_strides(shape) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(int(size), 1)
+    return strides[::-1]
 
 
 @dataclass(eq=False)
@@ -291,14 +339,14 @@ class Rung:
         if not callable(run):
             raise RungError(f"{self.path}: defines no run(*inputs) function")
         if self.id == TORCH_COMPILE:
-            return BuiltRung(self, _compile_per_shape(run), _accepts_out(run))
+            return BuiltRung(self, _compile_per_shape(run), _accepts_out(run), any_layout=True)
         interpreted = self.route == "triton" and triton_interpreter_on()
         accepts_out = _accepts_out(run)
         if self.route == "triton" and not interpreted:
             # Repeated call signatures replay the rung's recorded Triton launches: its host time becomes
             # the launches' alone (see runtime.triton_replay; rungs that are not replayable run as written).
             run = replayable(run)
-        return BuiltRung(self, run, accepts_out, interpreted=interpreted)
+        return BuiltRung(self, run, accepts_out, interpreted=interpreted, any_layout=self.route == "torch")
 
     def _build_hip(self) -> BuiltRung:
         kernels = _KernelsByDtype(self)
@@ -311,7 +359,7 @@ class Rung:
                 function = lambda *inputs, out=None: run(kernels.like(inputs), *inputs, out=out)  # noqa: E731
             else:
                 function = lambda *inputs: run(kernels.like(inputs), *inputs)  # noqa: E731
-            return BuiltRung(self, function, _accepts_out(run))
+            return BuiltRung(self, function, _accepts_out(run), input_names=tuple(_input_names(run, 8)))
         outputs = [p.name for p in kernel.signature.parameters if p.is_output]
         if len(outputs) != 1:
             raise RungError(f"{self.path}: {kernel.signature.entry} has {len(outputs)} outputs; write "
@@ -336,7 +384,8 @@ class Rung:
             arguments = {output: out, **{name: inputs[0].numel() for name in sizes}}
             return kernels.like(inputs)(*inputs, block=header.block or DEFAULT_BLOCK, grid=grid, **arguments)
 
-        return BuiltRung(self, launch, True)
+        inputs = tuple(p.name for p in kernel.signature.parameters if p.is_pointer and not p.is_output)
+        return BuiltRung(self, launch, True, input_names=inputs)
 
 
 class _KernelsByDtype:

@@ -35,7 +35,7 @@ INCLUDE_DIR = "include"
 # The modules of ops/ that are the ladder machinery rather than code a rung runs. Another top-level
 # module of ops/ is a shared helper (rows.py) and counts: a new file is a source until listed here,
 # so a forgotten entry shows as a stale record, never as a record that misses an edit.
-FRAMEWORK = frozenset({"__init__.py", "checking.py", "functions.py", "header.py", "ladder.py", "registry.py",
+FRAMEWORK = frozenset({"__init__.py", "checking.py", "functions.py", "header.py", "ladder.py", "probes.py", "registry.py",
                        "rung.py", "rung_tables.py", "sources.py"})
 
 CPP_SUFFIXES = (".hip", ".cu", ".h", ".hpp", ".cuh", ".inc")

@@ -32,8 +32,11 @@ def verdict_table(roofline: Roofline):
 
 
 def default_plot_path(roofline: Roofline) -> Path:
-    """``records/<device>/<op>[.<route>].<dtype>.roofline`` (PNG and SVG), beside the ladder record."""
-    return roofline.record_path.parent / f"{roofline.name}.roofline"
+    """``<user data dir>/hello-gpu/roofline/<device>/<op>[.<route>].<dtype>.roofline`` (PNG and SVG): never
+    beside the ladder record, whose records/ folder is tracked by git (``--out`` puts it anywhere)."""
+    import platformdirs
+    folder = Path(platformdirs.user_data_dir("hello-gpu")) / "roofline" / roofline.record_path.parent.name
+    return folder / f"{roofline.name}.roofline"
 
 
 def run_roofline(op: str, *, dtype: str | None, route: str | None, record_file: Path | None, records_dir: Path,
