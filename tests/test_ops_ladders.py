@@ -14,7 +14,8 @@ from hello_gpu.ops import check_rung, list_ops, load_op
 from hello_gpu.ops.checking import INTERPRETER_BFLOAT16, INTERPRETER_MAX_ELEMENTS, STRIDED, TRANSPOSED
 from hello_gpu.ops.probes import PROBE
 from hello_gpu.ops.shapes import shape_label
-from hello_gpu.runtime.compile_gate import NO_PTXAS_REPORT, _ptxas_section
+from hello_gpu.runtime.compile_gate import NO_PTXAS_REPORT
+from hello_gpu.runtime.compiler import ptxas_section
 from hello_gpu.runtime.compiler import cache_dir
 from hello_gpu.runtime.resources import parse_ptxas_report
 from hello_gpu.runtime.device import gpu_vendor
@@ -103,7 +104,7 @@ def test_hip_rung_compiles_for_sm_90_without_spills(name, rung_id, dtype):
     rung = load_op(name).rung(rung_id)
     binary = rung.kernel(arch="sm_90", dtype=dtype).compile()
     assert binary.arch == "sm_90" and binary.image
-    section = _ptxas_section(binary.log, binary.lowered_name)
+    section = ptxas_section(binary.log, binary.lowered_name)
     # Without ptxas's report the spills are unknown: that is a failure, never a pass that checked nothing.
     assert "Used " in section, (f"{rung.path} {dtype}: spills not checked, {NO_PTXAS_REPORT}; or a binary "
                                 f"cached that way: clear hello-gpu's kernel cache ({cache_dir()})")
