@@ -641,3 +641,21 @@ def test_the_static_scan_follows_assigned_aliases():
                    "import torch\nadd = torch.add\ndef run(a, b):\n    return add(a, b)\n",
                    "import torch.nn.functional as F\nG = F\nS = G.softmax\ndef run(x):\n    return S(x, -1)\n"):
         assert LIBRARY in tags(anticheat.find_library_calls(Candidate(None, None, "triton", source))), source
+
+
+def test_origin_in_real_h200_traces():
+    """The H200 traces say who launched each kernel: hello_gpu's runtime through the driver API
+    (cuLaunchKernel), ATen through the runtime API (cudaLaunchKernel). A candidate whose source declares a
+    kernel named like ATen's does not make ATen's kernel its own; torch.compile's Inductor kernel is not
+    the candidate's either, although its name looks like Triton's."""
+    own = anticheat.evidence_from_trace(trace("torch_trace_cuda_vector_add_v01.json"), ours=["vector_add"])
+    assert {k["launched_by"] for k in own["kernels"]} == {"cuLaunchKernel"} and all(k["own"] for k in own["kernels"])
+    assert anticheat.check_kernel_origin(own["kernels"]) == []
+    borrowed = anticheat.evidence_from_trace(trace("torch_trace_cuda_vector_add_v00.json"),
+                                             ours=["vectorized_elementwise_kernel"])
+    assert all(k["own"] for k in borrowed["kernels"])               # by name alone it would pass
+    assert tags(anticheat.check_kernel_origin(borrowed["kernels"])) == {LIBRARY}
+    inductor = anticheat.evidence_from_trace(trace("torch_trace_cuda_reduce_sum_v00_compile.json"),
+                                             triton=["sum_kernel"])
+    assert inductor["kernels"] and not any(k["own"] for k in inductor["kernels"])
+    assert tags(anticheat.check_kernel_sources(inductor["kernels"], ["sum_kernel"])) == {LIBRARY}

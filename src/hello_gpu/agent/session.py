@@ -62,7 +62,7 @@ from .shared import allocate
 
 INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
 CHECKED_SETS = 3              # fresh input sets checked at the benchmark shape, per dtype, before timing
-HISTORY_CALLS = 32            # earlier calls' inputs kept to name a cached answer (small shapes: ~1 MB in all)
+HISTORY_CALLS = 24            # earlier calls' inputs kept per shape to name a cached answer (small shapes only)
 HISTORY_MAX_ELEMENTS = 2**13
 PROFILED_CALLS = 3            # calls profiled per dtype for the kernel evidence
 DETERMINISM_REPEATS = 3       # calls on the same inputs that must agree bit for bit, where declared
@@ -251,12 +251,13 @@ class RemoteCandidate:
         self.interpreted = bool(session.loaded["interpreted"])
         self.function = None
         self.calls = 0
-        self.recent: list[tuple] = []       # the parent's copies of the last small calls' inputs
+        self.recent: dict[tuple, list[tuple]] = {}     # per input shapes: the parent's copies of the last calls' inputs
 
     def history(self) -> list[tuple]:
         """Inputs of earlier calls (small shapes only), newest first: a cache keyed on the lent buffers'
-        addresses returns one of their answers, which check_fresh_inputs then names as cached."""
-        return list(reversed(self.recent))
+        addresses (one set of buffers per shape) returns one of their answers, which check_fresh_inputs
+        then names as cached."""
+        return [inputs for kept in self.recent.values() for inputs in reversed(kept)]
 
     def __call__(self, *inputs, out=None):
         torch = _torch()
@@ -276,7 +277,9 @@ class RemoteCandidate:
         answer = session.request("call", inputs=names, out=out_key)
         self.calls += 1
         if sum(tensor.numel() for tensor in inputs) <= HISTORY_MAX_ELEMENTS:
-            self.recent = [*self.recent[-(HISTORY_CALLS - 1):], tuple(tensor.clone() for tensor in inputs)]
+            key = tuple((tuple(tensor.shape), str(tensor.dtype)) for tensor in inputs)
+            kept = self.recent.setdefault(key, [])
+            kept[:] = [*kept[-(HISTORY_CALLS - 1):], tuple(tensor.clone() for tensor in inputs)]
         for counter in session.counters:
             counter.count += int(answer.get("launches") or 0)
         session.check_guards(names + ([out_key] if out_key else []))
