@@ -222,8 +222,9 @@ def bench(candidate: Candidate, task, *, max_seconds: float = 2.0, timeout_s: fl
 
 def compare(baseline: Candidate, candidate: Candidate, task, *, min_rounds: int = 10, max_seconds: float = 4.0,
             timeout_s: float = COMPARE_TIMEOUT_S) -> CompareResult:
-    """Paired, interleaved (ABBA) timing of baseline and candidate in one child process: speedup
-    (baseline time / candidate time) with its bootstrap 95% interval, and the baseline's noise."""
+    """Paired, interleaved timing of baseline and candidate, each in its own child process, batch by batch
+    in ABBA order on the same fresh inputs (:func:`hello_gpu.agent.session.run_compare`): speedup (baseline
+    time / candidate time) with its bootstrap 95% interval, and the baseline's noise."""
     payload = _payload(task, baseline=baseline, candidate=candidate)
     payload.update(min_rounds=min_rounds, max_seconds=max_seconds)
     raw = run_candidate_step("compare", payload, timeout_s)
