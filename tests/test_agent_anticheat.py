@@ -507,3 +507,155 @@ def test_device_trace_evidence(name, tag, monkeypatch):
         assert found == set(), evidence
     else:
         assert tag in found, (found, evidence)
+
+
+# ------------------------------------------------------------------------------------------ issue 17: verdicts from outside
+
+
+OUTSIDE_TASK = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), check_shapes=(1, 31, 1000, (37, 29)),
+                    bench_shape=4096)
+# What each cheat of issue 17's classes must be rejected for, through the agent's own check step (the
+# verdict computed in the parent, the candidate in its child): the tags its reasons must include.
+OUTSIDE_CHEATS = {
+    "t80_walks_the_stack.py": {anticheat.TAMPER},                    # sys._getframe from its own code
+    "t81_widens_tolerance.py": {anticheat.TAMPER, INCORRECT},        # spec.TOLERANCE changed; wrong in the parent
+    "t82_wraps_numpy.py": {anticheat.TAMPER},                        # numpy.median / percentile replaced
+    "t83_skips_at_scale.py": {INCORRECT},                            # wrong at the benchmark shape only
+    "t84_fewer_dtypes.py": {anticheat.COVERAGE},                     # bfloat16 left out of the header
+    "t85_hunts_the_reference.py": {anticheat.TAMPER, INCORRECT},     # gc.get_objects; no reference in the child
+    "t86_rewrites_the_reporter.py": {anticheat.TAMPER, INCORRECT},   # Connection.send_bytes, Worker.call replaced
+    "t87_raw_thread.py": {anticheat.TAMPER, INCORRECT},              # _thread.start_new_thread
+    "t88_writes_past_the_end.py": {anticheat.GUARD},                 # the guard bytes after the output
+    "t89_aliased_library.py": {LIBRARY},                             # T = torch; T.add
+}
+
+
+def _check_all(names_and_tasks):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hello_gpu.agent import tools
+    with ThreadPoolExecutor(2) as pool:             # each check is its own child process; 2 cores here
+        return dict(zip([name for name, _ in names_and_tasks],
+                        pool.map(lambda item: tools.check(candidate_of(item[0]), item[1]), names_and_tasks)))
+
+
+@pytest.fixture(scope="module")
+def outside_results():
+    tasks = [(name, Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32", "bfloat16"),
+                         check_shapes=OUTSIDE_TASK.check_shapes, bench_shape=4096)
+              if name.startswith("t84_") else OUTSIDE_TASK) for name in OUTSIDE_CHEATS]
+    return _check_all(tasks + [("t98_honest_scratch.py", OUTSIDE_TASK), (HONEST, OUTSIDE_TASK)])
+
+
+def _reason_tags(result) -> set[str]:
+    tags_found = {tag_of(reason) for reason in result.cheats}
+    if result.correct is False:
+        tags_found.add(INCORRECT)
+    return tags_found
+
+
+@pytest.mark.parametrize("name", sorted(OUTSIDE_CHEATS))
+def test_each_class_of_issue_17_is_rejected_with_its_reason(name, outside_results):
+    result = outside_results[name]
+    assert result.status == "ok", (name, result.raw.get("detail"))
+    assert not result.passed, (name, result.to_dict())
+    assert OUTSIDE_CHEATS[name] <= _reason_tags(result), (name, result.reason)
+
+
+def test_honest_controls_at_the_edge_are_accepted(outside_results):
+    """A kernel with its own scratch buffer (two own launches a call, writes into its own allocation) and
+    the plain honest add pass every rule: no guard, origin, tamper or coverage reason."""
+    for name in ("t98_honest_scratch.py", HONEST):
+        result = outside_results[name]
+        assert result.status == "ok" and result.passed and result.cheats == [], (name, result.reason)
+        anticheat_part = result.raw["anticheat"]
+        assert anticheat_part["tamper"] == [] and anticheat_part["guard"] == [] and anticheat_part["coverage"] == []
+        assert anticheat_part["bench_shape"]["dtypes"] == ["float32"] and not anticheat_part["bench_shape"]["failures"]
+        assert result.raw["verdict_in"] == "parent" and result.patched == []
+
+
+def test_the_reference_and_the_seeds_never_reach_the_child(outside_results):
+    """t85 searched the child's whole heap for a float64 tensor of the output's shape and found none: its
+    fallback (wrong on even sizes) is what the parent saw."""
+    result = outside_results["t85_hunts_the_reference.py"]
+    assert result.correct is False and ("never written" in result.reason or "outside rtol" in result.reason)
+
+
+def test_a_slowed_clock_is_caught_by_the_parents_clock():
+    """t97 halves time.perf_counter in its child: the bench's claimed span for a warm batch covers half of
+    what the parent's own clock saw (timing inconsistent), and the fingerprint names the patch."""
+    from hello_gpu.agent import tools
+    result = tools.bench(candidate_of("t97_patches_timer.py"), OUTSIDE_TASK, max_seconds=0.5)
+    assert result.ok, result.notes
+    assert result.suspect and anticheat.TIMING in result.suspect and "clock runs at 0.5" in result.suspect, \
+        result.suspect
+    assert "time.perf_counter" in result.raw["patched"]
+
+
+def test_timed_outputs_are_checked_at_the_benchmark_shape():
+    """t80 computes everything when called to be checked and skips tiles when a timer is its caller: the
+    parent's random check of the timed calls' outputs catches the timed ones."""
+    from hello_gpu.agent import tools
+    result = tools.bench(candidate_of("t80_walks_the_stack.py"), OUTSIDE_TASK, max_seconds=0.3)
+    assert result.ok, result.notes
+    assert result.suspect and anticheat.TIMED_OUTPUT in result.suspect, result.suspect
+    assert result.raw["timed_outputs_checked"] >= 1
+
+
+def test_baseline_and_candidate_are_timed_in_separate_processes():
+    """A candidate that makes every Triton kernel launch twice (JITFunction.run patched at import) slows
+    nothing but itself: the baseline runs in its own child, which shows no patch. The candidate's patch is
+    named (on a GPU it doubles its own launches; the interpreter runs kernels through another class)."""
+    from hello_gpu.agent import tools
+    source = candidate_of(HONEST).source.replace(
+        "TILE = 256\n",
+        "TILE = 256\nfrom triton.runtime import jit as _jit\n_run = _jit.JITFunction.run\n"
+        "def _twice(self, *args, **kwargs):\n    _run(self, *args, **kwargs)\n    return _run(self, *args, **kwargs)\n"
+        "setattr(_jit.JITFunction, 'run', _twice)\n", 1)
+    slowing = Candidate(None, None, "triton", source)
+    result = tools.compare(candidate_of(HONEST), slowing, OUTSIDE_TASK, min_rounds=4, max_seconds=1.0)
+    assert result.ok, result.raw.get("detail")
+    assert "separate processes" in result.raw["order"]
+    assert result.suspect and "JITFunction.run" in result.suspect
+    assert not result.raw["baseline_problems"] and not result.raw["baseline_patched"]
+
+
+def test_kernel_origin_rejects_a_library_kernel_named_like_the_candidates():
+    """Origin, not name: a kernel with the candidate's name launched through the CUDA runtime API (how ATen
+    launches) is not its own; more own-named kernels in a call than its JIT launched are not either."""
+    own = {"name": "vector_add", "source": "hello-gpu", "own": True, "call": 0}
+    assert anticheat.check_kernel_origin([{**own, "launched_by": "cuLaunchKernel"}]) == []
+    spoofed = anticheat.check_kernel_origin([{**own, "launched_by": "cudaLaunchKernel"}])
+    assert tags(spoofed) == {LIBRARY} and "cudaLaunchKernel" in spoofed[0]
+    triton_own = {"name": "add_kernel", "source": "triton", "own": True, "launched_by": "cuLaunchKernelEx"}
+    assert anticheat.check_kernel_origin([{**triton_own, "call": 0}], own_launches=[1]) == []
+    excess = anticheat.check_kernel_origin([{**triton_own, "call": 0}, {**triton_own, "call": 0}], own_launches=[1])
+    assert tags(excess) == {LIBRARY} and "launched 1 time" in excess[0]
+    # An Inductor-style name is torch.compile's, not the candidate's, when the trace says it is not its own.
+    inductor = {"name": "triton_poi_fused_add_0", "source": "triton", "own": False, "launched_by": "cuLaunchKernelEx"}
+    assert tags(anticheat.check_kernel_sources([inductor], ["add_kernel"])) == {LIBRARY}
+
+
+def test_the_static_scan_follows_assigned_aliases():
+    for source in ("import torch\nT = torch\ndef run(a, b):\n    return T.add(a, b)\n",
+                   "import torch\nadd = torch.add\ndef run(a, b):\n    return add(a, b)\n",
+                   "import torch.nn.functional as F\nG = F\nS = G.softmax\ndef run(x):\n    return S(x, -1)\n"):
+        assert LIBRARY in tags(anticheat.find_library_calls(Candidate(None, None, "triton", source))), source
+
+
+def test_origin_in_real_h200_traces():
+    """The H200 traces say who launched each kernel: hello_gpu's runtime through the driver API
+    (cuLaunchKernel), ATen through the runtime API (cudaLaunchKernel). A candidate whose source declares a
+    kernel named like ATen's does not make ATen's kernel its own; torch.compile's Inductor kernel is not
+    the candidate's either, although its name looks like Triton's."""
+    own = anticheat.evidence_from_trace(trace("torch_trace_cuda_vector_add_v01.json"), ours=["vector_add"])
+    assert {k["launched_by"] for k in own["kernels"]} == {"cuLaunchKernel"} and all(k["own"] for k in own["kernels"])
+    assert anticheat.check_kernel_origin(own["kernels"]) == []
+    borrowed = anticheat.evidence_from_trace(trace("torch_trace_cuda_vector_add_v00.json"),
+                                             ours=["vectorized_elementwise_kernel"])
+    assert all(k["own"] for k in borrowed["kernels"])               # by name alone it would pass
+    assert tags(anticheat.check_kernel_origin(borrowed["kernels"])) == {LIBRARY}
+    inductor = anticheat.evidence_from_trace(trace("torch_trace_cuda_reduce_sum_v00_compile.json"),
+                                             triton=["sum_kernel"])
+    assert inductor["kernels"] and not any(k["own"] for k in inductor["kernels"])
+    assert tags(anticheat.check_kernel_sources(inductor["kernels"], ["sum_kernel"])) == {LIBRARY}

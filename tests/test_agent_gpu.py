@@ -54,7 +54,7 @@ CHEATS = HERE / "agent_cheats"
 HONEST = "t99_honest.py"
 # The cheat each file commits, as in tests/test_agent_core.py (the tags are hello_gpu.agent.anticheat's).
 CHEAT_TAGS = {"t90_": LIBRARY, "t91_": CONCURRENCY, "t92_": CACHED, "t93_": PARTIAL_WRITE, "t94_": INPUT_WRITE,
-              "t95_": LOW_PRECISION, "t96_": NO_LAUNCH, "t97_": TIMER, "v90_": LIBRARY}
+              "t95_": LOW_PRECISION, "t96_": NO_LAUNCH, "t97_": TIMER, "v90_": LIBRARY, "v91_": LIBRARY}
 
 # Small shapes: sizes that are multiples of no tile (1, 31, 1000) and a 2-D one, as the CPU tier uses.
 CHECK_SHAPES = (1, 31, 1000, (37, 29))
@@ -411,3 +411,92 @@ def test_a_kernelbench_problem_on_the_gpu(tmp_path):
     assert start.results["check"]["passed"] and (start.results["check"].get("raw") or {}).get("device") == "cuda"
     assert start.results["bench"]["clock"] == "device-events", start.results["bench"]
     assert (run_dir / "report.md").is_file()
+
+
+# ============================================================================ 7. issue 17: verdicts from outside the child
+
+# The classes of issue 17 on the device, each through the agent's own check (verdict in the parent). The tags
+# each one's reasons must include; "incorrect" stands for the checker's own verdict (result.correct False).
+OUTSIDE_CHEATS = {
+    "t80_walks_the_stack.py": {"tamper evidence"},
+    "t81_widens_tolerance.py": {"tamper evidence", "incorrect"},
+    "t82_wraps_numpy.py": {"tamper evidence"},
+    "t83_skips_at_scale.py": {"incorrect"},                 # 2^20 at the benchmark shape: 1 tile in 8 skipped
+    "t84_fewer_dtypes.py": {"dtype coverage"},
+    "t85_hunts_the_reference.py": {"tamper evidence", "incorrect"},
+    "t86_rewrites_the_reporter.py": {"tamper evidence", "incorrect"},
+    "t87_raw_thread.py": {"tamper evidence"},
+    "t88_writes_past_the_end.py": {"guard bytes"},
+    "t89_aliased_library.py": {LIBRARY},
+    "v91_named_like_aten.hip": {LIBRARY},                   # origin: ATen's kernel under the candidate's name
+}
+
+
+def test_every_class_of_issue_17_is_rejected_on_the_device():
+    from hello_gpu.agent.anticheat import tag_of
+
+    def check(name: str):
+        path = CHEATS / name
+        task = hip_task() if path.suffix == ".hip" else triton_task()
+        if name.startswith("t84_"):
+            task = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32", "bfloat16"),
+                        check_shapes=CHECK_SHAPES, bench_shape=2**20)
+        return tools.check(cheat_candidate(path), task, timeout_s=CHECK_TIMEOUT_S)
+
+    names = sorted(OUTSIDE_CHEATS) + ["t98_honest_scratch.py", HONEST]
+    with ThreadPoolExecutor(6) as pool:
+        results = dict(zip(names, pool.map(check, names)))
+    assert_parent_cuda_healthy()
+    for name in ("t98_honest_scratch.py", HONEST):
+        result = results[name]
+        assert result.status == "ok" and result.passed and not result.cheats, (name, everything_said(result))
+        anticheat = result.raw["anticheat"]
+        assert anticheat["guard"] == [] and anticheat["tamper"] == [], anticheat
+        # Every kernel of the profiled calls is its own, launched by the driver API (origin, not name).
+        assert anticheat["kernels"] and all(k["own"] and str(k["launched_by"]).startswith("cuLaunch")
+                                            for k in anticheat["kernels"]), anticheat["kernels"]
+    for name, expected in OUTSIDE_CHEATS.items():
+        result = results[name]
+        assert result.status == "ok", (name, everything_said(result))
+        found = {tag_of(reason) for reason in result.cheats} | ({"incorrect"} if result.correct is False else set())
+        assert not result.passed and expected <= found, (name, expected, result.reason)
+
+
+SLOW_EVENTS = """
+import torch as _torch_for_the_clock
+_elapsed = _torch_for_the_clock.cuda.Event.elapsed_time
+setattr(_torch_for_the_clock.cuda.Event, "elapsed_time", lambda self, end: _elapsed(self, end) * 0.5)
+"""
+
+
+def test_a_halved_device_clock_is_caught_by_the_parents_clock():
+    """Event.elapsed_time halved in the child (behind setattr, past the source scan): the warm batch's
+    claimed span covers half of what the parent's wall clock saw; the fingerprint names the patch."""
+    source = (CHEATS / HONEST).read_text(encoding="utf-8").replace("TILE = 256\n", "TILE = 256\n" + SLOW_EVENTS, 1)
+    result = tools.bench(Candidate(None, None, "triton", source), triton_task(bench_shape=2**24), max_seconds=1.0,
+                         timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok, everything_said(result)
+    assert result.suspect and "timing inconsistent" in result.suspect, result.suspect
+    assert "torch.cuda.Event.elapsed_time" in result.raw["patched"]
+
+
+def test_timed_outputs_are_checked_on_the_device():
+    """t80 skips tiles only when a timer is its caller: the parent's random check of timed outputs sees it."""
+    result = tools.bench(cheat_candidate(CHEATS / "t80_walks_the_stack.py"), triton_task(), max_seconds=1.0,
+                         timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok, everything_said(result)
+    assert result.suspect and "timed output wrong" in result.suspect, result.suspect
+
+
+def test_an_honest_compare_is_clean_and_consistent_in_separate_processes():
+    """t99 against v-less t01 on the device: both sides' timed outputs checked, both clocks consistent with
+    the parent's, no problem on either side, and the suspect flag unset."""
+    task = triton_task(bench_shape=2**24)
+    result = tools.compare(rung_candidate(task), cheat_candidate(CHEATS / HONEST), task, timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok, everything_said(result)
+    assert result.suspect is None, result.suspect
+    assert result.raw["timed_outputs_checked"]["candidate"] >= 10 and not result.raw["problems"]
+    for side in ("A", "B"):
+        consistency = result.raw["consistency"][side]
+        assert not consistency["problems"], consistency
+        assert consistency["claimed_span_s"] <= consistency["parent_wall_s"], consistency

@@ -57,6 +57,7 @@ from ..ops.checking import compare_outputs, fresh_seeds, poison_value, synchroni
 from ..profile.kernel_names import kernel_key, kernel_source
 from ..profile.kernel_table import CALL_LABEL, is_kernel_event, is_launch_event, trace_events
 from ..runtime.signature import list_kernels
+from .shared import GUARD as SHARED_GUARD
 
 # Every reason starts with one of these, then ": " and the evidence.
 LIBRARY = "library fallback"
@@ -70,8 +71,13 @@ TIMER = "timer patching"
 SUSPECT = "suspect"
 INCORRECT = "incorrect"
 MISSING = "evidence missing"
+TAMPER = "tamper evidence"              # the child's audit hook or fingerprint saw it (hello_gpu.agent.worker)
+COVERAGE = "dtype coverage"             # the header declares fewer dtypes than the task
+TIMED_OUTPUT = "timed output wrong"     # a timed call at the benchmark shape gave a wrong output
+TIMING = "timing inconsistent"          # the child's claimed times disagree with the parent's clock
+GUARD = SHARED_GUARD                    # a write outside the output, into the guard bytes around it
 TAGS = (LIBRARY, CONCURRENCY, CACHED, PARTIAL_WRITE, INPUT_WRITE, LOW_PRECISION, NO_LAUNCH, TIMER, SUSPECT,
-        INCORRECT, MISSING)
+        INCORRECT, MISSING, TAMPER, COVERAGE, TIMED_OUTPUT, TIMING, GUARD)
 
 RUNTIME_CHECKS = ("fresh_inputs", "partial_writes", "input_writes", "precision", "stale_output")
 EVIDENCE_KEYS = ("kernels", "streams", "launches", "rates", "runtime")
@@ -146,6 +152,18 @@ class _Aliases:
                 self.imports.append((node.module, node.lineno))
                 for alias in node.names:
                     self.names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        # Names bound to a module or one of its attributes by assignment (``T = torch``, ``add = T.add``,
+        # ``T: object = torch``, ``(T := torch)``): they stand for it too. Twice, for chains of two.
+        for _ in range(2):
+            for node in ast.walk(tree):
+                target = value = None
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    target, value = node.targets[0].id, node.value
+                elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and isinstance(node.target, ast.Name):
+                    target, value = node.target.id, node.value
+                dotted = _dotted(value) if value is not None else None
+                if target and dotted and dotted.split(".")[0] in self.names and target not in self.names:
+                    self.names[target] = self.resolve(dotted)
 
     def resolve(self, dotted: str | None) -> str | None:
         if dotted is None:
@@ -392,14 +410,65 @@ def check_kernel_sources(kernels: Sequence[dict] | None, own_names: Iterable[str
     ``aten::`` op inside the call is the fallback.
     """
     own = {kernel_key(name) for name in own_names}
-    foreign = [k for k in kernels or () if k.get("source") not in ("hello-gpu", "triton")
-               and not (k.get("source") == "other" and kernel_key(str(k.get("name", ""))) in own)
+
+    def is_own(kernel: dict) -> bool:
+        if kernel.get("own") or kernel_key(str(kernel.get("name", ""))) in own:
+            return True
+        # "hello-gpu" is given only to the candidate's own names; "triton" also to any Inductor-style name
+        # (triton_poi_fused_add_0): torch.compile's kernels are not the candidate's, whatever they look like.
+        return kernel.get("source") == "hello-gpu" or (kernel.get("source") == "triton" and "own" not in kernel
+                                                       and not own_names)
+
+    foreign = [k for k in kernels or () if not is_own(k)
                and not CONSTANT_FILL_KERNEL.search(str(k.get("name", "")))]
     if not foreign:
         return []
     names = sorted({f"{k.get('name', '?')} ({k.get('library') or k.get('source')})" for k in foreign})
     return [f"{LIBRARY}: the profiled call ran {len(foreign)} kernel(s) that are not the candidate's own: "
             + "; ".join(names[:4]) + (" ..." if len(names) > 4 else "")]
+
+
+# How the candidate's own kernels are launched: hello_gpu's runtime and Triton both call the driver API with
+# a function handle from a module they loaded. PyTorch (ATen), cuBLAS and cuDNN launch through the runtime
+# API (cudaLaunchKernel, hipLaunchKernel): a kernel launched that way is not the candidate's, whatever its name.
+DRIVER_LAUNCH_APIS = ("cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "hipModuleLaunchKernel",
+                      "hipExtModuleLaunchKernel", "hipModuleLaunchKernelExt")
+
+
+def check_kernel_origin(kernels: Sequence[dict] | None, own_launches: Sequence[int] | None = None) -> list[str]:
+    """Library fallback by origin, not by name (issue 17, part 4).
+
+    ``kernels``: the profiled calls' kernels as :func:`evidence_from_trace` records them, each with
+    ``own`` (its name is one the candidate's sources compiled), ``launched_by`` (the launch API call it
+    is correlated with) and ``call`` (which profiled call). ``own_launches``: the candidate's own Triton
+    launches counted per profiled call by its JIT functions' hooks (None for HIP, counted by name and API).
+
+    Rejected: a kernel named like the candidate's but launched through the runtime API (a dummy
+    ``__global__`` named like ATen's kernel while ``torch.add`` does the work); more own-named kernels in
+    a call than the candidate's JIT launched (an Inductor kernel that took an own name). Any kernel not
+    named like the candidate's is :func:`check_kernel_sources`'s.
+    """
+    reasons = []
+    spoofed = sorted({str(k.get("name")) for k in kernels or () if k.get("own") and k.get("launched_by")
+                      and not str(k["launched_by"]).startswith(DRIVER_LAUNCH_APIS)})
+    if spoofed:
+        launched = sorted({str(k["launched_by"]) for k in kernels if str(k.get("name")) in spoofed})
+        reasons.append(f"{LIBRARY}: {len(spoofed)} kernel(s) named like the candidate's own were launched by "
+                       f"{', '.join(launched)} (the runtime API ATen and the vendor libraries use), not from a module "
+                       f"the candidate compiled: {'; '.join(spoofed[:3])}")
+    if own_launches is not None:
+        per_call: dict[int, int] = {}
+        for kernel in kernels or ():
+            if kernel.get("own") and kernel.get("call") is not None:
+                per_call[int(kernel["call"])] = per_call.get(int(kernel["call"]), 0) + 1
+        excess = [(call, count, own_launches[call]) for call, count in sorted(per_call.items())
+                  if call < len(own_launches) and count > own_launches[call]]
+        if excess:
+            call, count, launched = excess[0]
+            reasons.append(f"{LIBRARY}: profiled call {call} ran {count} kernel(s) named like the candidate's, but "
+                           f"its own Triton kernels were launched {launched} time(s): the others came from elsewhere "
+                           f"(torch.compile / Inductor, a library)")
+    return reasons
 
 
 def check_streams(streams: Sequence[dict] | None, timed_stream: int | None = None,
@@ -495,6 +564,7 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
     kernels, streams, stray, timed = [], [], [], None
     per_call = [0] * len(calls)
     ours, triton = tuple(ours), tuple(triton)
+    own_keys = {kernel_key(name) for name in (*ours, *triton)}
     for event in (e for e in events if is_kernel_event(e)):
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
         launch = launches.get(args.get("correlation"), {})
@@ -510,7 +580,8 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
         per_call[index] += 1
         name = str(event.get("name", "?"))
         source, library = kernel_source(name, ours=ours, triton=triton)
-        kernels.append({"name": name, "source": source, "library": library})
+        kernels.append({"name": name, "source": source, "library": library, "call": index,
+                        "own": kernel_key(name) in own_keys, "launched_by": launch.get("name")})
         streams.append({"name": name, "stream": args.get("stream")})
     device_kernels = any(is_kernel_event(e) for e in events)
     if not device_kernels:
@@ -652,7 +723,8 @@ def check_partial_writes(run_candidate, inputs: Sequence, expected, *, device: s
 
 
 def check_fresh_inputs(run_candidate, make_inputs: Callable[[int], tuple], reference: Callable, seeds: Sequence[int],
-                       *, tolerance, device: str = "cpu", accepts_out: bool = True) -> list[str]:
+                       *, tolerance, device: str = "cpu", accepts_out: bool = True,
+                       history: Callable[[], Sequence[tuple]] | None = None) -> list[str]:
     """Cached results: fresh inputs every call, in the order that makes any cache return a stale answer.
 
     ``make_inputs(seed)`` draws inputs from a seed generated here in the checker (``seeds``, from
@@ -667,7 +739,9 @@ def check_fresh_inputs(run_candidate, make_inputs: Callable[[int], tuple], refer
        ``data_ptr`` returns C's answer).
 
     Each output is compared with the float64 reference of its own inputs; a wrong output that matches
-    an earlier call's reference is a cached result, any other is reported as incorrect.
+    an earlier call's reference is a cached result, any other is reported as incorrect. ``history``:
+    the inputs of calls made before this check (the checker's own, on the same lent buffers), whose
+    answers a cache may also return.
     """
     import torch
     if len(seeds) < 3:
@@ -687,6 +761,11 @@ def check_fresh_inputs(run_candidate, make_inputs: Callable[[int], tuple], refer
         if failure:
             stale = next((earlier for earlier, answer in answers
                           if _first_failure(output, answer, tolerance_now) is None), None)
+            for index, earlier_inputs in enumerate(history() if history is not None and not stale else ()):
+                if [tuple(x.shape) for x in earlier_inputs] == [tuple(x.shape) for x in inputs] and \
+                        _first_failure(output, reference(*earlier_inputs), tolerance_now) is None:
+                    stale = f"an earlier call of the checker's (#{index}, other inputs)"
+                    break
             if stale:
                 reasons.append(f"{CACHED}: call '{label}' returned the answer of call '{stale}' (stale: {failure})")
             elif not any(reason.startswith(INCORRECT) for reason in reasons):     # wrong once says enough
@@ -927,7 +1006,8 @@ def runtime_evidence(built, spec, *, dtypes: Sequence[str], shapes: Sequence, de
             expected = reference(*inputs)
             checks = {
                 "fresh_inputs": partial(check_fresh_inputs, run_candidate, make, reference, seeds, tolerance=tolerance,
-                                        device=device, accepts_out=built.accepts_out),
+                                        device=device, accepts_out=built.accepts_out,
+                                        history=getattr(built, "history", None)),
                 "input_writes": partial(check_input_writes, run_candidate, make(seeds[1]), device=device),
                 "precision": partial(check_precision, run_candidate, precision_probe_inputs(make(seeds[2]), seeds[2]),
                                      reference, dtype, tolerance=tolerance, device=device,
@@ -1012,6 +1092,9 @@ def inspect(candidate, task, evidence: dict | None = None, *, strict: bool = Fal
     hip_names, triton_names = candidate_kernel_names(candidate)
     own = [*hip_names, *triton_names, *(_found(evidence, "triton_kernels") or ())]
     reasons += check_kernel_sources(_found(evidence, "kernels"), own)
+    reasons += check_kernel_origin(_found(evidence, "kernels"), _found(evidence, "own_launches"))
+    for key in ("coverage", "tamper", "guard"):
+        reasons += [str(reason) for reason in _found(evidence, key) or ()]
     reasons += check_streams(_found(evidence, "streams"), _found(evidence, "timed_stream"),
                              _found(evidence, "stray_kernels") or ())
     reasons += check_launches(_found(evidence, "launches"))

@@ -1,8 +1,17 @@
 """One step of one candidate (compile, check, bench, compare, analyze) in a child process with a time limit.
 
-``run_candidate_step(step, payload, timeout_s)`` starts ``python -m hello_gpu.agent.sandbox RESULT.json``
-in a new process group, sends ``{"step", "payload"}`` as JSON on its stdin, and reads the step's JSON
-from the result file (not stdout: a candidate may print). The parent never imports a candidate, so:
+The parent never imports a candidate. Two kinds of step:
+
+- **check, bench, compare decide a verdict**, so they are decided here, in the parent
+  (:mod:`hello_gpu.agent.session`): the candidate runs in a worker child (:mod:`hello_gpu.agent.worker`)
+  that only writes outputs into buffers the parent owns and claims times the parent checks with its
+  own clock; inputs, seeds, references, tolerances and the comparison never exist in the child.
+- **compile and analyze only describe** (errors at the candidate's lines, registers, a roofline place):
+  ``python -m hello_gpu.agent.sandbox RESULT.json`` runs them in a new process group, reads
+  ``{"step", "payload"}`` as JSON on its stdin and writes the step's JSON to the result file (not
+  stdout: a candidate may print).
+
+Either way:
 
 - a hung kernel or an endless loop is killed with its whole process group at ``timeout_s``:
   ``{"status": "timeout", ...}``;
@@ -13,10 +22,6 @@ from the result file (not stdout: a candidate may print). The parent never impor
 In the child, the candidate's source is written into a temporary copy of its operator's folder (the
 spec and the ladder's rungs, so its header's ``parent`` resolves) as ``v9K_agent_LABEL.hip`` (+ the
 companion ``.py``) or ``t9K_agent_LABEL.py``, and the registry builds it like any rung.
-
-Before the candidate is imported, the child keeps a reference to every timing, synchronisation and
-checking function it relies on; after the step it reports in ``"patched"`` each one the candidate
-replaced (a candidate that patches the timer or the checker cheats, whatever its numbers say).
 Without a GPU the child runs Triton in the interpreter (``TRITON_INTERPRET=1``) on CPU tensors and
 times with the wall clock; the results say so (``"clock": "wall"``).
 """
@@ -31,18 +36,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
 
-from ..bench import compare, measure, rates
+from ..bench import measure
 from ..bench.ceilings import cached_ceilings
-from ..bench.roof import current_roof
-from ..bench.compare import DeviceTimer, WallTimer
-from ..bench.timing import Hold, uses_gpu
 from ..ops import load_op
-from ..ops.checking import DEFAULT_DISTRIBUTIONS, check_rung, fresh_seeds
+from ..ops.checking import DEFAULT_DISTRIBUTIONS, fresh_seeds
 from ..ops.registry import ops_root
 from ..ops.rung import MODULE_PREFIX, load_module
 from ..ops.shapes import numel, shape_label
@@ -52,7 +53,6 @@ from ..profile.roofline import RooflinePoint, classify, roofs_from
 from ..profile.rung_profile import own_kernel_names
 from ..runtime import triton_jit
 from ..runtime.device import device_info, gpu_vendor
-from ..runtime.kernel import empty_launches
 from ..runtime.errors import CompileError
 
 STEPS = ("compile", "check", "bench", "compare", "analyze")
@@ -109,7 +109,7 @@ def describe_exit(returncode: int) -> str:
     return text
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def kill_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -122,6 +122,8 @@ def run_candidate_step(step: str, payload: dict, timeout_s: float = DEFAULT_TIME
     if step not in STEPS:
         raise ValueError(f"unknown sandbox step {step!r}; steps: {', '.join(STEPS)}")
     started = time.perf_counter()
+    if step in VERDICT_STEPS:
+        return _verdict_step(step, payload, timeout_s, environment, started)
     with tempfile.TemporaryDirectory(prefix="hello-gpu-sandbox-") as folder:
         result_path = Path(folder) / "result.json"
         process = subprocess.Popen([sys.executable, "-m", "hello_gpu.agent.sandbox", str(result_path)],
@@ -132,14 +134,14 @@ def run_candidate_step(step: str, payload: dict, timeout_s: float = DEFAULT_TIME
         try:
             stdout, stderr = process.communicate(request, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(process)
+            kill_group(process)
             stdout, stderr = process.communicate()
             return {"status": "timeout", "step": step, "step_seconds": time.perf_counter() - started,
                     "detail": f"{step} did not finish within {timeout_s:g} s; the child process group was killed",
                     "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
         finally:
             if process.poll() is None:
-                _kill_group(process)
+                kill_group(process)
         seconds = time.perf_counter() - started
         result = None
         if result_path.is_file():
@@ -161,47 +163,31 @@ def run_candidate_step(step: str, payload: dict, timeout_s: float = DEFAULT_TIME
         return result
 
 
+VERDICT_STEPS = ("check", "bench", "compare")
+
+
+def _verdict_step(step: str, payload: dict, timeout_s: float, environment: dict | None, started: float) -> dict:
+    """check, bench and compare: decided here, in the parent, with the candidate in a child process
+    that only produces outputs and timing claims (:mod:`hello_gpu.agent.session`)."""
+    from . import session
+    runner = {"check": session.run_check, "bench": session.run_bench, "compare": session.run_compare}[step]
+    try:
+        result = runner(payload, timeout_s, environment)
+    except session.WorkerEnded as ended:
+        result = {"status": ended.status, "detail": ended.detail}
+    except Exception as error:  # noqa: BLE001 - the harness failed on this candidate (a header the registry
+        # refuses, a spec that cannot make inputs): that candidate ends, not the agent
+        result = {"status": "crashed", "detail": f"{type(error).__name__}: {error}",
+                  "traceback": traceback.format_exc()[-TAIL_CHARACTERS:]}
+    result.setdefault("status", "ok")
+    result.setdefault("stdout_tail", "")
+    result.setdefault("stderr_tail", "")
+    result.setdefault("patched", [])
+    result.update(step=step, step_seconds=time.perf_counter() - started)
+    return result
+
+
 # ================================================================================== the child side
-
-
-def _guarded_functions() -> dict[str, object]:
-    """Name -> the object now bound to it: what the step relies on to time and to check honestly."""
-    import importlib
-
-    names = {
-        "time": ("perf_counter", "perf_counter_ns", "time", "monotonic", "sleep"),
-        "hello_gpu.bench.timing": ("measure", "_measure_gpu", "_measure_wall", "hold_gpu", "_call"),
-        "hello_gpu.bench.compare": ("compare", "_round_ratio"),
-        "hello_gpu.bench.stats": ("summarize", "paired_ratio", "bootstrap_medians"),
-        "hello_gpu.bench.work": ("rates",),
-        "hello_gpu.bench.roof": ("roof_for", "current_roof"),
-        "hello_gpu.runtime.kernel": ("empty_launches", "_count_empty_launch"),
-        "hello_gpu.ops.checking": ("check_rung", "_check_case", "compare_outputs", "_same_bits", "tensor_bits",
-                                   "_call_poisoned", "fresh_seeds"),
-    }
-    found: dict[str, object] = {}
-    for module_name, attributes in names.items():
-        module = importlib.import_module(module_name)
-        for attribute in attributes:
-            found[f"{module_name}.{attribute}"] = getattr(module, attribute)
-    found["hello_gpu.bench.timing.Hold.timed"] = Hold.__dict__["timed"]
-    found["hello_gpu.bench.compare.DeviceTimer.time_rounds"] = DeviceTimer.__dict__["time_rounds"]
-    found["hello_gpu.bench.compare.WallTimer.time_rounds"] = WallTimer.__dict__["time_rounds"]
-    import torch
-    found["torch.cuda.synchronize"] = torch.cuda.synchronize
-    found["torch.cuda.Event"] = torch.cuda.Event
-    for attribute in ("record", "elapsed_time", "synchronize", "query"):
-        found[f"torch.cuda.Event.{attribute}"] = getattr(torch.cuda.Event, attribute)
-    found["torch.cuda.current_stream"] = torch.cuda.current_stream
-    found["torch.cuda.Stream.synchronize"] = torch.cuda.Stream.synchronize
-    found["torch.equal"] = torch.equal
-    found["torch.Tensor.clone"] = torch.Tensor.clone
-    return found
-
-
-def _patched(before: dict[str, object]) -> list[str]:
-    after = _guarded_functions()
-    return sorted(name for name, value in before.items() if after.get(name) is not value)
 
 
 def _task(payload: dict):
@@ -385,59 +371,6 @@ def _kernel_trace(built, rung, inputs) -> list[dict] | None:
     return [row.to_dict() for row in table.rows]
 
 
-def _step_check(payload: dict, folder: Path) -> dict:
-    task = _task(payload)
-    op, names = materialize(task, {"candidate": payload["candidate"]}, folder)
-    rung = op.rung(names["candidate"])
-    threads_before = threading.active_count()
-    seeds = fresh_seeds(task.seeds)                    # drawn here, after the candidate's import: unseen by it
-    shapes = list(task.check_shapes or op.spec.EDGE_SHAPES)
-    report = check_rung(rung, op, shapes, _dtypes(task, op), seeds, _distributions(task, op))
-    evidence = report.evidence()
-    failures = [{"shape": c.shape, "dtype": c.dtype, "seed": c.seed, "distribution": c.distribution,
-                 "reason": c.reason} for c in report.failures[:10]]
-    skipped = sorted({f"{c.dtype}: {c.reason}" for c in report.cases if c.skipped})
-    result = {"passed": report.passed, "check_status": report.status, "reason": _rename(report.reason, names),
-              "evidence": evidence, "failures": failures, "skipped": skipped,
-              "device": rung.device(), "seeds_hidden_from_candidate": True}
-    # Threads the candidate left running, counted before the anti-cheat probes (a profiler may start its own).
-    result["threads_started"] = max(0, threading.active_count() - threads_before)
-    if report.error is None and report.skipped is None and report.ran:
-        # On failures too: a cheat should be rejected under its own name ("partial write"), not only as "incorrect".
-        try:
-            evidence = _anticheat_evidence(task, op, rung, shapes, names)
-            if evidence is not None:
-                result["anticheat"] = evidence
-        except Exception as error:  # noqa: BLE001 - no evidence is a reason to reject (tools.check), not a crash
-            result["anticheat_error"] = _rename(f"{type(error).__name__}: {error}", names)
-    return result
-
-
-def _anticheat_evidence(task, op, rung, shapes, names) -> dict | None:
-    """What :func:`hello_gpu.agent.anticheat.inspect` reads, gathered here where the candidate runs:
-    the run-time checks (fresh inputs, partial writes, input writes, precision, stale output) and the
-    kernels and streams of profiled calls at the largest check shape."""
-    import importlib
-    try:
-        anticheat = importlib.import_module("hello_gpu.agent.anticheat")
-    except ModuleNotFoundError as error:
-        if error.name == "hello_gpu.agent.anticheat":
-            return None                       # not written yet: the checker's own evidence stands alone
-        raise
-    built = rung.build()
-    dtypes = [d for d in _dtypes(task, op) if rung.supports(d)]
-    if built.interpreted:
-        dtypes = [d for d in dtypes if d != "bfloat16"]        # wrong in the interpreter, as in check_rung
-    evidence = anticheat.runtime_evidence(built, op.spec, dtypes=dtypes, shapes=shapes, device=rung.device())
-    largest = max(shapes, key=numel)
-    inputs = op.spec.make_inputs(largest, dtypes[0], seed=evidence["seeds"][0], distribution="normal",
-                                 device=rung.device())
-    ours, triton = own_kernel_names(rung)
-    evidence.update(anticheat.profile_evidence(lambda: built(*inputs), ours=ours, triton=triton))
-    evidence["profiled_shape"] = shape_label(largest)
-    return json.loads(_rename(json.dumps(evidence, default=str), names))
-
-
 def _inputs_sets(op, shape, dtype: str, device: str, count: int = INPUT_SETS) -> list[tuple]:
     return [tuple(op.spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device))
             for seed in fresh_seeds(count)]
@@ -459,72 +392,6 @@ def _timed_candidate(payload: dict, folder: Path):
     built = rung.build()
     return task, op, names, rung, built, dtype, shape, op.spec.work(shape, dtype), \
         _inputs_sets(op, shape, dtype, rung.device())
-
-
-def _empty_launch_reason(before: dict[str, int]) -> str | None:
-    """Launches of the candidate's kernels skipped for an empty grid since ``before`` (runtime.empty_launches):
-    calls that returned without doing the work they were timed for."""
-    after = empty_launches()
-    grown = {name: count - before.get(name, 0) for name, count in after.items() if count > before.get(name, 0)}
-    if not grown:
-        return None
-    return ("launched with an empty grid (zero blocks, nothing run) during the timed calls: "
-            + ", ".join(f"{name} x{count}" for name, count in sorted(grown.items())))
-
-
-def _step_bench(payload: dict, folder: Path) -> dict:
-    _, _, _, rung, built, dtype, shape, work, inputs = _timed_candidate(payload, folder)
-    empty_before = empty_launches()
-    measurement = measure(built, work=work, cache="cold", inputs=inputs,
-                          max_seconds=float(payload.get("max_seconds", 2.0)), ceilings=_ceilings(),
-                          device=rung.device())
-    summary = measurement.summary
-    rates = measurement.rates
-    empty = _empty_launch_reason(empty_before)
-    return {"shape": shape_label(shape), "dtype": dtype, "median_s": summary.median, "ci95": list(summary.ci95),
-            "relative_standard_error": summary.relative_standard_error if summary.count > 1 else None,
-            "count": summary.count, "clock": measurement.clock, "cache": measurement.cache,
-            "device": measurement.device, "stopped_by": measurement.stopped_by, "work": work.to_dict(),
-            "gb_per_s": rates.gb_per_s if rates else None, "tflop_per_s": rates.tflop_per_s if rates else None,
-            "bandwidth_fraction": rates.bandwidth_fraction if rates else None,
-            "compute_fraction": rates.compute_fraction if rates else None,
-            "suspect": empty or (rates.suspect if rates else None), "empty_launches": empty,
-            "notes": measurement.notes,
-            "input_sets": len(inputs), "timing": measurement.timing_dict(),
-            "derived": rates.to_dict() if rates else None}
-
-
-def _rotating(function, inputs: list[tuple]):
-    counter = iter(range(2**62))
-    return lambda: function(*inputs[next(counter) % len(inputs)])
-
-
-def _step_compare(payload: dict, folder: Path) -> dict:
-    task = _task(payload)
-    op, names = materialize(task, {"a": payload["baseline"], "b": payload["candidate"]}, folder)
-    baseline, candidate = op.rung(names["a"]), op.rung(names["b"])
-    dtype = payload.get("dtype") or next(d for d in _dtypes(task, op) if candidate.supports(d) and baseline.supports(d))
-    shape = _bench_shape(task, op)
-    inputs = _inputs_sets(op, shape, dtype, candidate.device())
-    built_a, built_b = baseline.build(), candidate.build()
-    comparison = compare(_rotating(built_a, inputs), _rotating(built_b, inputs), cache="cold",
-                         margin=float(payload.get("margin", 0.02)), min_rounds=int(payload.get("min_rounds", 10)),
-                         max_seconds=float(payload.get("max_seconds", 4.0)))
-    work = op.spec.work(shape, dtype)
-    clock = "device-events" if uses_gpu(None) else "wall"
-    # Always armed on a GPU: the measured ceilings when cached, the datasheet peaks otherwise (bench.roof).
-    candidate_rates = rates(work, comparison.candidate.median, roof=current_roof(work), cold=True)
-    baseline_summary = comparison.baseline
-    noise = baseline_summary.relative_standard_error if baseline_summary.count > 1 else None
-    return {"shape": shape_label(shape), "dtype": dtype, "speedup": comparison.speedup.value,
-            "ci95": list(comparison.speedup.ci95), "pairs": comparison.speedup.pairs, "rounds": comparison.rounds,
-            "verdict": comparison.verdict, "margin": comparison.margin, "order": comparison.order,
-            "baseline_median_s": baseline_summary.median, "candidate_median_s": comparison.candidate.median,
-            "baseline_spread": ((baseline_summary.p80 - baseline_summary.p20) / baseline_summary.median
-                                if baseline_summary.median else None),
-            "noise": noise, "clock": clock, "device": candidate.device(),
-            "candidate_gb_per_s": candidate_rates.gb_per_s, "candidate_bandwidth_fraction":
-                candidate_rates.bandwidth_fraction, "suspect": candidate_rates.suspect}
 
 
 def _launched_resources(rung, dtype: str, built, inputs: tuple) -> dict | None:
@@ -601,8 +468,7 @@ def _step_analyze(payload: dict, folder: Path) -> dict:
     return result
 
 
-STEP_FUNCTIONS = {"compile": _step_compile, "check": _step_check, "bench": _step_bench,
-                  "compare": _step_compare, "analyze": _step_analyze}
+STEP_FUNCTIONS = {"compile": _step_compile, "analyze": _step_analyze}
 
 
 def _write(path: Path, data: dict) -> None:
@@ -616,14 +482,12 @@ def main(argv: list[str] | None = None) -> int:
     result_path = Path(arguments[0])
     request = json.loads(sys.stdin.read())
     step, payload = request["step"], request["payload"]
-    guarded = _guarded_functions()          # before any candidate code is imported
     with tempfile.TemporaryDirectory(prefix="hello-gpu-candidate-") as folder:
         try:
             result = {"status": "ok", **STEP_FUNCTIONS[step](payload, Path(folder))}
         except Exception as error:  # noqa: BLE001 - the harness failed on this candidate: that candidate ends
             result = {"status": "crashed", "detail": f"{type(error).__name__}: {error}",
                       "traceback": traceback.format_exc()[-TAIL_CHARACTERS:]}
-        result["patched"] = _patched(guarded)
     _write(result_path, result)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -199,6 +199,13 @@ def check(candidate: Candidate, task, *, timeout_s: float = CHECK_TIMEOUT_S) -> 
 # ------------------------------------------------------------------------------------------ timing
 
 
+def _suspect(raw: dict) -> str | None:
+    """Why a timing cannot be a win: patched harness functions first, then the step's own reasons (beyond
+    physics, wrong timed outputs, a clock the parent's disagrees with, tamper evidence)."""
+    parts = [f"patched the harness: {', '.join(raw['patched'])}"] if raw.get("patched") else []
+    return "; ".join(parts + ([raw["suspect"]] if raw.get("suspect") else [])) or None
+
+
 def bench(candidate: Candidate, task, *, max_seconds: float = 2.0, timeout_s: float = BENCH_TIMEOUT_S) -> BenchResult:
     """Cold median with its 95% interval at the task's bench shape, GB/s, % of the measured ceiling,
     and the ``suspect`` flag when it beats physics; fresh inputs rotate across timed calls."""
@@ -207,9 +214,7 @@ def bench(candidate: Candidate, task, *, max_seconds: float = 2.0, timeout_s: fl
     raw = run_candidate_step("bench", payload, timeout_s)
     if raw.get("status") != "ok":
         return BenchResult(False, raw.get("status", "crashed"), notes=[_failure_text(raw)], raw=raw)
-    suspect = raw.get("suspect")
-    if raw.get("patched"):
-        suspect = f"patched the harness: {', '.join(raw['patched'])}"
+    suspect = _suspect(raw)
     return BenchResult(True, "ok", raw.get("median_s"), raw.get("ci95"), raw.get("relative_standard_error"),
                        raw.get("gb_per_s"), raw.get("bandwidth_fraction"), suspect, raw.get("clock"),
                        raw.get("device"), raw.get("shape"), raw.get("dtype"), raw.get("notes", []), raw)
@@ -217,16 +222,15 @@ def bench(candidate: Candidate, task, *, max_seconds: float = 2.0, timeout_s: fl
 
 def compare(baseline: Candidate, candidate: Candidate, task, *, min_rounds: int = 10, max_seconds: float = 4.0,
             timeout_s: float = COMPARE_TIMEOUT_S) -> CompareResult:
-    """Paired, interleaved (ABBA) timing of baseline and candidate in one child process: speedup
-    (baseline time / candidate time) with its bootstrap 95% interval, and the baseline's noise."""
+    """Paired, interleaved timing of baseline and candidate, each in its own child process, batch by batch
+    in ABBA order on the same fresh inputs (:func:`hello_gpu.agent.session.run_compare`): speedup (baseline
+    time / candidate time) with its bootstrap 95% interval, and the baseline's noise."""
     payload = _payload(task, baseline=baseline, candidate=candidate)
     payload.update(min_rounds=min_rounds, max_seconds=max_seconds)
     raw = run_candidate_step("compare", payload, timeout_s)
     if raw.get("status") != "ok":
         return CompareResult(False, raw.get("status", "crashed"), raw=raw)
-    suspect = raw.get("suspect")
-    if raw.get("patched"):
-        suspect = f"patched the harness: {', '.join(raw['patched'])}"
+    suspect = _suspect(raw)
     return CompareResult(True, "ok", raw.get("speedup"), raw.get("ci95"), raw.get("pairs"), raw.get("verdict"),
                          raw.get("noise"), suspect, raw.get("clock"), raw.get("baseline_median_s"),
                          raw.get("candidate_median_s"), raw)

@@ -1,0 +1,852 @@
+"""The parent's side of a verdict: check, bench and compare decided where the candidate never runs.
+
+The candidate runs in a child process (:mod:`hello_gpu.agent.worker`); this module, in the agent's own
+process, drives it and decides (issue 17, parts 1, 2 and 6):
+
+- **Inputs and outputs are the parent's.** Every tensor a call touches is a guarded shared buffer the
+  parent allocated (:mod:`hello_gpu.agent.shared`); the inputs are drawn here from seeds the child never
+  sees (a fresh seed per case, per timed batch); the float64 reference is computed here, from the
+  parent's own copy of the inputs; the comparison with the spec's tolerance is made here. The child only
+  writes outputs, and answers in JSON: nothing it sends is executed or unpickled.
+- **The checker is the ladder's own** (:func:`hello_gpu.ops.checking.check_rung`, and the run-time
+  anti-cheat checks of :mod:`hello_gpu.agent.anticheat`), given a :class:`RemoteCandidate` in place of a
+  built rung: each call crosses into the child, and everything around it stays here.
+- **Every dtype the task declares** is checked; a candidate whose header declares fewer fails
+  (:data:`COVERAGE`), it is not skipped.
+- **What is timed is checked.** The timed calls run at the benchmark shape on fresh inputs per batch,
+  each call of a batch on its own input set and into its own poisoned output; after each batch the
+  parent picks outputs at random (the child cannot know which) and compares them with the reference.
+  Before timing, every dtype is checked at the benchmark shape too, and repeated for determinism where
+  the task or the rung declares it.
+- **The clock is checked from outside.** The child's device-event (or wall) times are claims. A warm
+  batch of back-to-back calls is timed by the child and, around the whole request, by the parent's wall
+  clock: the claimed span must fit inside the parent's interval and fill most of it (a child whose
+  clock was slowed or whose events were forged is caught, :data:`TIMING`).
+- **Baseline and candidate are timed in separate processes**, alternating batch by batch (ABBA): a
+  candidate cannot slow the baseline down by sharing its process.
+- **Guard bytes** on both sides of every buffer are compared after every call (:data:`GUARD`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import fields
+from pathlib import Path
+from types import SimpleNamespace
+
+from ..bench import rates
+from ..bench.roof import current_roof
+from ..bench.records import timing_from_summary
+from ..bench.stats import paired_ratio, summarize, verdict
+from ..ops.checking import (
+    INTERPRETER_MAX_ELEMENTS,
+    compare_outputs,
+    check_rung,
+    fresh_seeds,
+    poison_value,
+    tensor_bits,
+)
+from ..ops.rung import Rung
+from ..ops.shapes import numel, shape_label
+from .anticheat import COVERAGE, GUARD, TAMPER, TIMED_OUTPUT, TIMING
+from .shared import allocate
+
+INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
+CHECKED_SETS = 3              # fresh input sets checked at the benchmark shape, per dtype, before timing
+HISTORY_CALLS = 24            # earlier calls' inputs kept per shape to name a cached answer (small shapes only)
+HISTORY_MAX_ELEMENTS = 2**13
+PROFILED_CALLS = 3            # calls profiled per dtype for the kernel evidence
+DETERMINISM_REPEATS = 3       # calls on the same inputs that must agree bit for bit, where declared
+CONSISTENCY_SECONDS = 0.02    # the warm batch the parent's clock checks lasts about this long: 20 ms dwarfs
+                              # the ~0.1-1 ms a request's round trip costs
+CONSISTENCY_FILL = 0.75       # the claimed span must cover >= 75% of the parent's interval (less its round trip)
+CONSISTENCY_SLACK_S = 5e-4    # and may exceed it by at most this: timer resolution, nothing more
+
+
+class CandidateFailed(RuntimeError):
+    """The candidate raised in the child; the message is what it raised."""
+
+
+class WorkerEnded(BaseException):
+    """The child process ended or ran out of time; ``status`` is "crashed" or "timeout".
+
+    A BaseException, like KeyboardInterrupt: the checkers catch ``Exception`` from a call as the
+    candidate's failure, and a dead child must end the step instead."""
+
+    def __init__(self, status: str, detail: str):
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def _torch():
+    import torch
+    return torch
+
+
+# ================================================================================== one child process
+
+
+class WorkerSession:
+    """One candidate in one child process: start, requests with a deadline, buffers, the end."""
+
+    def __init__(self, payload_task: dict, candidate: dict, deadline: float, environment: dict | None = None,
+                 label: str = "candidate"):
+        from .sandbox import child_environment
+        self.deadline, self.label = deadline, label
+        parent_end, child_end = socket.socketpair()
+        from multiprocessing.connection import Connection
+        self.connection = Connection(parent_end.detach())
+        self.stdout = tempfile.TemporaryFile()
+        self.stderr = tempfile.TemporaryFile()
+        self.folder = tempfile.TemporaryDirectory(prefix="hello-gpu-worker-")
+        self.process = subprocess.Popen([sys.executable, "-m", "hello_gpu.agent.worker", str(child_end.fileno())],
+                                        pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, stdout=self.stdout,
+                                        stderr=self.stderr, env=child_environment(environment), cwd=self.folder.name,
+                                        start_new_session=True)
+        child_end.close()
+        self.buffers: dict[str, object] = {}
+        self.counters: list = []
+        self.guard_reasons: list[str] = []
+        self.loaded: dict = {}
+        self.finished: dict | None = None
+        self._load_request = {"task": payload_task, "candidate": candidate}
+
+    def load(self) -> dict:
+        """Have the child import and build the candidate (its tamper watch armed first)."""
+        self.loaded = self.request("load", **self._load_request)
+        return self.loaded
+
+    # ------------------------------------------------------------------ requests
+    def request(self, operation: str, **fields_) -> dict:
+        """Send one request; the child's JSON answer. Raises :class:`CandidateFailed` when the candidate
+        raised there, :class:`WorkerEnded` when the child died or the deadline passed."""
+        try:
+            self.connection.send_bytes(pickle.dumps({"op": operation, **fields_}))
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            raise self._ended() from None
+        remaining = self.deadline - time.perf_counter()
+        if remaining <= 0 or not self.connection.poll(remaining):
+            self.kill()
+            raise WorkerEnded("timeout", f"{self.label}: {operation} did not finish within the step's time limit; "
+                                         f"the child process group was killed")
+        try:
+            answer = json.loads(self.connection.recv_bytes().decode("utf-8"))
+        except (EOFError, ConnectionResetError, OSError):
+            raise self._ended() from None
+        except ValueError as error:
+            raise CandidateFailed(f"the {self.label} child answered what is not JSON ({error})") from None
+        if not isinstance(answer, dict):
+            raise CandidateFailed(f"the {self.label} child answered a {type(answer).__name__}, not an object")
+        if not answer.get("ok"):
+            raise CandidateFailed(str(answer.get("error", "failed")))
+        return answer
+
+    def _ended(self) -> WorkerEnded:
+        from .sandbox import describe_exit
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.process.wait()
+        detail = f"the {self.label} child {describe_exit(code)}"
+        lines = [line for line in self.tail("stderr").strip().splitlines() if line.strip()]
+        if lines:
+            detail += f"; last stderr line: {lines[-1][:300]}"
+        return WorkerEnded("crashed", detail)
+
+    def kill(self) -> None:
+        from .sandbox import kill_group
+        if self.process.poll() is None:
+            kill_group(self.process)
+            self.process.wait()
+
+    def tail(self, stream: str, characters: int = 4000) -> str:
+        handle = self.stdout if stream == "stdout" else self.stderr
+        handle.flush()
+        handle.seek(0)
+        return handle.read().decode("utf-8", "replace")[-characters:]
+
+    def finish(self) -> dict:
+        """The tamper evidence; the child exits after answering."""
+        if self.finished is None:
+            self.finished = self.request("finish")
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.finished
+
+    def close(self) -> None:
+        self.kill()
+        for buffer in self.buffers.values():
+            buffer.close()
+        self.buffers.clear()
+        self.connection.close()
+        self.folder.cleanup()
+
+    # ------------------------------------------------------------------ buffers
+    def buffer(self, name: str, shape, dtype, device: str):
+        """The guarded shared buffer ``name`` of this shape and dtype, allocated and registered on first use."""
+        shape = tuple(shape)
+        key = f"{name}:{'x'.join(map(str, shape))}:{str(dtype).removeprefix('torch.')}"
+        if key not in self.buffers:
+            self.buffers[key] = allocate(shape, dtype, device)
+            self.request("register", buffers={key: self.buffers[key].handle})
+        return key, self.buffers[key]
+
+    def adopt(self, key: str, buffer) -> None:
+        """Lend another session's buffer (the same inputs for baseline and candidate)."""
+        if key not in self.buffers:
+            self.buffers[key] = buffer
+            self.request("register", buffers={key: buffer.handle})
+
+    def check_guards(self, keys) -> None:
+        """Raise (and record) when any guard of the buffers ``keys`` changed."""
+        broken = []
+        for key in keys:
+            problem = self.buffers[key].guards_intact()
+            if problem:
+                broken.append(f"{key.split(':')[0]}: {problem}")
+                self.buffers[key].rearm()
+        if broken:
+            reason = f"{GUARD}: the call wrote outside its buffers ({'; '.join(broken)})"
+            if reason not in self.guard_reasons:
+                self.guard_reasons.append(reason)
+            raise CandidateFailed(reason)
+
+    @contextmanager
+    def launch_counter(self):
+        """Counts the candidate's own Triton launches over the calls made inside (anticheat's protocol)."""
+        counter = SimpleNamespace(count=0)
+        self.counters.append(counter)
+        try:
+            yield counter
+        finally:
+            self.counters.remove(counter)
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        _torch().cuda.synchronize()
+
+
+class RemoteCandidate:
+    """What :func:`~hello_gpu.ops.checking.check_rung` and the anti-cheat checks call instead of a built
+    rung: ``remote(*inputs, out=...)`` copies the parent's inputs (and poisoned output) into the guarded
+    shared buffers, has the child call the candidate on them, and copies the output back. An input the
+    call changed is copied back too, so the checker sees the write it made."""
+
+    def __init__(self, session: WorkerSession, rung, device: str):
+        self.session, self.rung, self.device = session, rung, device
+        self.accepts_out = bool(session.loaded["accepts_out"])
+        self.interpreted = bool(session.loaded["interpreted"])
+        self.function = None
+        self.calls = 0
+        self.recent: dict[tuple, list[tuple]] = {}     # per input shapes: the parent's copies of the last calls' inputs
+
+    def history(self) -> list[tuple]:
+        """Inputs of earlier calls (small shapes only), newest first: a cache keyed on the lent buffers'
+        addresses (one set of buffers per shape) returns one of their answers, which check_fresh_inputs
+        then names as cached."""
+        return [inputs for kept in self.recent.values() for inputs in reversed(kept)]
+
+    def __call__(self, *inputs, out=None):
+        torch = _torch()
+        session, device = self.session, self.device
+        names = []
+        for index, tensor in enumerate(inputs):
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"input {index} is a {type(tensor).__name__}: only tensors cross to the child")
+            key, buffer = session.buffer(f"input{index}", tensor.shape, tensor.dtype, device)
+            buffer.tensor.copy_(tensor)
+            names.append(key)
+        out_key = None
+        if out is not None:
+            out_key, out_buffer = session.buffer("output", out.shape, out.dtype, device)
+            out_buffer.tensor.copy_(out)
+        _synchronize(device)
+        answer = session.request("call", inputs=names, out=out_key)
+        self.calls += 1
+        if sum(tensor.numel() for tensor in inputs) <= HISTORY_MAX_ELEMENTS:
+            key = tuple((tuple(tensor.shape), str(tensor.dtype)) for tensor in inputs)
+            kept = self.recent.setdefault(key, [])
+            kept[:] = [*kept[-(HISTORY_CALLS - 1):], tuple(tensor.clone() for tensor in inputs)]
+        for counter in session.counters:
+            counter.count += int(answer.get("launches") or 0)
+        session.check_guards(names + ([out_key] if out_key else []))
+        for tensor, key in zip(inputs, names):
+            shared = session.buffers[key].tensor
+            if not torch.equal(tensor_bits(shared), tensor_bits(tensor)):
+                tensor.copy_(shared)                 # the write the call made, where the checker looks for it
+        if out is not None and answer.get("returned") == "out":
+            out.copy_(session.buffers[out_key].tensor)
+            return out
+        if "shape" not in answer:
+            return None
+        dtype = getattr(torch, answer["dtype"])
+        key, buffer = session.buffer("result", answer["shape"], dtype, device)
+        session.request("fetch", into=key)
+        session.check_guards([key])
+        return buffer.tensor.clone()
+
+
+def _view_of(rung: Rung, skip: str | None) -> Rung:
+    """The parent's view of the candidate's rung (its header, never its code): its skip reason is the
+    child's, where the code would run (the Triton interpreter is switched on there, not here)."""
+    class _Remote(Rung):
+        def skip_reason(self) -> str | None:
+            return skip
+    return _Remote(**{f.name: getattr(rung, f.name) for f in fields(Rung)})
+
+
+# ================================================================================== shared helpers
+
+
+# One at a time: CPython 3.11's parser is not safe to run from several threads at once ("AST constructor
+# recursion depth mismatch"), and the registry parses every rung's header (tools.check runs in threads).
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _materialize(task, candidate: dict, folder: Path):
+    from .sandbox import materialize
+    with _REGISTRY_LOCK:
+        op, names = materialize(task, {"candidate": candidate}, folder)
+    return op, op.rung(names["candidate"])
+
+
+def _device(session: WorkerSession) -> str:
+    return session.loaded["device"]
+
+
+def _reference(spec, inputs):
+    return spec.reference(*inputs).to(device=inputs[0].device, dtype=_torch().float64)
+
+
+def _tolerance(spec, inputs, dtype: str):
+    return spec.tolerance(inputs, dtype) if hasattr(spec, "tolerance") else spec.TOLERANCE[dtype]
+
+
+def _fresh_inputs(spec, shape, dtype: str, device: str, seed: int) -> tuple:
+    return tuple(spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device))
+
+
+def _output_failure(spec, inputs, output, dtype: str) -> str | None:
+    torch = _torch()
+    expected = _reference(spec, inputs)
+    if tuple(output.shape) != tuple(expected.shape):
+        return f"output {tuple(output.shape)}, expected {tuple(expected.shape)}"
+    unwritten = int((torch.isnan(output) & ~torch.isnan(expected)).sum()) if output.dtype.is_floating_point else 0
+    if unwritten:
+        return f"{unwritten} of {output.numel()} output elements never written (still NaN poison)"
+    rtol, atol = _tolerance(spec, inputs, dtype)
+    return compare_outputs(output, expected, rtol, atol)[2]
+
+
+def _interpreter_too_big(session: WorkerSession, shape) -> bool:
+    return bool(session.loaded["interpreted"]) and numel(shape) > INTERPRETER_MAX_ELEMENTS
+
+
+def _expected_shape(spec, shape, dtype: str, device: str) -> tuple:
+    """The output's shape: the reference's on tiny inputs would not do (a shape of its own), so one real
+    set is made once at ``shape``; the caller keeps it as the first checked set."""
+    inputs = _fresh_inputs(spec, shape, dtype, device, fresh_seeds(1)[0])
+    return tuple(_reference(spec, inputs).shape), inputs
+
+
+# ================================================================================== check
+
+
+def _tamper_reasons(finished: dict | None, who: str = "the candidate") -> tuple[list[str], list[str]]:
+    """(reasons, patched names) from the child's finish answer."""
+    if not finished:
+        return [], []
+    reasons = []
+    for kind, seen in sorted((finished.get("events") or {}).items()):
+        if seen:
+            reasons.append(f"{TAMPER}: {who}'s code did {kind} ({'; '.join(map(str, seen[:4]))}"
+                           f"{' ...' if len(seen) > 4 else ''})")
+    patched = list(finished.get("patched") or [])
+    if patched:
+        reasons.append(f"{TAMPER}: {who}'s process replaced {len(patched)} function(s) the verdict leans on "
+                       f"({', '.join(patched[:6])}{' ...' if len(patched) > 6 else ''})")
+    return reasons, patched
+
+
+def check_at_bench_shape(session: WorkerSession, remote: RemoteCandidate, spec, dtypes, shape, deterministic: bool,
+                         device: str) -> dict:
+    """Every dtype at the benchmark shape: fresh sets into poisoned outputs, compared here; and, where
+    declared, the same inputs again and again, which must give the same bits."""
+    torch = _torch()
+    failures, notes, checked = [], [], []
+    for dtype in dtypes:
+        if _interpreter_too_big(session, shape):
+            notes.append(f"{dtype} at the benchmark shape {shape_label(shape)}: more than the interpreter's "
+                         f"{INTERPRETER_MAX_ELEMENTS} elements; checked there on a GPU")
+            continue
+        expected_shape, first = _expected_shape(spec, shape, dtype, device)
+        sets = [first] + [_fresh_inputs(spec, shape, dtype, device, seed) for seed in fresh_seeds(CHECKED_SETS - 1)]
+        torch_dtype = first[0].dtype
+        for index, inputs in enumerate(sets):
+            out = torch.full(expected_shape, poison_value(torch_dtype), dtype=torch_dtype, device=device) \
+                if remote.accepts_out else None
+            try:
+                output = remote(*inputs, out=out)
+            except CandidateFailed as error:
+                failures.append(f"{dtype} {shape_label(shape)} set {index}: raised {error}")
+                break
+            problem = "returned no tensor" if not isinstance(output, torch.Tensor) else \
+                _output_failure(spec, inputs, output, dtype)
+            if problem:
+                failures.append(f"{dtype} {shape_label(shape)} set {index}: {problem}")
+                break
+            if deterministic and index == 0:
+                first_bits = tensor_bits(output.clone())
+                for repeat in range(1, DETERMINISM_REPEATS):
+                    again = torch.full(expected_shape, poison_value(torch_dtype), dtype=torch_dtype, device=device) \
+                        if remote.accepts_out else None
+                    again = remote(*inputs, out=again)
+                    differing = int((tensor_bits(again) != first_bits).sum())
+                    if differing:
+                        failures.append(f"{dtype} {shape_label(shape)}: declared deterministic, but repeat {repeat} "
+                                        f"on the same inputs differs in {differing} of {again.numel()} elements")
+                        break
+        checked.append(dtype)
+    return {"shape": shape_label(shape), "dtypes": checked, "failures": failures, "notes": notes,
+            "sets": CHECKED_SETS, "determinism_repeats": DETERMINISM_REPEATS if deterministic else 0}
+
+
+def kernel_evidence(session: WorkerSession, spec, dtypes, shape, device: str, accepts_out: bool) -> dict:
+    """The profiled calls' kernels at ``shape`` for every dtype (each launch attributed by origin, see
+    :func:`hello_gpu.agent.anticheat.check_kernel_origin`)."""
+    merged = {"kernels": [], "streams": [], "timed_stream": None, "stray_kernels": [], "launches": None,
+              "own_launches": None, "profiled": []}
+    launches: list[int] = []
+    own_launches: list[int] | None = []
+    calls_before = 0
+    for dtype in dtypes:
+        inputs = _fresh_inputs(spec, shape, dtype, device, fresh_seeds(1)[0])
+        names = []
+        for index, tensor in enumerate(inputs):
+            key, buffer = session.buffer(f"input{index}", tensor.shape, tensor.dtype, device)
+            buffer.tensor.copy_(tensor)
+            names.append(key)
+        out_key = None
+        if accepts_out:
+            expected_shape = tuple(_reference(spec, inputs).shape)
+            out_key, _ = session.buffer("output", expected_shape, inputs[0].dtype, device)
+        _synchronize(device)
+        found = session.request("profile", inputs=names, out=out_key, repeats=PROFILED_CALLS)
+        for kernel in found.get("kernels") or []:
+            if kernel.get("call") is not None:
+                kernel["call"] = int(kernel["call"]) + calls_before      # one numbering over every dtype
+            merged["kernels"].append(kernel)
+        calls_before += PROFILED_CALLS
+        if own_launches is not None and found.get("own_launches") is not None:
+            own_launches += [int(count) for count in found["own_launches"]]
+        else:
+            own_launches = None
+        merged["streams"] += found.get("streams") or []
+        merged["stray_kernels"] += found.get("stray_kernels") or []
+        merged["timed_stream"] = merged["timed_stream"] or found.get("timed_stream")
+        if found.get("launches") is not None:
+            launches += list(found["launches"])
+        merged["profiled"].append(f"{dtype} {shape_label(shape)}")
+    merged["launches"] = launches or None
+    merged["own_launches"] = own_launches
+    return merged
+
+
+def run_check(payload: dict, timeout_s: float, environment: dict | None = None) -> dict:
+    """The check step (see the module docstring); the dict ``tools.check`` reads."""
+    from .sandbox import _bench_shape, _distributions, _dtypes, _rename
+    from . import anticheat
+    from .store import task_from_dict
+    deadline = time.perf_counter() + timeout_s
+    task = task_from_dict(payload["task"])
+    with tempfile.TemporaryDirectory(prefix="hello-gpu-parent-") as folder:
+        op, rung = _materialize(task, payload["candidate"], Path(folder))
+        names = {"candidate": rung.id}
+        spec = op.spec
+        if task.deterministic:
+            spec.DETERMINISTIC_REQUIRED = True
+        declared = _dtypes(task, op)
+        uncovered = [dtype for dtype in declared if not rung.supports(dtype)]
+        session = WorkerSession(payload["task"], payload["candidate"], deadline, environment)
+        try:
+            session.load()
+            device = _device(session)
+            remote = RemoteCandidate(session, rung, device)
+            skip = session.loaded.get("skip")
+            view = _view_of(rung, skip)
+            seeds = fresh_seeds(task.seeds)
+            shapes = list(task.check_shapes or spec.EDGE_SHAPES)
+            report = check_rung(view, op, shapes, declared, seeds, _distributions(task, op), device=device,
+                                built=remote)
+            evidence = report.evidence()
+            failures = [{"shape": c.shape, "dtype": c.dtype, "seed": c.seed, "distribution": c.distribution,
+                         "reason": c.reason} for c in report.failures[:10]]
+            skipped = sorted({f"{c.dtype}: {c.reason}" for c in report.cases if c.skipped})
+            passed = report.passed and not uncovered
+            reason = _rename(report.reason, names)
+            coverage = []
+            if uncovered:
+                coverage.append(f"{COVERAGE}: the task declares {', '.join(declared)}; the candidate's header covers "
+                                f"only {', '.join(d for d in declared if d not in uncovered) or 'none of them'}: "
+                                f"{', '.join(uncovered)} would go unchecked (a dtype left out fails, it is not skipped)")
+            result = {"passed": passed, "check_status": report.status if not uncovered else "FAIL",
+                      "reason": "; ".join(([reason] if reason else []) + coverage), "evidence": evidence,
+                      "failures": failures, "skipped": skipped, "device": device,
+                      "seeds_hidden_from_candidate": True, "verdict_in": "parent"}
+            ran = sorted({case.dtype for case in report.ran}, key=declared.index)
+            anticheat_evidence: dict = {"coverage": coverage}
+            if report.error is None and report.skipped is None and report.ran:
+                try:
+                    counter = session.launch_counter if session.loaded.get("route") == "triton" else None
+                    runtime = anticheat.runtime_evidence(remote, spec, dtypes=ran, shapes=shapes, device=device,
+                                                         launch_counter=counter)
+                    runtime["triton_kernels"] = list(session.loaded.get("triton_kernels") or [])
+                    anticheat_evidence.update(runtime)
+                    bench_shape = _bench_shape(task, op)
+                    deterministic = bool(rung.deterministic or getattr(spec, "DETERMINISTIC_REQUIRED", False))
+                    timed = check_at_bench_shape(session, remote, spec, ran, bench_shape, deterministic, device)
+                    anticheat_evidence["bench_shape"] = timed
+                    if timed["failures"]:
+                        result["passed"] = False
+                        result["check_status"] = "FAIL"
+                        result["reason"] = "; ".join(filter(None, [result["reason"], f"at the benchmark shape: "
+                                                                   f"{timed['failures'][0]}"]))
+                    profile_shape = bench_shape if not _interpreter_too_big(session, bench_shape) else \
+                        max(shapes, key=numel)
+                    anticheat_evidence.update(kernel_evidence(session, spec, ran, profile_shape, device,
+                                                              remote.accepts_out))
+                    anticheat_evidence["profiled_shape"] = shape_label(profile_shape)
+                except CandidateFailed as error:
+                    result["anticheat_error"] = _rename(str(error), names)
+                except WorkerEnded as ended:
+                    if ended.status != "crashed":
+                        raise
+                    # Killed by its own doing after the checker's cases ran (a heap it overran, a fault in a
+                    # probe): a failed check, with everything seen before it died.
+                    result.update(passed=False, check_status="FAIL", reason="; ".join(filter(None, [
+                        result["reason"], f"the candidate's process died during the anti-cheat calls: {ended.detail}"])))
+                    anticheat_evidence["crash"] = ended.detail
+            finished = session.finish() if session.process.poll() is None else {}
+            tamper, patched = _tamper_reasons(finished)
+            anticheat_evidence["tamper"] = tamper
+            anticheat_evidence["guard"] = list(session.guard_reasons)
+            result["anticheat"] = json.loads(_rename(json.dumps(anticheat_evidence, default=str), names))
+            result["patched"] = patched
+            result["threads_started"] = int((finished or {}).get("threads_running") or 0)
+            result["calls"] = remote.calls
+        except WorkerEnded as ended:
+            return {"status": ended.status, "detail": ended.detail, "stdout_tail": session.tail("stdout"),
+                    "stderr_tail": session.tail("stderr")}
+        except CandidateFailed as error:
+            # The load failed (the candidate raised on import, or its run() is missing): incorrect, with why.
+            text = _rename(str(error), names)
+            result = {"passed": False, "check_status": "FAIL", "reason": f"raised {text}", "evidence": {},
+                      "failures": [], "skipped": [], "device": session.loaded.get("device"), "patched": []}
+        finally:
+            result_tails = {"stdout_tail": session.tail("stdout"), "stderr_tail": session.tail("stderr")}
+            session.close()
+    result.update(result_tails)
+    return result
+
+
+# ================================================================================== timing
+
+
+class TimedSide:
+    """One side of a timing (the candidate, or the baseline it is compared with) in its own child: its
+    outputs, one per input set, and what its timed batches claimed and showed."""
+
+    def __init__(self, session: WorkerSession, spec, dtype: str, expected_shape, torch_dtype, device: str):
+        self.session, self.spec, self.dtype, self.device = session, spec, dtype, device
+        self.accepts_out = bool(session.loaded["accepts_out"])
+        self.outputs = [session.buffer(f"timed_output{index}", expected_shape, torch_dtype, device)
+                        for index in range(INPUT_SETS)]
+        self.per_call: list[float] = []
+        self.batches: list[float] = []
+        self.checked = 0
+        self.failures: list[str] = []
+
+    def batch(self, inputs: list[tuple[list[str], tuple]], check: bool) -> float:
+        """Time one call per input set (each into its own poisoned output); check some outputs; return
+        the batch's claimed seconds per call (their median)."""
+        torch = _torch()
+        for _, (key, buffer) in enumerate(self.outputs):
+            buffer.tensor.fill_(poison_value(buffer.tensor.dtype))
+        _synchronize(self.device)
+        calls = [(names, self.outputs[index][0] if self.accepts_out else None)
+                 for index, (names, _) in enumerate(inputs)]
+        answer = self.session.request("time", calls=calls, cold=True)
+        self.session.check_guards([key for names, _ in inputs for key in names] + [key for key, _ in self.outputs])
+        seconds = [float(s) for s in answer["per_call_s"]]
+        if len(seconds) != len(calls) or not all(math.isfinite(s) and s > 0 for s in seconds):
+            raise CandidateFailed(f"{TIMING}: the child claimed {seconds!r} for {len(calls)} calls")
+        if sum(seconds) > float(answer["span_s"]) * 1.001 + 1e-6:
+            self.failures.append(f"{TIMING}: the calls' claimed times add up to {sum(seconds):.6g} s, more than the "
+                                 f"{float(answer['span_s']):.6g} s the batch claimed to span")
+        self.per_call += seconds
+        if check and self.accepts_out:
+            chosen = random.SystemRandom().sample(range(len(inputs)), k=1)
+            for index in chosen:
+                output = self.outputs[index][1].tensor
+                problem = _output_failure(self.spec, inputs[index][1], output, self.dtype)
+                self.checked += 1
+                if problem:
+                    self.failures.append(f"{TIMED_OUTPUT}: a timed call at the benchmark shape (batch "
+                                         f"{len(self.batches)}, set {index}) gave a wrong output: {problem}")
+        del torch
+        median = sorted(seconds)[len(seconds) // 2]
+        self.batches.append(median)
+        return median
+
+    def consistency(self, inputs: list[tuple[list[str], tuple]]) -> dict:
+        """A warm batch of back-to-back calls timed by the child and, around the request, by this clock."""
+        floor = min(self._round_trip() for _ in range(3))
+        median = sorted(self.per_call)[len(self.per_call) // 2] if self.per_call else 1e-3
+        count = int(min(4096, max(2 * INPUT_SETS, math.ceil(CONSISTENCY_SECONDS / max(median, 1e-7)))))
+        calls = [(inputs[index % len(inputs)][0], self.outputs[index % len(inputs)][0] if self.accepts_out else None)
+                 for index in range(count)]
+        _synchronize(self.device)
+        began = time.perf_counter()
+        answer = self.session.request("time", calls=calls, cold=False)
+        wall = time.perf_counter() - began
+        span = float(answer["span_s"])
+        claimed = sum(float(s) for s in answer["per_call_s"])
+        result = {"calls": count, "parent_wall_s": wall, "round_trip_s": floor, "claimed_span_s": span,
+                  "claimed_calls_s": claimed}
+        problems = []
+        if span > wall + CONSISTENCY_SLACK_S:
+            problems.append(f"the child claimed a {span:.6g} s span for a batch the parent saw take {wall:.6g} s")
+        if span < CONSISTENCY_FILL * (wall - floor) - CONSISTENCY_SLACK_S:
+            problems.append(f"the child claimed {span:.6g} s for {count} back-to-back calls that took {wall:.6g} s "
+                            f"by the parent's clock ({wall - floor:.6g} s less the {floor:.2g} s round trip): its "
+                            f"clock runs at {span / max(wall - floor, 1e-12):.2f}x")
+        if claimed > span * 1.001 + 1e-6:
+            problems.append(f"its calls' claimed times ({claimed:.6g} s) exceed the span it claimed ({span:.6g} s)")
+        result["problems"] = [f"{TIMING}: {problem}" for problem in problems]
+        self.failures += result["problems"]
+        return result
+
+    def _round_trip(self) -> float:
+        began = time.perf_counter()
+        self.session.request("ping")
+        return time.perf_counter() - began
+
+
+class TimedInputs:
+    """The input sets of a timing, the parent's: fresh values (a new seed) before every batch."""
+
+    def __init__(self, sessions: list[WorkerSession], spec, shape, dtype: str, device: str):
+        self.spec, self.shape, self.dtype, self.device = spec, shape, dtype, device
+        owner = sessions[0]
+        self.sets: list[tuple[list[str], tuple]] = []
+        first = _fresh_inputs(spec, shape, dtype, device, fresh_seeds(1)[0])
+        self.expected_shape = tuple(_reference(spec, first).shape)
+        self.torch_dtype = first[0].dtype
+        for index in range(INPUT_SETS):
+            keys, views = [], []
+            for position, tensor in enumerate(first):
+                key, buffer = owner.buffer(f"timed_input{index}_{position}", tensor.shape, tensor.dtype, device)
+                for other in sessions[1:]:
+                    other.adopt(key, buffer)
+                keys.append(key)
+                views.append(buffer.tensor)
+            self.sets.append((keys, tuple(views)))
+        self.refresh()
+
+    def refresh(self) -> None:
+        for (_, views), seed in zip(self.sets, fresh_seeds(len(self.sets))):
+            for view, values in zip(views, _fresh_inputs(self.spec, self.shape, self.dtype, self.device, seed)):
+                view.copy_(values)
+        _synchronize(self.device)
+
+    def parent_copies(self) -> list[tuple[list[str], tuple]]:
+        """The sets with the parent's own copy of the values (the child may write into the shared ones)."""
+        return [(keys, tuple(view.clone() for view in views)) for keys, views in self.sets]
+
+
+def _ceilings_for(device: str):
+    if not device.startswith("cuda"):
+        return None
+    from ..bench.ceilings import cached_ceilings
+    return cached_ceilings(allow_partial=True)
+
+
+def _timing_task(payload: dict):
+    from .sandbox import _bench_shape, _dtypes
+    from .store import task_from_dict
+    task = task_from_dict(payload["task"])
+    return task, _bench_shape, _dtypes
+
+
+def _pick_dtype(payload: dict, declared: list[str], rungs) -> str:
+    if payload.get("dtype"):
+        return payload["dtype"]
+    return next(d for d in declared if all(r.supports(d) for r in rungs))
+
+
+def _timed_batch(side: TimedSide, inputs: TimedInputs, check: bool) -> float:
+    copies = inputs.parent_copies() if check else inputs.sets
+    return side.batch(copies, check)
+
+
+def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) -> dict:
+    """The bench step: cold median at the benchmark shape, timed in the child, checked from here."""
+    deadline = time.perf_counter() + timeout_s
+    task, bench_shape_of, dtypes_of = _timing_task(payload)
+    with tempfile.TemporaryDirectory(prefix="hello-gpu-parent-") as folder:
+        op, rung = _materialize(task, payload["candidate"], Path(folder))
+        spec = op.spec
+        dtype = _pick_dtype(payload, dtypes_of(task, op), [rung])
+        shape = bench_shape_of(task, op)
+        session = WorkerSession(payload["task"], payload["candidate"], deadline, environment)
+        try:
+            session.load()
+            device = _device(session)
+            inputs = TimedInputs([session], spec, shape, dtype, device)
+            side = TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device)
+            side.batch(inputs.parent_copies(), check=True)              # warm-up: compiles, first touch; checked
+            side.per_call.clear()
+            side.batches.clear()
+            max_seconds = float(payload.get("max_seconds", 2.0))
+            started = time.perf_counter()
+            stopped_by = "time cap"
+            while True:
+                inputs.refresh()
+                _timed_batch(side, inputs, check=True)
+                count = len(side.per_call)
+                if count >= 20:
+                    summary = summarize(side.per_call)
+                    if summary.relative_standard_error < 0.01:
+                        stopped_by = "relative standard error"
+                        break
+                if time.perf_counter() - started > max_seconds or count >= 2000:
+                    stopped_by = "time cap" if count < 2000 else "max repeats"
+                    break
+            consistency = side.consistency(inputs.sets)
+            finished = session.finish()
+        except WorkerEnded as ended:
+            session.close()
+            return {"status": ended.status, "detail": ended.detail}
+        except CandidateFailed as error:
+            tails = (session.tail("stdout"), session.tail("stderr"))
+            session.close()
+            return {"status": "crashed", "detail": f"the candidate failed while timed: {error}",
+                    "stdout_tail": tails[0], "stderr_tail": tails[1]}
+        tails = (session.tail("stdout"), session.tail("stderr"))
+        session.close()
+    summary = summarize(side.per_call)
+    work = spec.work(shape, dtype)
+    ceilings = _ceilings_for(device)
+    # Always armed on a GPU: the measured ceilings when cached, the datasheet peaks otherwise (bench.roof).
+    measured = rates(work, summary.median, roof=current_roof(work, ceilings), cold=True)
+    tamper, patched = _tamper_reasons(finished)
+    problems = side.failures + session.guard_reasons + tamper
+    suspect = "; ".join(filter(None, [measured.suspect, *problems])) or None
+    clock = "device-events" if device.startswith("cuda") else "wall"
+    return {"shape": shape_label(shape), "dtype": dtype, "median_s": summary.median, "ci95": list(summary.ci95),
+            "relative_standard_error": summary.relative_standard_error if summary.count > 1 else None,
+            "count": summary.count, "clock": clock, "cache": "cold", "device": device, "stopped_by": stopped_by,
+            "work": work.to_dict(), "gb_per_s": measured.gb_per_s, "tflop_per_s": measured.tflop_per_s,
+            "bandwidth_fraction": measured.bandwidth_fraction, "compute_fraction": measured.compute_fraction,
+            "suspect": suspect, "notes": [], "input_sets": INPUT_SETS, "inputs": "fresh values before every batch",
+            "timing": timing_from_summary(summary, cache="cold", graph=False, clock=clock),
+            "derived": measured.to_dict(), "timed_outputs_checked": side.checked, "consistency": consistency,
+            "problems": problems, "patched": patched, "stdout_tail": tails[0], "stderr_tail": tails[1]}
+
+
+def run_compare(payload: dict, timeout_s: float, environment: dict | None = None) -> dict:
+    """The compare step: baseline and candidate each in its own child, timed batch by batch in ABBA
+    order on the same fresh inputs; the speedup is the median of per-round ratios, with its interval."""
+    from ..bench.compare import round_order
+    deadline = time.perf_counter() + timeout_s
+    task, bench_shape_of, dtypes_of = _timing_task(payload)
+    margin = float(payload.get("margin", 0.02))
+    min_rounds = int(payload.get("min_rounds", 10))
+    max_seconds = float(payload.get("max_seconds", 4.0))
+    with tempfile.TemporaryDirectory(prefix="hello-gpu-parent-") as folder:
+        op, candidate_rung = _materialize(task, payload["candidate"], Path(folder) / "b")
+        _, baseline_rung = _materialize(task, payload["baseline"], Path(folder) / "a")
+        spec = op.spec
+        dtype = _pick_dtype(payload, dtypes_of(task, op), [candidate_rung, baseline_rung])
+        shape = bench_shape_of(task, op)
+        sessions: dict[str, WorkerSession] = {}
+        try:
+            sessions["A"] = WorkerSession(payload["task"], payload["baseline"], deadline, environment, "baseline")
+            sessions["B"] = WorkerSession(payload["task"], payload["candidate"], deadline, environment, "candidate")
+            for session in sessions.values():           # both children start together; each loads its own
+                session.load()
+            device = _device(sessions["B"])
+            inputs = TimedInputs([sessions["A"], sessions["B"]], spec, shape, dtype, device)
+            sides = {label: TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device)
+                     for label, session in sessions.items()}
+            for label in "ABAB":                                # warm-up, checked, not counted
+                sides[label].batch(inputs.parent_copies(), check=True)
+            rounds: dict[str, list[float]] = {"A": [], "B": []}
+            started = time.perf_counter()
+            count = 0
+            while count < 400:
+                inputs.refresh()
+                copies = inputs.parent_copies()
+                times = {"A": 0.0, "B": 0.0}
+                for label in round_order(count):
+                    times[label] += sides[label].batch(copies, check=True)
+                rounds["A"].append(times["A"])
+                rounds["B"].append(times["B"])
+                count += 1
+                if count >= min_rounds and count % 5 == 0:
+                    ratio = paired_ratio(rounds["A"], rounds["B"])
+                    low, high = ratio.ci95
+                    if (high - low) / ratio.value < 0.02 or time.perf_counter() - started > max_seconds:
+                        break
+            consistency = {label: sides[label].consistency(inputs.sets) for label in "AB"}
+            finished = {label: sessions[label].finish() for label in "AB"}
+        except WorkerEnded as ended:
+            for session in sessions.values():
+                session.close()
+            return {"status": ended.status, "detail": ended.detail}
+        except CandidateFailed as error:
+            for session in sessions.values():
+                session.close()
+            return {"status": "crashed", "detail": f"a side failed while timed: {error}"}
+        tails = (sessions["B"].tail("stdout"), sessions["B"].tail("stderr"))
+        for session in sessions.values():
+            session.close()
+    ratio = paired_ratio(rounds["A"], rounds["B"])
+    baseline_summary, candidate_summary = summarize(sides["A"].per_call), summarize(sides["B"].per_call)
+    work = spec.work(shape, dtype)
+    ceilings = _ceilings_for(device)
+    candidate_rates = rates(work, candidate_summary.median, roof=current_roof(work, ceilings), cold=True)
+    tamper, patched = _tamper_reasons(finished["B"])
+    baseline_tamper, baseline_patched = _tamper_reasons(finished["A"], "the baseline")
+    problems = sides["B"].failures + sessions["B"].guard_reasons + tamper
+    baseline_problems = sides["A"].failures + sessions["A"].guard_reasons + baseline_tamper
+    suspect = "; ".join(filter(None, [candidate_rates.suspect, *problems,
+                                      *[f"baseline: {p}" for p in baseline_problems]])) or None
+    noise = baseline_summary.relative_standard_error if baseline_summary.count > 1 else None
+    return {"shape": shape_label(shape), "dtype": dtype, "speedup": ratio.value, "ci95": list(ratio.ci95),
+            "pairs": ratio.pairs, "rounds": count, "verdict": verdict(ratio, margin), "margin": margin,
+            "order": "ABBA batches, baseline and candidate in separate processes",
+            "baseline_median_s": baseline_summary.median, "candidate_median_s": candidate_summary.median,
+            "baseline_spread": ((baseline_summary.p80 - baseline_summary.p20) / baseline_summary.median
+                                if baseline_summary.median else None),
+            "noise": noise, "clock": "device-events" if device.startswith("cuda") else "wall", "device": device,
+            "candidate_gb_per_s": candidate_rates.gb_per_s,
+            "candidate_bandwidth_fraction": candidate_rates.bandwidth_fraction, "suspect": suspect,
+            "timed_outputs_checked": {"baseline": sides["A"].checked, "candidate": sides["B"].checked},
+            "consistency": consistency, "problems": problems, "baseline_problems": baseline_problems,
+            "patched": patched, "baseline_patched": baseline_patched, "stdout_tail": tails[0],
+            "stderr_tail": tails[1]}

@@ -1,0 +1,153 @@
+"""Buffers the agent's parent owns and lends to a candidate's child process, with guard bytes on both sides.
+
+The parent allocates every input and output a candidate's calls touch, fills them, and sends the child
+a handle; the child writes its outputs into them and the parent reads the result in its own memory.
+Nothing the child reports about correctness is believed: the parent looks at the bytes itself.
+
+- On a GPU the buffer is CUDA memory of the parent's, opened in the child through CUDA IPC (the
+  handle is ``torch.multiprocessing``'s reduction of the tensor). The shared buffers come from their
+  own memory pool: CUDA IPC maps a whole allocator segment into the child, and a segment shared with
+  the parent's float64 references would let a kernel read them out of bounds.
+- On the CPU (the Triton interpreter) it is a POSIX shared-memory block (``multiprocessing.shared_memory``)
+  the child opens by name.
+
+Each buffer is laid out as ``[guard | data | guard]``. The guards hold random bytes the parent drew;
+after every call the parent compares them: a kernel that writes past either end of its output (a last
+tile without its mask, an off-by-one grid) changed them, and is rejected under :data:`GUARD`, even
+where the stray bytes landed on memory nobody else was using.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+from dataclasses import dataclass
+
+# 16 KiB a side: a whole unmasked tile past the end (1024 float32 = 4 KiB, 2048 float64 = 16 KiB) lands
+# inside the guard instead of beyond it. A multiple of 256, so the data keeps the allocator's alignment.
+GUARD_BYTES = 16384
+GUARD = "guard bytes"
+
+
+def _torch():
+    import torch
+    return torch
+
+
+@dataclass
+class SharedBuffer:
+    """One guarded buffer: ``tensor`` is the data region (the parent's view), ``handle`` what the child needs."""
+
+    tensor: object
+    raw: object                       # the whole [guard | data | guard] byte tensor
+    guard_pattern: object             # the guards' expected bytes (parent memory, never shared)
+    handle: dict
+    owner: object = None              # the SharedMemory block (CPU), kept open while the buffer lives
+
+    def guards_intact(self) -> str | None:
+        """None, or what changed: "3 bytes before and 0 after the output were written"."""
+        head, tail = self.raw[:GUARD_BYTES], self.raw[-GUARD_BYTES:]
+        before = int((head != self.guard_pattern[:GUARD_BYTES]).sum())
+        after = int((tail != self.guard_pattern[GUARD_BYTES:]).sum())
+        if not before and not after:
+            return None
+        return (f"{before} byte(s) in the {GUARD_BYTES} before and {after} in the {GUARD_BYTES} after a "
+                f"{tuple(self.tensor.shape)} {str(self.tensor.dtype).removeprefix('torch.')} buffer changed")
+
+    def rearm(self) -> None:
+        """Write the guard pattern again (after a violation was reported)."""
+        self.raw[:GUARD_BYTES] = self.guard_pattern[:GUARD_BYTES]
+        self.raw[-GUARD_BYTES:] = self.guard_pattern[GUARD_BYTES:]
+
+    def close(self) -> None:
+        if self.owner is not None:
+            try:
+                self.owner.unlink()
+            except FileNotFoundError:
+                pass
+            self.tensor = self.raw = None
+            try:
+                self.owner.close()
+            except BufferError:         # a view still exported: the mapping goes with the process
+                pass
+            self.owner = None
+
+
+_POOL = None
+
+
+def _cuda_pool():
+    """The memory pool only shared buffers come from (None where this torch has none)."""
+    global _POOL
+    torch = _torch()
+    if _POOL is None and hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool"):
+        _POOL = torch.cuda.MemPool()
+    return _POOL
+
+
+def allocate(shape, dtype, device: str) -> SharedBuffer:
+    """A guarded buffer of ``shape`` and ``dtype`` (a torch dtype) on ``device`` ("cpu" or "cuda")."""
+    torch = _torch()
+    shape = tuple(shape)
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    data_bytes = max(1, math.prod(shape)) * itemsize
+    data_bytes = -(-data_bytes // 256) * 256
+    total = GUARD_BYTES + data_bytes + GUARD_BYTES
+    pattern = torch.frombuffer(bytearray(os.urandom(2 * GUARD_BYTES)), dtype=torch.uint8)
+    numel = math.prod(shape)
+    if device.startswith("cuda"):
+        pool = _cuda_pool()
+        if pool is not None:
+            with torch.cuda.use_mem_pool(pool):
+                raw = torch.empty(total, dtype=torch.uint8, device=device)
+        else:
+            raw = torch.empty(total, dtype=torch.uint8, device=device)
+        pattern = pattern.to(device)
+        handle = {"kind": "cuda", "pickled": _pickle_cuda(raw), "offset": GUARD_BYTES, "numel": numel,
+                  "dtype": str(dtype).removeprefix("torch."), "shape": list(shape)}
+        owner = None
+    else:
+        from multiprocessing import shared_memory
+        owner = shared_memory.SharedMemory(create=True, size=total)
+        raw = torch.frombuffer(owner.buf, dtype=torch.uint8, count=total)
+        handle = {"kind": "shm", "name": owner.name, "size": total, "offset": GUARD_BYTES, "numel": numel,
+                  "dtype": str(dtype).removeprefix("torch."), "shape": list(shape)}
+    raw[:GUARD_BYTES] = pattern[:GUARD_BYTES]
+    raw[-GUARD_BYTES:] = pattern[GUARD_BYTES:]
+    tensor = raw[GUARD_BYTES:GUARD_BYTES + numel * itemsize].view(dtype).view(shape)
+    return SharedBuffer(tensor, raw, pattern, handle, owner)
+
+
+def _pickle_cuda(raw) -> bytes:
+    """CUDA IPC: torch.multiprocessing's reduction of the tensor (a memory handle, not the bytes)."""
+    import io
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor reductions with ForkingPickler
+    buffer = io.BytesIO()
+    ForkingPickler(buffer, pickle.HIGHEST_PROTOCOL).dump(raw)
+    return buffer.getvalue()
+
+
+def open_handle(handle: dict):
+    """In the child: (data tensor, keep-alive object) for a handle from :func:`allocate`."""
+    torch = _torch()
+    dtype = getattr(torch, handle["dtype"])
+    if handle["kind"] == "cuda":
+        raw = pickle.loads(handle["pickled"])
+        keep = raw
+    else:
+        from multiprocessing import resource_tracker, shared_memory
+        block = shared_memory.SharedMemory(name=handle["name"])
+        # The parent created and unlinks the block; the child's tracker must not unlink it a second time.
+        try:
+            resource_tracker.unregister(block._name, "shared_memory")  # noqa: SLF001 - stdlib's own bookkeeping
+        except Exception:  # noqa: BLE001 - no tracker in this process: nothing to unregister
+            pass
+        raw = torch.frombuffer(block.buf, dtype=torch.uint8, count=handle["size"])
+        keep = block
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    offset = handle["offset"]
+    tensor = raw[offset:offset + handle["numel"] * itemsize].view(dtype).view(tuple(handle["shape"]))
+    return tensor, keep
