@@ -1,9 +1,9 @@
 """A zero-block launch is evidence, not a silent no-op (issue 17, part 5): the runtime counts launches it
-skips for an empty grid, and the sandbox's bench step turns any made during a candidate's timed calls
-into the ``suspect`` reason the agent never accepts. The launches themselves need a GPU
+skips for an empty grid, and the worker running a candidate's timed calls reports any as a failure of
+its bench and compare (agent.session), which the agent never accepts. The launches themselves need a GPU
 (tests/gpu/test_kernelbench_gpu.py); here the counting and the reason."""
 
-from hello_gpu.agent.sandbox import _empty_launch_reason
+from hello_gpu.agent.sandbox import empty_launch_reason as _empty_launch_reason
 from hello_gpu.runtime import empty_launches
 from hello_gpu.runtime.kernel import _count_empty_launch
 

@@ -52,6 +52,7 @@ from ..profile.kernel_table import kernel_table
 from ..profile.roofline import RooflinePoint, classify, roofs_from
 from ..profile.rung_profile import own_kernel_names
 from ..runtime import triton_jit
+from ..runtime.kernel import empty_launches
 from ..runtime.device import device_info, gpu_vendor
 from ..runtime.errors import CompileError
 
@@ -227,6 +228,17 @@ def materialize(task, candidates: dict[str, dict], folder: Path):
     if task.deterministic:
         op.spec.DETERMINISTIC_REQUIRED = True
     return op, names
+
+
+def empty_launch_reason(before: dict[str, int]) -> str | None:
+    """Launches of the candidate's kernels skipped for an empty grid since ``before`` (runtime.empty_launches):
+    calls that returned without doing the work they were timed for. Counted in the process that ran them."""
+    after = empty_launches()
+    grown = {name: count - before.get(name, 0) for name, count in after.items() if count > before.get(name, 0)}
+    if not grown:
+        return None
+    return ("launched with an empty grid (zero blocks, nothing run) during the timed calls: "
+            + ", ".join(f"{name} x{count}" for name, count in sorted(grown.items())))
 
 
 def _dtypes(task, op) -> list[str]:

@@ -598,6 +598,9 @@ class TimedSide:
             self.failures.append(f"{TIMING}: the calls' claimed times add up to {sum(seconds):.6g} s, more than the "
                                  f"{float(answer['span_s']):.6g} s the batch claimed to span")
         self.per_call += seconds
+        empty = answer.get("empty_launches")
+        if empty and empty not in self.failures:
+            self.failures.append(empty)            # zero-block launches: calls timed for work they never did
         if check and self.accepts_out:
             chosen = random.SystemRandom().sample(range(len(inputs)), k=1)
             for index in chosen:

@@ -368,6 +368,15 @@ class Worker:
 
         Returns each call's seconds and the span from before the first call to after the last: claims,
         which the parent checks against its own clock around the whole request."""
+        from ..runtime.kernel import empty_launches        # imported in main() before the candidate
+        from .sandbox import empty_launch_reason
+        empty_before = empty_launches()
+        answer = self._time(request)
+        # Launches our runtime skipped for an empty grid during the batch (issue 17: evidence, not a no-op).
+        answer["empty_launches"] = empty_launch_reason(empty_before)
+        return answer
+
+    def _time(self, request: dict) -> dict:
         calls = [(list(inputs), out) for inputs, out in request["calls"]]
         cold = bool(request.get("cold"))
         if not self.device.startswith("cuda"):
