@@ -253,14 +253,18 @@ def test_the_figure_has_both_roofs_a_point_per_rung_and_the_measured_points(stor
 # ------------------------------------------------------------------------------------------ the command
 
 
-def test_roofline_command_prints_verdicts_and_saves_png_and_svg(store, capsys):
+def test_roofline_command_prints_verdicts_and_saves_png_and_svg(store, tmp_path, monkeypatch, capsys):
+    # Plots go to the user's data folder by default (XDG_DATA_HOME here), never into the records folder.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert main(["roofline", "toy", "--records", str(store)]) == 0
     out = capsys.readouterr().out
     assert "v03_tiny 2^16: latency-bound" in out
     assert "t01_matmul 4096^3: compute-bound, 60% of the attainable compute roof" in out
     assert "v02_slow 2^26: memory-bound, 5% of the attainable memory roof" in out
     for suffix in (".png", ".svg"):
-        assert (store / "nvidia-h200" / f"toy.float32.roofline{suffix}").stat().st_size > 1000
+        plot = tmp_path / "data" / "hello-gpu" / "roofline" / "nvidia-h200" / f"toy.float32.roofline{suffix}"
+        assert plot.stat().st_size > 1000
+        assert not (store / "nvidia-h200" / f"toy.float32.roofline{suffix}").exists()
 
 
 def test_roofline_command_route_json_and_out(store, tmp_path, capsys):
