@@ -32,7 +32,7 @@ from ..runtime.device import device_info, gpu_vendor
 from ..runtime.kernel import DEFAULT_BLOCK
 from ..runtime.triton_replay import replayable
 from .header import C_TYPES, Header, HeaderError, instantiate_entry  # noqa: F401 - C_TYPES: public here too
-from .sources import collect_sources
+from .sources import INCLUDE_FOLDER, OPS_DIR, collect_sources
 
 if TYPE_CHECKING:
     from .registry import Op
@@ -49,7 +49,7 @@ _module_counter = itertools.count()
 # Device code shared by the HIP rungs (warp and block reductions, 16-byte packs). A rung's `#include "x"`
 # resolves beside the rung first, then here: the rule the compiler, the compile gate and the sources a
 # record hashes all follow.
-INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+INCLUDE_DIR = OPS_DIR / INCLUDE_FOLDER
 
 
 def include_dirs_for(path: Path) -> tuple[str, str]:

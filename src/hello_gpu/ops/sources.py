@@ -30,7 +30,7 @@ from .header import claims, companion_of, measured_sha256
 
 OPS_DIR = Path(__file__).resolve().parent
 PACKAGE = "hello_gpu.ops"
-INCLUDE_DIR = "include"
+INCLUDE_FOLDER = "include"     # under an ops folder: the shared device headers (rung.INCLUDE_DIR)
 
 # The modules of ops/ that are the ladder machinery rather than code a rung runs. Another top-level
 # module of ops/ is a shared helper (rows.py) and counts: a new file is a source until listed here,
@@ -87,14 +87,14 @@ def _cpp_references(path: Path, text: str, ops_dir: Path) -> tuple[Path, ...]:
     found = []
     for match in _INCLUDE.finditer(text):
         name = match.group("name")
-        for folder in (path.parent, ops_dir / INCLUDE_DIR):
+        for folder in (path.parent, ops_dir / INCLUDE_FOLDER):
             if (folder / name).is_file():
                 found.append((folder / name).resolve())
                 break
         else:
             line = text.count("\n", 0, match.start()) + 1
             raise SourceError(f"{path}:{line}: #include \"{name}\" is neither beside the file nor in "
-                              f"{ops_dir / INCLUDE_DIR}")
+                              f"{ops_dir / INCLUDE_FOLDER}")
     return tuple(found)
 
 

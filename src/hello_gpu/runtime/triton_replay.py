@@ -203,6 +203,14 @@ class _Plan:
         torch = torch_module()
         shape, stride, dtype, device = self.result_layout
         result = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        if torch._C._cuda_getDevice() != self.device:
+            # The recorded function belongs to the tensors' device: launch there, as Triton itself would
+            # have to (the current device is not part of the call signature).
+            with torch.cuda.device(self.device):
+                return self._launch(inputs, result, torch)
+        return self._launch(inputs, result, torch)
+
+    def _launch(self, inputs, result, torch):
         stream = torch._C._cuda_getCurrentRawStream(self.device)
         for call, recorded, slots in self.launches:
             arguments = list(recorded)
