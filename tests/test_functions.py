@@ -187,11 +187,8 @@ def test_public_functions_replay_in_a_cuda_graph(dtype):
 # One width per dispatch path of the best softmax rung (t10 -> t08's kernel up to 1024 columns, t07/t04's
 # up to 2048, t03's up to 32768, t02's online tiles beyond), the issue's 70000 among them.
 DISPATCH_WIDTHS = (700, 1500, 20000, 70000)
-# The t02 path drops a NaN that sits where its lane has seen only -inf (tl.maximum is maxnum): the row
-# comes out finite with one NaN, where torch.softmax gives NaN throughout. The fix is a one-line change
-# to src/hello_gpu/ops/softmax/t02_online_tiles.py (a hashed rung file): the lead's decision.
-T02_NAN = pytest.mark.xfail(strict=True, reason="t02_online_tiles ignores a NaN in a lane still at -inf "
-                                                 "(issue 19 part 6; fix pending in the rung file)")
+# The t02 path used to drop a NaN that sat where its lane had seen only -inf (tl.maximum is maxnum): the
+# row came out finite with one NaN, where torch.softmax gives NaN throughout (issue 19, fixed in t02).
 
 
 def _special_rows(columns: int, dtype, device: str, special: float, where: int) -> torch.Tensor:
@@ -246,8 +243,7 @@ def special_value_checks() -> dict[str, list[str]]:
 def _special_cases():
     for columns in DISPATCH_WIDTHS:
         for special in ("inf", "-inf", "nan"):
-            marks = [T02_NAN] if special == "nan" and columns > 32768 else []
-            yield pytest.param(columns, special, marks=marks, id=f"{columns}-{special}")
+            yield pytest.param(columns, special, id=f"{columns}-{special}")
 
 
 @pytest.mark.skipif(gpu_vendor() is not None, reason="the interpreter tier; the GPU tier has its own test")

@@ -35,7 +35,9 @@ def online_softmax_kernel(x_ptr, out_ptr, columns, row_stride, TILE: tl.constexp
         new_max = tl.maximum(running_max, x)
         # Rescale what was summed under the old maximum; a lane still at -inf contributes 0, not NaN.
         scale = tl.where(new_max == float("-inf"), 0.0, tl.exp(running_max - new_max))
-        added = tl.where(new_max == float("-inf"), 0.0, tl.exp(x - new_max))
+        # A NaN entry must make the row NaN, as torch.softmax does: tl.maximum drops NaN (maxnum), so a
+        # lane still at -inf would otherwise add 0 for it (x == x is False only for NaN).
+        added = tl.where((new_max == float("-inf")) & (x == x), 0.0, tl.exp(x - new_max))
         running_sum = running_sum * scale + added
         running_max = new_max
     row_max = tl.max(running_max, axis=0)
