@@ -176,6 +176,9 @@ def test_every_cheat_is_rejected_on_the_device():
     for name, result in results.items():
         assert result.status == "ok", (name, everything_said(result))
         assert result.raw["device"] == "cuda", (name, result.raw.get("device"))
+        if name != HONEST and "honest" in name:     # another honest control (t98: its own scratch buffer)
+            assert result.passed and not result.cheats, (name, everything_said(result))
+            continue
         if name == HONEST:
             assert result.passed and not result.cheats, (name, result.reason)
             # Device evidence was gathered: its own kernel in the profiled calls' trace, on the timed stream,

@@ -919,6 +919,30 @@ class _LaunchCount:
         self.count += 1
 
 
+def _no_launch(*args, **kwargs) -> None:
+    """A Triton launch hook that does nothing: while one is set, hello_gpu's launch replay
+    (runtime.triton_replay) stands aside and every launch goes through the JIT, where its pre-run hooks
+    count it. Without it a replayed launch (Rung.build replays Triton rungs) would count as none."""
+
+
+def _launch_hook_chain():
+    """Triton's launch-enter hook chain (3.6: a HookChain with add/remove), or None in older Tritons,
+    whose launches are never replayed by hello_gpu (runtime.triton_replay needs the chain's lists)."""
+    try:
+        from triton import knobs
+        chain = knobs.runtime.launch_enter_hook
+    except (ImportError, AttributeError):
+        return None
+    return chain if hasattr(chain, "add") and hasattr(chain, "remove") else None
+
+
+def candidate_namespace(function) -> dict:
+    """The globals of the module a built rung's function comes from: through any wrapper that names
+    what it wraps (``__wrapped__``: the Triton launch replay of Rung.build, functools.wraps)."""
+    import inspect
+    return getattr(inspect.unwrap(function), "__globals__", {})
+
+
 def triton_launch_counter(namespace: dict):
     """A context manager factory counting launches of the ``@triton.jit`` kernels found in ``namespace``
     (a candidate module's globals, e.g. ``built.function.__globals__``), on a GPU and in the interpreter.
@@ -954,6 +978,9 @@ def triton_launch_counter(namespace: dict):
     @contextlib.contextmanager
     def counting():
         counter = _LaunchCount()
+        chain = _launch_hook_chain()
+        if chain is not None:
+            chain.add(_no_launch)
         for kernel in kernels:
             kernel.pre_run_hooks.append(counter.hook)
         try:
@@ -962,6 +989,8 @@ def triton_launch_counter(namespace: dict):
             for kernel in kernels:
                 if counter.hook in kernel.pre_run_hooks:
                     kernel.pre_run_hooks.remove(counter.hook)
+            if chain is not None:
+                chain.remove(_no_launch)
     counting.kernel_names = sorted({getattr(k, "__name__", None) or getattr(getattr(k, "fn", None), "__name__", "?")
                                     for k in kernels})
     return counting
@@ -986,7 +1015,7 @@ def runtime_evidence(built, spec, *, dtypes: Sequence[str], shapes: Sequence, de
     import torch
     seeds = list(seeds) if seeds is not None else list(fresh_seeds(4))
     if launch_counter is None and getattr(built.rung, "route", None) == "triton":
-        launch_counter = triton_launch_counter(getattr(built.function, "__globals__", {}))
+        launch_counter = triton_launch_counter(candidate_namespace(built.function))
     runtime: dict[str, list[str]] = {name: [] for name in RUNTIME_CHECKS}
     skipped: dict[str, str] = {}
 

@@ -49,19 +49,26 @@ from ..bench.roof import current_roof
 from ..bench.records import timing_from_summary
 from ..bench.stats import paired_ratio, summarize, verdict
 from ..ops.checking import (
+    CHECK_CHUNK_BYTES,
     INTERPRETER_MAX_ELEMENTS,
-    compare_outputs,
     check_rung,
+    expected_shape,
     fresh_seeds,
+    output_failure,
     poison_value,
     tensor_bits,
 )
 from ..ops.rung import Rung
 from ..ops.shapes import numel, shape_label
 from .anticheat import COVERAGE, GUARD, TAMPER, TIMED_OUTPUT, TIMING
-from .shared import allocate
+from .shared import allocate, new_pool, release
 
 INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
+MIN_INPUT_SETS = 2            # ... fewer where the problem is large: two still alternate, and every batch
+TIMING_BYTES = 16 * 2**30     # gets fresh values; the sets and both sides' outputs stay within this (or 2 sets)
+RUNTIME_CHECK_MAX_BYTES = 2**31   # the anti-cheat probes (several input sets and float64 references held at
+                              # once) run at check shapes whose inputs and output fit this; larger shapes are
+                              # checked at the benchmark shape instead, with fresh sets and chunked references
 CHECKED_SETS = 3              # fresh input sets checked at the benchmark shape, per dtype, before timing
 HISTORY_CALLS = 24            # earlier calls' inputs kept per shape to name a cached answer (small shapes only)
 HISTORY_MAX_ELEMENTS = 2**13
@@ -100,9 +107,10 @@ class WorkerSession:
     """One candidate in one child process: start, requests with a deadline, buffers, the end."""
 
     def __init__(self, payload_task: dict, candidate: dict, deadline: float, environment: dict | None = None,
-                 label: str = "candidate"):
+                 label: str = "candidate", limit_s: float | None = None):
         from .sandbox import child_environment
         self.deadline, self.label = deadline, label
+        self.limit_s = limit_s                        # the step's time limit, for the message when it is reached
         parent_end, child_end = socket.socketpair()
         from multiprocessing.connection import Connection
         self.connection = Connection(parent_end.detach())
@@ -115,6 +123,7 @@ class WorkerSession:
                                         start_new_session=True)
         child_end.close()
         self.buffers: dict[str, object] = {}
+        self.pool = None                              # this session's CUDA memory pool, made with its first buffer
         self.counters: list = []
         self.guard_reasons: list[str] = []
         self.loaded: dict = {}
@@ -137,7 +146,8 @@ class WorkerSession:
         remaining = self.deadline - time.perf_counter()
         if remaining <= 0 or not self.connection.poll(remaining):
             self.kill()
-            raise WorkerEnded("timeout", f"{self.label}: {operation} did not finish within the step's time limit; "
+            limit = f"{self.limit_s:g} s, the step's time limit" if self.limit_s else "the step's time limit"
+            raise WorkerEnded("timeout", f"{self.label}: {operation} did not finish within {limit}; "
                                          f"the child process group was killed")
         try:
             answer = json.loads(self.connection.recv_bytes().decode("utf-8"))
@@ -193,6 +203,9 @@ class WorkerSession:
         self.buffers.clear()
         self.connection.close()
         self.folder.cleanup()
+        if self.pool is not None:
+            self.pool = None
+            release()
 
     # ------------------------------------------------------------------ buffers
     def buffer(self, name: str, shape, dtype, device: str):
@@ -200,7 +213,9 @@ class WorkerSession:
         shape = tuple(shape)
         key = f"{name}:{'x'.join(map(str, shape))}:{str(dtype).removeprefix('torch.')}"
         if key not in self.buffers:
-            self.buffers[key] = allocate(shape, dtype, device)
+            if device.startswith("cuda") and self.pool is None:
+                self.pool = new_pool()
+            self.buffers[key] = allocate(shape, dtype, device, self.pool)
             self.request("register", buffers={key: self.buffers[key].handle})
         return key, self.buffers[key]
 
@@ -328,28 +343,29 @@ def _device(session: WorkerSession) -> str:
     return session.loaded["device"]
 
 
-def _reference(spec, inputs):
-    return spec.reference(*inputs).to(device=inputs[0].device, dtype=_torch().float64)
-
-
-def _tolerance(spec, inputs, dtype: str):
-    return spec.tolerance(inputs, dtype) if hasattr(spec, "tolerance") else spec.TOLERANCE[dtype]
-
-
 def _fresh_inputs(spec, shape, dtype: str, device: str, seed: int) -> tuple:
     return tuple(spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device))
 
 
 def _output_failure(spec, inputs, output, dtype: str) -> str | None:
-    torch = _torch()
-    expected = _reference(spec, inputs)
-    if tuple(output.shape) != tuple(expected.shape):
-        return f"output {tuple(output.shape)}, expected {tuple(expected.shape)}"
-    unwritten = int((torch.isnan(output) & ~torch.isnan(expected)).sum()) if output.dtype.is_floating_point else 0
-    if unwritten:
-        return f"{unwritten} of {output.numel()} output elements never written (still NaN poison)"
-    rtol, atol = _tolerance(spec, inputs, dtype)
-    return compare_outputs(output, expected, rtol, atol)[2]
+    """The checker's comparison (ops.checking.output_failure: chunked where the spec's output is large)."""
+    return output_failure(spec, inputs, output, dtype)
+
+
+def _runtime_check_shapes(spec, dtypes, shapes, device: str) -> tuple[list, str | None]:
+    """The check shapes the anti-cheat probes run at (inputs and output within RUNTIME_CHECK_MAX_BYTES),
+    and a note naming those left to the benchmark-shape check, or None."""
+    kept, dropped = [], []
+    for shape in shapes:
+        work = spec.work(shape, dtypes[0])          # from the shape alone: inputs read once, output written once
+        size = int(work.bytes)
+        (kept if size <= RUNTIME_CHECK_MAX_BYTES else dropped).append((shape, size))
+    if not dropped:
+        return [shape for shape, _ in kept], None
+    note = (", ".join(f"{shape_label(shape)} ({size / 2**30:.1f} GiB)" for shape, size in dropped)
+            + f": over the probes' {RUNTIME_CHECK_MAX_BYTES / 2**30:g} GiB (they hold several input sets and float64 "
+              f"references at once); checked at the benchmark shape with fresh sets and chunked references instead")
+    return [shape for shape, _ in kept], note
 
 
 def _interpreter_too_big(session: WorkerSession, shape) -> bool:
@@ -360,7 +376,13 @@ def _expected_shape(spec, shape, dtype: str, device: str) -> tuple:
     """The output's shape: the reference's on tiny inputs would not do (a shape of its own), so one real
     set is made once at ``shape``; the caller keeps it as the first checked set."""
     inputs = _fresh_inputs(spec, shape, dtype, device, fresh_seeds(1)[0])
-    return tuple(_reference(spec, inputs).shape), inputs
+    return expected_shape(spec, inputs), inputs
+
+
+def _footprint(inputs, output_shape) -> int:
+    """Bytes of one input set and its output (in the first input's dtype)."""
+    return (sum(tensor.numel() * tensor.element_size() for tensor in inputs)
+            + numel(output_shape) * inputs[0].element_size())
 
 
 # ================================================================================== check
@@ -393,11 +415,19 @@ def check_at_bench_shape(session: WorkerSession, remote: RemoteCandidate, spec, 
             notes.append(f"{dtype} at the benchmark shape {shape_label(shape)}: more than the interpreter's "
                          f"{INTERPRETER_MAX_ELEMENTS} elements; checked there on a GPU")
             continue
-        expected_shape, first = _expected_shape(spec, shape, dtype, device)
-        sets = [first] + [_fresh_inputs(spec, shape, dtype, device, seed) for seed in fresh_seeds(CHECKED_SETS - 1)]
+        output_shape, first = _expected_shape(spec, shape, dtype, device)
         torch_dtype = first[0].dtype
-        for index, inputs in enumerate(sets):
-            out = torch.full(expected_shape, poison_value(torch_dtype), dtype=torch_dtype, device=device) \
+        seeds = fresh_seeds(CHECKED_SETS - 1)
+        # One set at a time: at a 6.4 GB benchmark shape three sets at once would be 19 GB of inputs.
+        pending = [first]
+        del first
+
+        def sets():
+            yield pending.pop()
+            for seed in seeds:
+                yield _fresh_inputs(spec, shape, dtype, device, seed)
+        for index, inputs in enumerate(sets()):
+            out = torch.full(output_shape, poison_value(torch_dtype), dtype=torch_dtype, device=device) \
                 if remote.accepts_out else None
             try:
                 output = remote(*inputs, out=out)
@@ -412,7 +442,7 @@ def check_at_bench_shape(session: WorkerSession, remote: RemoteCandidate, spec, 
             if deterministic and index == 0:
                 first_bits = tensor_bits(output.clone())
                 for repeat in range(1, DETERMINISM_REPEATS):
-                    again = torch.full(expected_shape, poison_value(torch_dtype), dtype=torch_dtype, device=device) \
+                    again = torch.full(output_shape, poison_value(torch_dtype), dtype=torch_dtype, device=device) \
                         if remote.accepts_out else None
                     again = remote(*inputs, out=again)
                     differing = int((tensor_bits(again) != first_bits).sum())
@@ -442,8 +472,7 @@ def kernel_evidence(session: WorkerSession, spec, dtypes, shape, device: str, ac
             names.append(key)
         out_key = None
         if accepts_out:
-            expected_shape = tuple(_reference(spec, inputs).shape)
-            out_key, _ = session.buffer("output", expected_shape, inputs[0].dtype, device)
+            out_key, _ = session.buffer("output", expected_shape(spec, inputs), inputs[0].dtype, device)
         _synchronize(device)
         found = session.request("profile", inputs=names, out=out_key, repeats=PROFILED_CALLS)
         for kernel in found.get("kernels") or []:
@@ -481,7 +510,7 @@ def run_check(payload: dict, timeout_s: float, environment: dict | None = None) 
             spec.DETERMINISTIC_REQUIRED = True
         declared = _dtypes(task, op)
         uncovered = [dtype for dtype in declared if not rung.supports(dtype)]
-        session = WorkerSession(payload["task"], payload["candidate"], deadline, environment)
+        session = WorkerSession(payload["task"], payload["candidate"], deadline, environment, limit_s=timeout_s)
         try:
             session.load()
             device = _device(session)
@@ -512,8 +541,11 @@ def run_check(payload: dict, timeout_s: float, environment: dict | None = None) 
             if report.error is None and report.skipped is None and report.ran:
                 try:
                     counter = session.launch_counter if session.loaded.get("route") == "triton" else None
-                    runtime = anticheat.runtime_evidence(remote, spec, dtypes=ran, shapes=shapes, device=device,
+                    probe_shapes, too_big = _runtime_check_shapes(spec, ran, shapes, device)
+                    runtime = anticheat.runtime_evidence(remote, spec, dtypes=ran, shapes=probe_shapes, device=device,
                                                          launch_counter=counter)
+                    if too_big:
+                        runtime.setdefault("skipped", {})["large shapes"] = too_big
                     runtime["triton_kernels"] = list(session.loaded.get("triton_kernels") or [])
                     anticheat_evidence.update(runtime)
                     bench_shape = _bench_shape(task, op)
@@ -570,17 +602,18 @@ class TimedSide:
     """One side of a timing (the candidate, or the baseline it is compared with) in its own child: its
     outputs, one per input set, and what its timed batches claimed and showed."""
 
-    def __init__(self, session: WorkerSession, spec, dtype: str, expected_shape, torch_dtype, device: str):
+    def __init__(self, session: WorkerSession, spec, dtype: str, output_shape, torch_dtype, device: str,
+                 sets: int = INPUT_SETS):
         self.session, self.spec, self.dtype, self.device = session, spec, dtype, device
         self.accepts_out = bool(session.loaded["accepts_out"])
-        self.outputs = [session.buffer(f"timed_output{index}", expected_shape, torch_dtype, device)
-                        for index in range(INPUT_SETS)]
+        self.outputs = [session.buffer(f"timed_output{index}", output_shape, torch_dtype, device)
+                        for index in range(sets)]
         self.per_call: list[float] = []
         self.batches: list[float] = []
         self.checked = 0
         self.failures: list[str] = []
 
-    def batch(self, inputs: list[tuple[list[str], tuple]], check: bool) -> float:
+    def batch(self, inputs: "TimedInputs", check: bool) -> float:
         """Time one call per input set (each into its own poisoned output); check some outputs; return
         the batch's claimed seconds per call (their median)."""
         torch = _torch()
@@ -588,9 +621,9 @@ class TimedSide:
             buffer.tensor.fill_(poison_value(buffer.tensor.dtype))
         _synchronize(self.device)
         calls = [(names, self.outputs[index][0] if self.accepts_out else None)
-                 for index, (names, _) in enumerate(inputs)]
+                 for index, (names, _) in enumerate(inputs.sets)]
         answer = self.session.request("time", calls=calls, cold=True)
-        self.session.check_guards([key for names, _ in inputs for key in names] + [key for key, _ in self.outputs])
+        self.session.check_guards([key for names, _ in inputs.sets for key in names] + [key for key, _ in self.outputs])
         seconds = [float(s) for s in answer["per_call_s"]]
         if len(seconds) != len(calls) or not all(math.isfinite(s) and s > 0 for s in seconds):
             raise CandidateFailed(f"{TIMING}: the child claimed {seconds!r} for {len(calls)} calls")
@@ -602,10 +635,10 @@ class TimedSide:
         if empty and empty not in self.failures:
             self.failures.append(empty)            # zero-block launches: calls timed for work they never did
         if check and self.accepts_out:
-            chosen = random.SystemRandom().sample(range(len(inputs)), k=1)
+            chosen = random.SystemRandom().sample(range(len(inputs.sets)), k=1)
             for index in chosen:
                 output = self.outputs[index][1].tensor
-                problem = _output_failure(self.spec, inputs[index][1], output, self.dtype)
+                problem = _output_failure(self.spec, inputs.values(index), output, self.dtype)
                 self.checked += 1
                 if problem:
                     self.failures.append(f"{TIMED_OUTPUT}: a timed call at the benchmark shape (batch "
@@ -615,12 +648,13 @@ class TimedSide:
         self.batches.append(median)
         return median
 
-    def consistency(self, inputs: list[tuple[list[str], tuple]]) -> dict:
+    def consistency(self, inputs: "TimedInputs") -> dict:
         """A warm batch of back-to-back calls timed by the child and, around the request, by this clock."""
         floor = min(self._round_trip() for _ in range(3))
         median = sorted(self.per_call)[len(self.per_call) // 2] if self.per_call else 1e-3
         count = int(min(4096, max(2 * INPUT_SETS, math.ceil(CONSISTENCY_SECONDS / max(median, 1e-7)))))
-        calls = [(inputs[index % len(inputs)][0], self.outputs[index % len(inputs)][0] if self.accepts_out else None)
+        sets = inputs.sets
+        calls = [(sets[index % len(sets)][0], self.outputs[index % len(sets)][0] if self.accepts_out else None)
                  for index in range(count)]
         _synchronize(self.device)
         began = time.perf_counter()
@@ -650,16 +684,25 @@ class TimedSide:
 
 
 class TimedInputs:
-    """The input sets of a timing, the parent's: fresh values (a new seed) before every batch."""
+    """The input sets of a timing, the parent's: fresh values (a new seed) before every batch.
+
+    INPUT_SETS sets where they fit TIMING_BYTES with every side's outputs, never fewer than MIN_INPUT_SETS
+    (a KernelBench softmax input is 6.4 GB: two sets and two sides' outputs are 38 GB, four would be 77).
+    The parent keeps each set's seed, not a copy: the values a call was given are made again from it
+    when its output is checked (the child may have written into the shared ones)."""
 
     def __init__(self, sessions: list[WorkerSession], spec, shape, dtype: str, device: str):
         self.spec, self.shape, self.dtype, self.device = spec, shape, dtype, device
         owner = sessions[0]
-        self.sets: list[tuple[list[str], tuple]] = []
         first = _fresh_inputs(spec, shape, dtype, device, fresh_seeds(1)[0])
-        self.expected_shape = tuple(_reference(spec, first).shape)
+        self.expected_shape = expected_shape(spec, first)
         self.torch_dtype = first[0].dtype
-        for index in range(INPUT_SETS):
+        per_set = _footprint(first, self.expected_shape) + (len(sessions) - 1) * \
+            numel(self.expected_shape) * first[0].element_size()
+        self.count = max(MIN_INPUT_SETS, min(INPUT_SETS, TIMING_BYTES // max(1, per_set)))
+        self.sets: list[tuple[list[str], tuple]] = []
+        self.seeds: list[int] = []
+        for index in range(self.count):
             keys, views = [], []
             for position, tensor in enumerate(first):
                 key, buffer = owner.buffer(f"timed_input{index}_{position}", tensor.shape, tensor.dtype, device)
@@ -668,17 +711,19 @@ class TimedInputs:
                 keys.append(key)
                 views.append(buffer.tensor)
             self.sets.append((keys, tuple(views)))
+        del first
         self.refresh()
 
     def refresh(self) -> None:
-        for (_, views), seed in zip(self.sets, fresh_seeds(len(self.sets))):
+        self.seeds = list(fresh_seeds(len(self.sets)))
+        for (_, views), seed in zip(self.sets, self.seeds):
             for view, values in zip(views, _fresh_inputs(self.spec, self.shape, self.dtype, self.device, seed)):
                 view.copy_(values)
         _synchronize(self.device)
 
-    def parent_copies(self) -> list[tuple[list[str], tuple]]:
-        """The sets with the parent's own copy of the values (the child may write into the shared ones)."""
-        return [(keys, tuple(view.clone() for view in views)) for keys, views in self.sets]
+    def values(self, index: int) -> tuple:
+        """Set ``index``'s inputs as the last refresh made them (from its seed: the parent's own copy)."""
+        return _fresh_inputs(self.spec, self.shape, self.dtype, self.device, self.seeds[index])
 
 
 def _ceilings_for(device: str):
@@ -701,11 +746,6 @@ def _pick_dtype(payload: dict, declared: list[str], rungs) -> str:
     return next(d for d in declared if all(r.supports(d) for r in rungs))
 
 
-def _timed_batch(side: TimedSide, inputs: TimedInputs, check: bool) -> float:
-    copies = inputs.parent_copies() if check else inputs.sets
-    return side.batch(copies, check)
-
-
 def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) -> dict:
     """The bench step: cold median at the benchmark shape, timed in the child, checked from here."""
     deadline = time.perf_counter() + timeout_s
@@ -715,13 +755,13 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
         spec = op.spec
         dtype = _pick_dtype(payload, dtypes_of(task, op), [rung])
         shape = bench_shape_of(task, op)
-        session = WorkerSession(payload["task"], payload["candidate"], deadline, environment)
+        session = WorkerSession(payload["task"], payload["candidate"], deadline, environment, limit_s=timeout_s)
         try:
             session.load()
             device = _device(session)
             inputs = TimedInputs([session], spec, shape, dtype, device)
-            side = TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device)
-            side.batch(inputs.parent_copies(), check=True)              # warm-up: compiles, first touch; checked
+            side = TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device, inputs.count)
+            side.batch(inputs, check=True)              # warm-up: compiles, first touch; checked
             side.per_call.clear()
             side.batches.clear()
             max_seconds = float(payload.get("max_seconds", 2.0))
@@ -729,7 +769,7 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
             stopped_by = "time cap"
             while True:
                 inputs.refresh()
-                _timed_batch(side, inputs, check=True)
+                side.batch(inputs, check=True)
                 count = len(side.per_call)
                 if count >= 20:
                     summary = summarize(side.per_call)
@@ -739,7 +779,7 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
                 if time.perf_counter() - started > max_seconds or count >= 2000:
                     stopped_by = "time cap" if count < 2000 else "max repeats"
                     break
-            consistency = side.consistency(inputs.sets)
+            consistency = side.consistency(inputs)
             finished = session.finish()
         except WorkerEnded as ended:
             session.close()
@@ -765,7 +805,7 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
             "count": summary.count, "clock": clock, "cache": "cold", "device": device, "stopped_by": stopped_by,
             "work": work.to_dict(), "gb_per_s": measured.gb_per_s, "tflop_per_s": measured.tflop_per_s,
             "bandwidth_fraction": measured.bandwidth_fraction, "compute_fraction": measured.compute_fraction,
-            "suspect": suspect, "notes": [], "input_sets": INPUT_SETS, "inputs": "fresh values before every batch",
+            "suspect": suspect, "notes": [], "input_sets": inputs.count, "inputs": "fresh values before every batch",
             "timing": timing_from_summary(summary, cache="cold", graph=False, clock=clock),
             "derived": measured.to_dict(), "timed_outputs_checked": side.checked, "consistency": consistency,
             "problems": problems, "patched": patched, "stdout_tail": tails[0], "stderr_tail": tails[1]}
@@ -788,25 +828,25 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
         shape = bench_shape_of(task, op)
         sessions: dict[str, WorkerSession] = {}
         try:
-            sessions["A"] = WorkerSession(payload["task"], payload["baseline"], deadline, environment, "baseline")
-            sessions["B"] = WorkerSession(payload["task"], payload["candidate"], deadline, environment, "candidate")
+            sessions["A"] = WorkerSession(payload["task"], payload["baseline"], deadline, environment, "baseline", timeout_s)
+            sessions["B"] = WorkerSession(payload["task"], payload["candidate"], deadline, environment, "candidate", timeout_s)
             for session in sessions.values():           # both children start together; each loads its own
                 session.load()
             device = _device(sessions["B"])
             inputs = TimedInputs([sessions["A"], sessions["B"]], spec, shape, dtype, device)
-            sides = {label: TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device)
+            sides = {label: TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device,
+                                      inputs.count)
                      for label, session in sessions.items()}
             for label in "ABAB":                                # warm-up, checked, not counted
-                sides[label].batch(inputs.parent_copies(), check=True)
+                sides[label].batch(inputs, check=True)
             rounds: dict[str, list[float]] = {"A": [], "B": []}
             started = time.perf_counter()
             count = 0
             while count < 400:
                 inputs.refresh()
-                copies = inputs.parent_copies()
                 times = {"A": 0.0, "B": 0.0}
                 for label in round_order(count):
-                    times[label] += sides[label].batch(copies, check=True)
+                    times[label] += sides[label].batch(inputs, check=True)
                 rounds["A"].append(times["A"])
                 rounds["B"].append(times["B"])
                 count += 1
@@ -815,7 +855,7 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
                     low, high = ratio.ci95
                     if (high - low) / ratio.value < 0.02 or time.perf_counter() - started > max_seconds:
                         break
-            consistency = {label: sides[label].consistency(inputs.sets) for label in "AB"}
+            consistency = {label: sides[label].consistency(inputs) for label in "AB"}
             finished = {label: sessions[label].finish() for label in "AB"}
         except WorkerEnded as ended:
             for session in sessions.values():

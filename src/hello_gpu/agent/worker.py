@@ -30,7 +30,6 @@ named. Every one of these rejects the candidate (tag :data:`hello_gpu.agent.anti
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -232,29 +231,6 @@ def fingerprint(spec=None) -> dict[str, tuple]:
 # ====================================================================================== serving
 
 
-def _no_launch(*args, **kwargs) -> None:
-    """A Triton launch hook that does nothing: while one is set, hello_gpu's launch replay
-    (runtime.triton_replay) stands aside and every launch goes through the JIT, where it is counted."""
-
-
-@contextlib.contextmanager
-def counted_launches(counter_factory):
-    """The candidate's own Triton launches over the block (``counter.count``), none of them replayed."""
-    try:
-        from triton import knobs
-        chain = knobs.runtime.launch_enter_hook
-    except (ImportError, AttributeError):
-        chain = None
-    if chain is not None and hasattr(chain, "add"):
-        chain.add(_no_launch)
-    try:
-        with counter_factory() as counter:
-            yield counter
-    finally:
-        if chain is not None and hasattr(chain, "remove"):
-            chain.remove(_no_launch)
-
-
 class Worker:
     def __init__(self, connection: Connection, watch: TamperWatch):
         self.connection = connection
@@ -299,8 +275,8 @@ class Worker:
         interpreted = bool(getattr(self.built, "interpreted", False))
         own_triton: list[str] = []
         if self.rung.route == "triton":
-            from .anticheat import triton_launch_counter
-            self.launch_counter = triton_launch_counter(getattr(self.built.function, "__globals__", {}))
+            from .anticheat import candidate_namespace, triton_launch_counter
+            self.launch_counter = triton_launch_counter(candidate_namespace(self.built.function))
             own_triton = list(self.launch_counter.kernel_names)
         return {"skip": None, "accepts_out": bool(self.built.accepts_out), "interpreted": interpreted, "device": self.device,
                 "triton_kernels": own_triton, "route": self.rung.route,
@@ -335,7 +311,7 @@ class Worker:
         """One call; the output lands in the parent's buffer (``out``) or is held for ``fetch``."""
         import torch
         if self.launch_counter is not None:
-            with counted_launches(self.launch_counter) as count:
+            with self.launch_counter() as count:
                 result, target = self._invoke(request["inputs"], request.get("out"))
                 self._synchronize()
             launches = count.count
@@ -417,7 +393,7 @@ class Worker:
 
         def one_call():
             if counter_factory is not None:
-                with counted_launches(counter_factory) as count:
+                with counter_factory() as count:
                     self._invoke(request["inputs"], request.get("out"))
                     self._synchronize()
                 own_launches.append(count.count)

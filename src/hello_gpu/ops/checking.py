@@ -453,6 +453,37 @@ def _compare_chunks(output, reference: ReferenceChunks, rtol: float, atol: float
     return max_abs, max_rel, None
 
 
+def expected_shape(spec, inputs) -> tuple:
+    """The shape of the reference for ``inputs``, without a float64 copy of a large output (a spec with
+    ``reference_chunks`` states it)."""
+    chunked = (spec.reference_chunks(*inputs, max_bytes=CHECK_CHUNK_BYTES // 8)
+               if hasattr(spec, "reference_chunks") else None)
+    if chunked is not None:
+        return tuple(chunked.shape)
+    return tuple(spec.reference(*inputs).shape)
+
+
+def output_failure(spec, inputs, output, dtype: str, accepts_out: bool = True) -> str | None:
+    """Why ``output`` is not the spec's reference for ``inputs`` under the dtype's tolerance (its shape,
+    elements left NaN, elements out of tolerance), or None. Row chunk by row chunk where the spec gives
+    ``reference_chunks``, so the float64 work stays within CHECK_CHUNK_BYTES at a 6.4 GB benchmark shape."""
+    torch = _torch()
+    rtol, atol = _tolerance(spec, inputs, dtype)
+    chunked = (spec.reference_chunks(*inputs, max_bytes=CHECK_CHUNK_BYTES // 8)
+               if hasattr(spec, "reference_chunks") else None)
+    if chunked is not None:
+        if tuple(output.shape) != tuple(chunked.shape):
+            return f"output {tuple(output.shape)}, expected {tuple(chunked.shape)}"
+        return _compare_chunks(output, chunked, rtol, atol, accepts_out)[2]
+    expected = spec.reference(*inputs).to(device=inputs[0].device, dtype=torch.float64)
+    if tuple(output.shape) != tuple(expected.shape):
+        return f"output {tuple(output.shape)}, expected {tuple(expected.shape)}"
+    unwritten = int((torch.isnan(output) & ~torch.isnan(expected)).sum()) if output.dtype.is_floating_point else 0
+    if unwritten:
+        return f"{unwritten} of {output.numel()} output elements {_unwritten(accepts_out)}"
+    return compare_outputs(output, expected, rtol, atol)[2]
+
+
 def _dtype_skip(rung: Rung, built: BuiltRung, dtype: str) -> str | None:
     if dtype not in rung.op.spec.DTYPES:
         return f"{rung.op.name} is not defined for {dtype} (DTYPES: {', '.join(rung.op.spec.DTYPES)})"
