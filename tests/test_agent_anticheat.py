@@ -238,6 +238,65 @@ def test_a_kernel_on_a_side_stream_is_seen_in_the_trace():
     assert tags(anticheat.inspect(candidate_of(HONEST), TASK, evidence)) == {CONCURRENCY}
 
 
+def _with_side_stream_and_join(kernel_end_offset: float) -> dict:
+    """The real v01 trace, its first call's kernel moved to stream 13, and an after-call marker on stream 7
+    starting ``kernel_end_offset`` us before that kernel ends (negative: after it ends, i.e. joined)."""
+    moved = copy.deepcopy(trace("torch_trace_cuda_vector_add_v01.json"))
+    events = [e for e in moved["traceEvents"] if isinstance(e, dict)]
+    kernel = next(e for e in events if e.get("cat") == "kernel")
+    kernel["args"]["stream"] = 13
+    first_call = min((e for e in events if str(e.get("name", "")).startswith(anticheat.CALL_LABEL)),
+                     key=lambda e: e["ts"])
+    after_start = first_call["ts"] + first_call.get("dur", 0) + 1.0
+    end = kernel["ts"] + kernel.get("dur", 0)
+    moved["traceEvents"] += [
+        {"ph": "X", "cat": "user_annotation", "name": anticheat.TIMED_STREAM_LABEL, "ts": 0.0, "dur": 5.0},
+        {"ph": "X", "cat": "kernel", "name": "fill", "ts": 2.0, "dur": 1.0, "args": {"stream": 7, "correlation": 999998}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1.0, "dur": 1.0,
+         "args": {"correlation": 999998}},
+        {"ph": "X", "cat": "user_annotation", "name": f"{anticheat.JOIN_LABEL}#0", "ts": after_start, "dur": 3.0},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": after_start + 1.0, "dur": 1.0,
+         "args": {"correlation": 999999}},
+        {"ph": "X", "cat": "kernel", "name": "fill", "ts": end - kernel_end_offset, "dur": 1.0,
+         "args": {"stream": 7, "correlation": 999999}},
+    ]
+    return moved
+
+
+def test_a_side_stream_joined_before_return_passes_where_the_task_allows_it():
+    task = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), side_streams=True)
+    joined = anticheat.evidence_from_trace(_with_side_stream_and_join(-2.0), ours=["vector_add"])
+    assert joined["timed_stream"] == 7 and joined["joins"][0] is not None and joined["stray_kernels"] == []
+    assert anticheat.check_streams(joined["streams"], 7, joins=joined["joins"], side_streams=True) == []
+    # The same trace on a task without side streams is still a side stream.
+    assert tags(anticheat.check_streams(joined["streams"], 7, joins=joined["joins"])) == {CONCURRENCY}
+    # The side kernel still running when the timed stream went on: not joined, whatever the task allows.
+    loose = anticheat.evidence_from_trace(_with_side_stream_and_join(3.0), ours=["vector_add"])
+    reasons = anticheat.check_streams(loose["streams"], 7, joins=loose["joins"], side_streams=True)
+    assert tags(reasons) == {CONCURRENCY} and "not joined" in reasons[0] and "stream 13" in reasons[0]
+    # No after-call marker in the trace: nothing proves the join.
+    bare = anticheat.evidence_from_trace(trace("torch_trace_cuda_vector_add_v01.json"), ours=["vector_add"])
+    bare["streams"][0]["stream"] = 13
+    assert tags(anticheat.check_streams(bare["streams"], 7, joins=bare["joins"], side_streams=True)) == {CONCURRENCY}
+    assert anticheat.inspect(candidate_of("t78_honest_joined_streams.py"), task, joined) == []
+
+
+def test_side_streams_are_allowed_statically_only_where_the_task_says_so():
+    honest = candidate_of("t78_honest_joined_streams.py")
+    assert tags(anticheat.find_concurrency(honest)) == {CONCURRENCY}
+    assert anticheat.find_concurrency(honest, side_streams=True) == []
+    # Threads stay refused on such a task (t91 also moves its work to a thread on the CPU).
+    assert tags(anticheat.find_concurrency(candidate_of("t91_side_stream.py"), side_streams=True)) == {CONCURRENCY}
+
+
+def test_the_joined_streams_control_is_correct_in_the_interpreter(vector_add):
+    path = CHEATS / "t78_honest_joined_streams.py"
+    built = Rung(vector_add, path.stem, "triton", path, parse_header(path)).build()
+    for n in (1, 31, 1000):
+        a, b = vector_add.spec.make_inputs(n, "float32", seed=n)
+        torch.testing.assert_close(built(a, b), a + b, rtol=0, atol=0)
+
+
 def test_a_kernel_launched_between_calls_came_from_another_thread():
     """The real v01 trace with one launch moved after the last call ended (as a thread launching late would)."""
     late = copy.deepcopy(trace("torch_trace_cuda_vector_add_v01.json"))

@@ -503,3 +503,40 @@ def test_an_honest_compare_is_clean_and_consistent_in_separate_processes():
         consistency = result.raw["consistency"][side]
         assert not consistency["problems"], consistency
         assert consistency["claimed_span_s"] <= consistency["parent_wall_s"], consistency
+
+
+# ============================================================================ side streams, where a task allows them
+
+JOINED = "t78_honest_joined_streams.py"
+
+
+def test_side_streams_joined_before_return_are_accepted_where_the_task_allows_them():
+    """The honest two-stream control passes on a side-stream task; the same file without its join does not,
+    and on an ordinary task the honest one is refused (issue 17, part 7: honest controls at each rule's edge)."""
+    from hello_gpu.agent.anticheat import tag_of
+    honest = cheat_candidate(CHEATS / JOINED)
+    source = (CHEATS / JOINED).read_text(encoding="utf-8")
+    # Unjoined: all the work on the side stream and no join, so the after-call marker on the caller's
+    # stream starts while the side kernel (2^24 elements, ~50 us) still runs.
+    joined_body = ("    _add(a, b, out, 0, half)\n    with torch.cuda.stream(side):\n        _add(a, b, out, half, n)\n"
+                   "    caller.wait_stream(side)")
+    assert joined_body in source
+    loose_body = "    with torch.cuda.stream(side):\n        _add(a, b, out, 0, n)"
+    unjoined = Candidate(None, None, "triton", source.replace(joined_body, loose_body),
+                         action="side stream left unjoined")
+    allowed = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), check_shapes=CHECK_SHAPES,
+                   bench_shape=2**24, side_streams=True)
+    cases = {"joined, allowed": (honest, allowed), "unjoined, allowed": (unjoined, allowed),
+             "joined, not allowed": (honest, triton_task(bench_shape=2**24))}
+    with ThreadPoolExecutor(3) as pool:
+        results = dict(zip(cases, pool.map(lambda case: tools.check(*case, timeout_s=CHECK_TIMEOUT_S), cases.values())))
+    assert_parent_cuda_healthy()
+    good = results["joined, allowed"]
+    assert good.status == "ok" and good.passed and not good.cheats, everything_said(good)
+    streams = {entry["stream"] for entry in good.raw["anticheat"]["streams"]}
+    assert len(streams) == 2, good.raw["anticheat"]["streams"]            # it really used two streams
+    for name in ("unjoined, allowed", "joined, not allowed"):
+        result = results[name]
+        assert result.status == "ok" and not result.passed, (name, everything_said(result))
+        assert CONCURRENCY in {tag_of(reason) for reason in result.cheats}, (name, result.cheats)
+    assert any("not joined" in reason for reason in results["unjoined, allowed"].cheats), results["unjoined, allowed"].cheats

@@ -523,6 +523,9 @@ def _agent_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hardware counters (ncu / rocprofv3) in each accepted candidate's analysis (default: on, "
                              "on resume the run's own; off saves ~15 s an accept on the H200, and the roofline still "
                              "classifies from the time)")
+    parser.add_argument("--side-streams", action="store_true",
+                        help="allow candidates to run kernels on other CUDA streams, provided every call joins them "
+                             "to the caller's stream before it returns (checked in the device trace)")
 
 
 def _agent(args: argparse.Namespace, console: Console) -> int:

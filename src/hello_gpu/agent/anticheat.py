@@ -121,6 +121,8 @@ CONCURRENCY_MODULES = ("threading", "_thread", "concurrent", "asyncio", "multipr
 STREAM_ATTRIBUTES = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream", "torch.Stream",
                      "torch.cuda.StreamContext", "torch.cuda.set_stream", "torch.cuda.graph", "torch.cuda.CUDAGraph",
                      "os.fork")
+# Stream names a task with ``side_streams`` allows (the trace then checks each call joins them).
+JOINABLE_STREAM_ATTRIBUTES = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.StreamContext", "torch.Stream")
 # Anything whose replacement could change a measured time or skip a wait.
 TIMING_ROOTS = ("torch", "time", "triton", "builtins", "sys", "os", "importlib", "hello_gpu", "gc", "ctypes")
 
@@ -284,7 +286,7 @@ def _without_c_comments(text: str) -> str:
     return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.DOTALL)
 
 
-def find_concurrency(candidate) -> list[str]:
+def find_concurrency(candidate, side_streams: bool = False) -> list[str]:
     """Side stream or another thread, static half: work moved where the timer does not wait for it.
 
     The timer records events on one stream and waits on them; a kernel launched on another stream
@@ -292,6 +294,10 @@ def find_concurrency(candidate) -> list[str]:
     ``concurrent.futures``, ``asyncio``, ``multiprocessing``, ``subprocess``) or captured into a graph
     that replays elsewhere finishes outside the timed interval. Rejected on sight: no rung of the
     course needs any of them. In a ``.hip`` file: stream creation, ``std::thread``, ``pthread_create``.
+
+    ``side_streams`` (a task that allows them): PyTorch streams in Python are left to the device trace,
+    which must show every side-stream kernel joined before the call returned (:func:`check_streams`);
+    threads, processes, graphs and streams made in C++ stay refused.
     """
     reasons = []
     for language, text, where in _sources(candidate):
@@ -311,6 +317,8 @@ def find_concurrency(candidate) -> list[str]:
             if isinstance(node, (ast.Attribute, ast.Name)):
                 name = aliases.resolve(_dotted(node))
                 stream = name and _within(name, STREAM_ATTRIBUTES)
+                if stream and side_streams and _within(name, JOINABLE_STREAM_ATTRIBUTES):
+                    continue
                 if stream and not isinstance(getattr(node, "ctx", None), ast.Store):
                     reasons.append(f"{CONCURRENCY}: {where} line {node.lineno} uses {name}: kernels on another "
                                    f"stream run outside the timed one")
@@ -472,19 +480,41 @@ def check_kernel_origin(kernels: Sequence[dict] | None, own_launches: Sequence[i
 
 
 def check_streams(streams: Sequence[dict] | None, timed_stream: int | None = None,
-                  stray: Sequence[str] = ()) -> list[str]:
+                  stray: Sequence[str] = (), *, joins: Sequence | None = None, side_streams: bool = False) -> list[str]:
     """Side stream, dynamic half: a kernel of the profiled call ran on a stream other than the timed one.
 
-    ``streams`` lists ``{"name", "stream"}`` for each kernel inside the call; ``timed_stream`` is the
-    stream the harness recorded its events on (its marker kernel's stream, see :func:`profile_evidence`).
-    Without it, kernels on more than one stream are enough: a rung of the course uses one. ``stray``:
-    kernels launched between the profiled calls, when the harness launches nothing: by another thread.
+    ``streams`` lists ``{"name", "stream"}`` for each kernel inside the call (with ``call``, and the
+    device ``end`` time where the trace has it); ``timed_stream`` is the stream the harness recorded its
+    events on (its marker kernel's stream, see :func:`profile_evidence`). Without it, kernels on more
+    than one stream are enough: a rung of the course uses one. ``stray``: kernels launched between the
+    profiled calls, when the harness launches nothing: by another thread.
+
+    ``side_streams`` (the task allows them): a kernel off the timed stream passes when it ended before
+    the harness's after-call marker began on the timed stream (``joins[call]``, the device start of a
+    one-element fill queued as the call returned, before any synchronisation). A call that made the
+    timed stream wait for its side streams always shows this; one that did not lets the marker run
+    while the side kernel still works, and the kernel ends after it.
     """
     if stray:
         names = sorted(set(stray))
         return [(f"{CONCURRENCY}: {len(stray)} kernel(s) launched outside every call, by another thread: "
                  f"{'; '.join(names[:4])}")]
     seen = [(entry.get("name", "?"), entry.get("stream")) for entry in streams or () if entry.get("stream") is not None]
+    if timed_stream is not None and side_streams:
+        unjoined = []
+        for entry in streams or ():
+            if entry.get("stream") is None or entry.get("stream") == timed_stream:
+                continue
+            call, end = entry.get("call"), entry.get("end")
+            join = joins[call] if joins is not None and call is not None and 0 <= call < len(joins) else None
+            if end is None or join is None or float(end) > float(join):
+                unjoined.append(f"{entry.get('name', '?')} on stream {entry.get('stream')}" + (
+                    f" (ended {float(end) - float(join):.1f} us after the timed stream went on)"
+                    if end is not None and join is not None else " (no device times to prove it was joined)"))
+        if unjoined:
+            return [(f"{CONCURRENCY}: {len(unjoined)} kernel(s) on a side stream not joined to the timed stream "
+                     f"{timed_stream} before the call returned: {'; '.join(sorted(set(unjoined))[:4])}")]
+        return []
     if timed_stream is not None:
         off = sorted({f"{name} on stream {stream}" for name, stream in seen if stream != timed_stream})
         if off:
@@ -537,6 +567,7 @@ CPU_GLUE_OPS = frozenset({
     "aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::resize_", "aten::record_stream",
 })
 TIMED_STREAM_LABEL = "hello_gpu.timed_stream"
+JOIN_LABEL = "hello_gpu.after_call"       # the marker queued on the timed stream as each call returns
 
 
 def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str] = ()) -> dict:
@@ -555,7 +586,7 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
                       if e.get("ph") == "X" and str(e.get("name", "")).startswith(prefix) and "ts" in e
                       and e.get("cat") in ("user_annotation", "cpu_op", "python_function", None))
 
-    calls, markers = spans(CALL_LABEL), spans(TIMED_STREAM_LABEL)
+    calls, markers, after = spans(CALL_LABEL), spans(TIMED_STREAM_LABEL), spans(JOIN_LABEL)
 
     def which(moment, ranges) -> int:
         return next((i for i, (start, end) in enumerate(ranges) if moment is not None and start <= moment <= end), -1)
@@ -563,6 +594,7 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
     launches = {e["args"]["correlation"]: e for e in events if is_launch_event(e)}
     kernels, streams, stray, timed = [], [], [], None
     per_call = [0] * len(calls)
+    joins: list = [None] * len(calls)
     ours, triton = tuple(ours), tuple(triton)
     own_keys = {kernel_key(name) for name in (*ours, *triton)}
     for event in (e for e in events if is_kernel_event(e)):
@@ -571,6 +603,11 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
         moment = float(launch.get("ts", event.get("ts", -1)))
         if which(moment, markers) >= 0:
             timed = args.get("stream", timed)
+            continue
+        joined = which(moment, after)
+        if joined >= 0:
+            if joined < len(joins) and "ts" in event:
+                joins[joined] = float(event["ts"])          # the marker's device start
             continue
         index = which(moment, calls)
         if index < 0:
@@ -582,7 +619,8 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
         source, library = kernel_source(name, ours=ours, triton=triton)
         kernels.append({"name": name, "source": source, "library": library, "call": index,
                         "own": kernel_key(name) in own_keys, "launched_by": launch.get("name")})
-        streams.append({"name": name, "stream": args.get("stream")})
+        streams.append({"name": name, "stream": args.get("stream"), "call": index,
+                        "end": float(event["ts"]) + float(event.get("dur", 0)) if "ts" in event else None})
     device_kernels = any(is_kernel_event(e) for e in events)
     if not device_kernels:
         for event in events:
@@ -591,7 +629,8 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
                     and which(float(event.get("ts", -1)), calls) >= 0:
                 kernels.append({"name": name, "source": "library", "library": "PyTorch ATen (CPU op)"})
     return {"kernels": kernels, "streams": streams, "timed_stream": timed, "stray_kernels": stray,
-            "launches": per_call if device_kernels and calls else None}
+            "launches": per_call if device_kernels and calls else None,
+            "joins": joins if device_kernels and after else None}
 
 
 def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), triton: Iterable[str] = (),
@@ -614,16 +653,21 @@ def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), tr
 
     cuda = torch.cuda.is_available() and ProfilerActivity.CUDA in supported_activities()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    marker = torch.empty(1, device="cuda") if cuda else None
     with profile(activities=activities) as profiler:
         if cuda:
             with record_function(TIMED_STREAM_LABEL):
-                torch.empty(1, device="cuda").fill_(0)
+                marker.fill_(0)
             torch.cuda.synchronize()
         for index in range(repeats):
             with record_function(f"{CALL_LABEL}#{index}"):
                 call()
-                if cuda:
-                    torch.cuda.synchronize()
+            if cuda:
+                # Queued on the timed stream as the call returns, before anything waits: it starts only
+                # after every side-stream kernel the call joined to this stream (check_streams).
+                with record_function(f"{JOIN_LABEL}#{index}"):
+                    marker.fill_(0)
+                torch.cuda.synchronize()
     with tempfile.TemporaryDirectory(prefix="hello-gpu-anticheat-") as folder:
         path = Path(trace_path) if trace_path is not None else Path(folder) / "trace.json"
         profiler.export_chrome_trace(str(path))
@@ -1116,7 +1160,8 @@ def inspect(candidate, task, evidence: dict | None = None, *, strict: bool = Fal
     if task is not None and getattr(task, "route", candidate.route) != candidate.route:
         reasons.append(f"{INCORRECT}: the candidate's route {candidate.route} is not the task's {task.route}")
     reasons += find_library_calls(candidate)
-    reasons += find_concurrency(candidate)
+    side_streams = bool(getattr(task, "side_streams", False))
+    reasons += find_concurrency(candidate, side_streams)
     reasons += find_timer_patching(candidate)
     hip_names, triton_names = candidate_kernel_names(candidate)
     own = [*hip_names, *triton_names, *(_found(evidence, "triton_kernels") or ())]
@@ -1125,7 +1170,8 @@ def inspect(candidate, task, evidence: dict | None = None, *, strict: bool = Fal
     for key in ("coverage", "tamper", "guard"):
         reasons += [str(reason) for reason in _found(evidence, key) or ()]
     reasons += check_streams(_found(evidence, "streams"), _found(evidence, "timed_stream"),
-                             _found(evidence, "stray_kernels") or ())
+                             _found(evidence, "stray_kernels") or (), joins=_found(evidence, "joins"),
+                             side_streams=side_streams)
     reasons += check_launches(_found(evidence, "launches"))
     reasons += check_suspect(_rates(evidence))
     runtime = _found(evidence, "runtime") or {}

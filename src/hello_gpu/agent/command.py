@@ -43,6 +43,7 @@ class AgentOptions:
     reference: str | None = None
     record: Path | None = None             # the records folder; None: no record
     counters: bool | None = None
+    side_streams: bool = False             # --side-streams: kernels on streams joined before return allowed
 
 
 def default_runs_dir() -> Path:
@@ -151,7 +152,8 @@ def _new_operator_run(op_name: str, options: AgentOptions, console, say) -> int:
             say(f"{op_name} is defined for {', '.join(dtypes)}, not {options.dtype}")
             return 2
         dtypes = (options.dtype, *(d for d in dtypes if d != options.dtype))
-    task = Task(op_name, options.start, route, dtypes=dtypes, bench_shape=options.shape, extra=extra)
+    task = Task(op_name, options.start, route, dtypes=dtypes, bench_shape=options.shape, extra=extra,
+                side_streams=options.side_streams)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = options.run_dir or default_runs_dir() / f"{op_name}.{route}.{options.start}.{stamp}"
     status = _search(task, options, run_dir, console, say)
@@ -219,4 +221,5 @@ def _problem(problem: Path, options: AgentOptions, console, say) -> int:
     if options.route and options.route != task.route:
         say(f"{options.start} is a {task.route} kernel, not {options.route}")
         return 2
+    task.side_streams = options.side_streams
     return _search(task, options, run_dir, console, say)

@@ -459,7 +459,7 @@ def kernel_evidence(session: WorkerSession, spec, dtypes, shape, device: str, ac
     """The profiled calls' kernels at ``shape`` for every dtype (each launch attributed by origin, see
     :func:`hello_gpu.agent.anticheat.check_kernel_origin`)."""
     merged = {"kernels": [], "streams": [], "timed_stream": None, "stray_kernels": [], "launches": None,
-              "own_launches": None, "profiled": []}
+              "own_launches": None, "profiled": [], "joins": []}
     launches: list[int] = []
     own_launches: list[int] | None = []
     calls_before = 0
@@ -484,7 +484,12 @@ def kernel_evidence(session: WorkerSession, spec, dtypes, shape, device: str, ac
             own_launches += [int(count) for count in found["own_launches"]]
         else:
             own_launches = None
-        merged["streams"] += found.get("streams") or []
+        for entry in found.get("streams") or []:
+            if entry.get("call") is not None:
+                entry["call"] = int(entry["call"]) + calls_before - PROFILED_CALLS     # as the kernels above
+            merged["streams"].append(entry)
+        joins = found.get("joins")
+        merged["joins"] += list(joins) if joins is not None else [None] * PROFILED_CALLS
         merged["stray_kernels"] += found.get("stray_kernels") or []
         merged["timed_stream"] = merged["timed_stream"] or found.get("timed_stream")
         if found.get("launches") is not None:

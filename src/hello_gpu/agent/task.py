@@ -25,6 +25,9 @@ class Task:
     seeds: int = 3
     distributions: tuple[str, ...] = ()          # () = the spec's DISTRIBUTIONS
     deterministic: bool = False
+    # Kernels on other CUDA streams allowed, when the call joins them to the caller's stream before it
+    # returns (the timer's end event then waits for them); threads and graphs stay refused.
+    side_streams: bool = False
     problem_path: str | None = None
     extra: dict = field(default_factory=dict)
 
