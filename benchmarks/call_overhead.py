@@ -4,14 +4,18 @@ The ladders' records time GPU work with the host hidden (a spin keeps the GPU bu
 queues). A user calling ``hello_gpu.ops.softmax(x)`` from Python pays the host's launch path too, and
 at decode sizes (16 x 4096) that path, not the kernel, is the time. Three questions, one run:
 
-1. **Host time per call** at 16x4096 (and a 1-element add): N back-to-back calls, wall clock over
-   the batch after a synchronize, divided by N; paired with the counterpart in interleaved ABBA
-   rounds; the ratio is the median of the per-round ratios with a bootstrap 95% interval.
-   Counterparts: ``torch.add(a, b, out=c)`` for a checked kernel call, torch eager and Liger-Kernel
-   for the operators, a bare ``kernel[grid](...)`` of the very launch a Triton rung makes (captured
-   from the rung's own call) for our Triton launch path.
-2. **Call time** at the ladder's target shapes (``compare(mode="call")``: each call from an idle,
-   flushed GPU, host launch path included), against torch eager, torch.compile and Liger.
+1. **Host time per call** at 16x4096 (and a 1-element add; the public functions on a 3-D input
+   too): N back-to-back calls, wall clock over the batch after a synchronize, divided by N; paired
+   with the counterpart in interleaved ABBA rounds; the ratio is the median of the per-round ratios
+   with a bootstrap 95% interval. Counterparts: ``torch.add(a, b, out=c)`` for a checked kernel call
+   and a HIP rung's ``prepare()``d launcher, torch eager and Liger-Kernel for the operators, a bare
+   ``kernel[grid](...)`` of the very launch a Triton rung makes (captured from the rung's own call)
+   for our Triton launch path.
+2. **Call time** at the ladder's target shapes against torch eager, torch.compile and Liger, two
+   ways: from an idle GPU (``compare(mode="call")``: each call after the L2 flush and an idle wait,
+   host launch path included), and do_bench-style as the issue words its target
+   (``triton.testing.do_bench``, its own L2 flush, calls back to back: the host path is hidden
+   wherever it is shorter than the flush), interleaved rounds, paired ratio of per-round medians.
 3. **CUDA graphs**: 64 ``rms_norm`` calls at 16x4096 captured once and replayed, paired with the same
    64 calls timed on the device (host hidden), i.e. the sum of their device times.
 
@@ -36,11 +40,11 @@ from hello_gpu.bench.records import device_from_manifest, new_record, source_ent
 from hello_gpu.bench.stats import paired_ratio, summarize, verdict
 from hello_gpu.bench.timing import host_times
 from hello_gpu.ops import rms_norm, softmax
-from hello_gpu.ops.functions import BEST, _best, _rms_norm_launch
+from hello_gpu.ops.functions import BEST, best_launcher
 from hello_gpu.ops.registry import load_op
 from hello_gpu.ops.sources import repository_rules
 from hello_gpu.runtime.manifest import environment_manifest
-from hello_gpu.runtime.triton_replay import _Plan
+from hello_gpu.runtime.triton_replay import plan_of
 
 ROOT = Path(__file__).resolve().parents[1]
 MARGIN = 0.02
@@ -76,9 +80,31 @@ def replayed_launch(launcher, *args):
     """The floor of our Triton route: the plan ``launcher(*args)`` replays (its result allocated, its
     recorded launches called with these pointers), with none of the public function's own checks."""
     launcher(*args)
-    plan = next(plan for plan in launcher.plans.values() if type(plan) is _Plan
-                and plan.result_layout[0] == tuple(args[0].shape) and plan.result_layout[2] == args[0].dtype)
+    plan = plan_of(launcher, *args)
+    if plan is None:
+        raise RuntimeError(f"the best rung's launch {launcher} has no replay plan for these arguments")
     return lambda: plan(args)
+
+
+def captured_hip_launch(call):
+    """Run ``call()`` once and return the ``Kernel.prepare``d launcher of the last HIP kernel call it
+    made: checked and packed once, so calling it only launches (a HIP rung's floor)."""
+    seen = []
+    original = hg.Kernel.__call__
+
+    def recording(kernel, *args, **kwargs):
+        seen.append((kernel, args, kwargs))
+        return original(kernel, *args, **kwargs)
+
+    hg.Kernel.__call__ = recording
+    try:
+        call()
+    finally:
+        hg.Kernel.__call__ = original
+    if not seen:
+        raise RuntimeError("the call launched no HIP kernel")
+    kernel, args, kwargs = seen[-1]
+    return kernel.prepare(*args, **kwargs)
 
 
 class Entries:
@@ -148,6 +174,37 @@ def call_time_comparison(entries: Entries, shape: str, dtype: str, name: str, fu
         lines.append(f"{shape} {dtype} call: {name} vs {baseline_name}: {result}")
 
 
+def do_bench_comparison(entries: Entries, shape: str, dtype: str, name: str, function, baselines: dict,
+                        rounds: int, lines: list[str]) -> None:
+    """``triton.testing.do_bench`` of ``function`` and each baseline in interleaved rounds (ABBA order),
+    its median per round; the ratio of each pair of per-round medians, median and bootstrap 95% CI."""
+    suffix = " [call time, do_bench]"
+    extra = {"measure": f"call time, do_bench-style: triton.testing.do_bench median (its own L2 flush before "
+                        f"each call, calls back to back with no idle wait, so the host launch path is hidden "
+                        f"wherever it is shorter than the flush), {rounds} interleaved rounds; ratio: median of "
+                        f"the per-round ratios with a bootstrap 95% interval"}
+    functions = {**baselines, name: function}
+    order = list(functions)
+    medians: dict[str, list[float]] = {key: [] for key in order}
+    for index in range(rounds):
+        for key in order if index % 2 == 0 else order[::-1]:
+            medians[key].append(triton.testing.do_bench(functions[key], return_mode="median") * 1e-3)  # ms -> s
+    for baseline_name in baselines:
+        entries.add(baseline_name + suffix, "baseline", shape, dtype,
+                    timing_from_summary(summarize(medians[baseline_name]), cache="cold", graph=False,
+                                        clock="device-events"), extra)
+    candidate = entries.add(name + suffix, "candidate", shape, dtype,
+                            timing_from_summary(summarize(medians[name]), cache="cold", graph=False,
+                                                clock="device-events"), extra)
+    candidate["speedups"] = {}
+    for baseline_name in baselines:
+        ratio = paired_ratio(medians[baseline_name], medians[name])
+        candidate["speedups"][baseline_name + suffix] = {**ratio.to_dict(), "verdict": verdict(ratio, MARGIN)}
+        lines.append(f"{shape} {dtype} call (do_bench): {name} {summarize(medians[name]).median * 1e6:.1f} us, "
+                     f"{baseline_name} {summarize(medians[baseline_name]).median * 1e6:.1f} us: "
+                     f"ratio (baseline/ours) {ratio.value:.3f} [{ratio.ci95[0]:.3f}, {ratio.ci95[1]:.3f}]")
+
+
 def graph_replay(entries: Entries, lines: list[str]) -> dict:
     """64 rms_norm calls at 16x4096 bfloat16 in one CUDA graph, against the same calls' device times."""
     x = torch.randn(16, 4096, device="cuda", dtype=torch.bfloat16)
@@ -189,6 +246,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="the record file to write (…/call-overhead.json)")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--bench-rounds", type=int, default=15, help="interleaved rounds of do_bench per comparison")
     args = parser.parse_args()
     torch.manual_seed(0)
     entries, lines = Entries(), []
@@ -216,10 +274,20 @@ def main() -> int:
         baselines["Liger softmax"] = lambda: liger_built["softmax"](x)
     bare, kernel_name = captured_triton_launch(lambda: softmax(x))
     baselines[f"bare {kernel_name}[grid](...)"] = bare
-    host_comparison(entries, "16x4096", "float32", {"hello_gpu.ops.softmax": lambda: softmax(x),
-                                                    "softmax: replayed launch alone": replayed_launch(_best("softmax").function, x)},
+    # A HIP rung too (the last of the softmax ladder): its built call (a checked kernel call) and the
+    # prepare()d launch of that same kernel call.
+    hip_rung = [rung for rung in load_op("softmax").rungs if rung.route == "hip" and rung.skip_reason() is None][-1]
+    hip_built = hip_rung.build()
+    hip_prepared = captured_hip_launch(lambda: hip_built(x))
+    host_comparison(entries, "16x4096", "float32",
+                    {"hello_gpu.ops.softmax": lambda: softmax(x),
+                     "softmax: replayed launch alone": replayed_launch(best_launcher("softmax"), x),
+                     f"HIP rung {hip_rung.id}: built rung call": lambda: hip_built(x),
+                     f"HIP rung {hip_rung.id}: kernel.prepare(...)()": hip_prepared},
                     baselines, args.rounds, args.calls, lines)
     torch.testing.assert_close(softmax(x), torch.softmax(x, -1))
+    rtol, atol = load_op("softmax").spec.TOLERANCE["float32"]
+    torch.testing.assert_close(hip_prepared(), torch.softmax(x, -1), rtol=rtol, atol=atol)
     for dtype in (torch.bfloat16, torch.float32):
         xr = torch.randn(16, 4096, device="cuda", dtype=dtype)
         weight = torch.randn(4096, device="cuda", dtype=dtype)
@@ -230,8 +298,19 @@ def main() -> int:
         baselines[f"bare {kernel_name}[grid](...)"] = bare
         host_comparison(entries, "16x4096", str(dtype).removeprefix("torch."),
                         {"hello_gpu.ops.rms_norm": lambda: rms_norm(xr, weight),
-                         "rms_norm: replayed launch alone": replayed_launch(_rms_norm_launch(), xr, weight, 1e-6)},
+                         "rms_norm: replayed launch alone": replayed_launch(best_launcher("rms_norm"), xr, weight, 1e-6)},
                         baselines, args.rounds, args.calls, lines)
+
+    # The public functions on a 3-D input (a batch of 4 sequences of 4 tokens: the same 16 rows), which
+    # the functions see as rows of the last dimension.
+    x3 = torch.randn(4, 4, 4096, device="cuda")
+    host_comparison(entries, "4x4x4096", "float32", {"hello_gpu.ops.softmax": lambda: softmax(x3)},
+                    {"torch.softmax(x, -1)": lambda: torch.softmax(x3, -1)}, args.rounds, args.calls, lines)
+    torch.testing.assert_close(softmax(x3), torch.softmax(x3, -1))
+    x3 = torch.randn(4, 4, 4096, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    host_comparison(entries, "4x4x4096", "bfloat16", {"hello_gpu.ops.rms_norm": lambda: rms_norm(x3, weight)},
+                    {"F.rms_norm": lambda: F.rms_norm(x3, (4096,), weight, 1e-6)}, args.rounds, args.calls, lines)
 
     # 3. Call time at the ladders' target shapes, cold L2.
     x = torch.randn(4096, 1024, device="cuda")
@@ -242,6 +321,8 @@ def main() -> int:
         baselines["Liger softmax"] = lambda: liger_built["softmax"](x)
     call_time_comparison(entries, "4096x1024", "float32", "hello_gpu.ops.softmax", lambda: softmax(x), baselines,
                          lines)
+    do_bench_comparison(entries, "4096x1024", "float32", "hello_gpu.ops.softmax", lambda: softmax(x), baselines,
+                        args.bench_rounds, lines)
     for shape in ((8192, 4096), (4096, 5120)):
         xr = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
         weight = torch.randn(shape[1], device="cuda", dtype=torch.bfloat16)
@@ -250,6 +331,8 @@ def main() -> int:
             baselines["Liger rms_norm"] = lambda: liger_built["rms_norm"](xr, weight)
         call_time_comparison(entries, "x".join(map(str, shape)), "bfloat16", "hello_gpu.ops.rms_norm",
                              lambda: rms_norm(xr, weight), baselines, lines)
+        do_bench_comparison(entries, "x".join(map(str, shape)), "bfloat16", "hello_gpu.ops.rms_norm",
+                            lambda: rms_norm(xr, weight), baselines, args.bench_rounds, lines)
 
     graph = graph_replay(entries, lines)
     manifest = environment_manifest()

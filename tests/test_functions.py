@@ -74,6 +74,11 @@ def test_bad_arguments_are_refused_with_the_problem_named():
             ops.softmax(x)
     with pytest.raises(ValueError, match=r"eps must be a number >= 0, got -1.0"):
         ops.rms_norm(x, torch.ones(8), -1.0)
+    # what the fast path's key would fail to hash (a list) or take for a float: the checked path's errors
+    with pytest.raises(ValueError, match=r"eps must be a number >= 0, got \[1e-06\]"):
+        ops.rms_norm(x, torch.ones(8), [1e-6])
+    with pytest.raises(ValueError, match=r"eps must be a number >= 0, got tensor"):
+        ops.rms_norm(x, torch.ones(8), torch.tensor(1e-6))
 
 
 def test_autograd_is_refused_up_front():
@@ -180,6 +185,122 @@ def test_public_functions_replay_in_a_cuda_graph(dtype):
         assert torch.allclose(probabilities.double(), torch.softmax(x.double(), -1), *softmax_tolerance)
         want = torch.nn.functional.rms_norm(x.double(), (4096,), w.double(), 1e-6)
         assert torch.allclose(normalised.double(), want, *rms_tolerance)
+
+
+# The fast path: a signature that passed the checks once goes straight to its replay plan. Each test
+# first makes a good call of a signature, then checks that the cached path gives torch's result on fresh
+# inputs and that every check still refuses, with the checked path's own message, a call that differs
+# from the cached one in one thing.
+
+def _cached_plans(name: str) -> list:
+    from hello_gpu.ops.functions import _FAST_PLANS
+    return [plan for plan in _FAST_PLANS[name].values() if plan]
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("shape", [(16, 4096), (4, 4, 4096), (2, 3, 5, 781)])
+def test_the_fast_path_matches_torch_on_fresh_inputs(shape):
+    from hello_gpu.ops.functions import _FAST_PLANS
+    for plans in _FAST_PLANS.values():
+        plans.clear()                       # earlier tests cached (16, 4096) signatures of their own
+    for dtype in ("float32", "bfloat16"):
+        torch_dtype = getattr(torch, dtype)
+        softmax_tolerance = load_op("softmax").spec.TOLERANCE[dtype]
+        rms_tolerance = load_op("rms_norm").spec.TOLERANCE[dtype]
+        w = (1 + 0.1 * torch.randn(shape[-1], device="cuda")).to(torch_dtype)
+        for _ in range(4):                  # the first call records, the next ones take the fast path
+            x = (3 * torch.randn(shape, device="cuda")).to(torch_dtype)
+            got = ops.softmax(x)
+            assert got.shape == x.shape and got.dtype == x.dtype and got.is_contiguous()
+            assert torch.allclose(got.double(), torch.softmax(x.double(), -1), *softmax_tolerance)
+            got = ops.rms_norm(x, w, 1e-5)
+            want = torch.nn.functional.rms_norm(x.double(), (shape[-1],), w.double(), 1e-5)
+            assert got.shape == x.shape and torch.allclose(got.double(), want, *rms_tolerance)
+    # one plan per dtype and function, when the best rungs' launches are replayable (Triton rungs)
+    for name in ("softmax", "rms_norm"):
+        if load_op(name).rung(BEST[name]).route == "triton":
+            assert len(_cached_plans(name)) == 2, name
+
+
+def _message(call, error=Exception) -> str:
+    with pytest.raises(error) as caught:
+        call()
+    return str(caught.value)
+
+
+@pytest.mark.gpu
+@gpu
+def test_every_check_still_refuses_after_a_signature_was_cached():
+    x = torch.randn(16, 4096, device="cuda")
+    w = torch.randn(4096, device="cuda")
+    for _ in range(2):
+        ops.softmax(x), ops.rms_norm(x, w)
+    assert _message(lambda: ops.softmax(x.double()), TypeError).endswith("x is float64; supported: float32, bfloat16, "
+                                                                          "float16")
+    assert "x is on cpu; the kernels run on a GPU" in _message(lambda: ops.softmax(x.cpu()), ValueError)
+    assert "x is on cpu; the kernels run on a GPU" in _message(lambda: ops.rms_norm(x.cpu(), w.cpu()), ValueError)
+    assert "forward only" in _message(lambda: ops.softmax(x.clone().requires_grad_()), RuntimeError)
+    assert "forward only" in _message(lambda: ops.rms_norm(x, w.clone().requires_grad_()), RuntimeError)
+    assert "weight is torch.float16 on cuda:0" in _message(lambda: ops.rms_norm(x, w.half()), ValueError)
+    assert "weight is torch.float32 on cpu" in _message(lambda: ops.rms_norm(x, w.cpu()), ValueError)
+    assert "eps must be a number >= 0, got -1.0" in _message(lambda: ops.rms_norm(x, w, -1.0), ValueError)
+    assert "eps must be a number >= 0, got [1e-06]" in _message(lambda: ops.rms_norm(x, w, [1e-6]), ValueError)
+    # accepted calls that differ from the cached one: right results, not the cached plan's
+    with torch.no_grad():
+        assert torch.allclose(ops.softmax(x.clone().requires_grad_()), torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    strided = torch.randn(4096, 16, device="cuda").t()                   # same shape, not contiguous
+    assert torch.allclose(ops.softmax(strided), torch.softmax(strided, -1), rtol=1e-5, atol=1e-6)
+    storage = torch.randn(16 * 4096 + 1, device="cuda")
+    shifted = storage[1:].view(16, 4096)                                 # same shape, 4-byte aligned only
+    for _ in range(2):
+        assert torch.allclose(ops.softmax(shifted), torch.softmax(shifted, -1), rtol=1e-5, atol=1e-6)
+    rtol, atol = load_op("rms_norm").spec.TOLERANCE["float32"]
+    for eps in (1e-6, 1e-2, 0):
+        want = torch.nn.functional.rms_norm(x.double(), (4096,), w.double(), eps)
+        assert torch.allclose(ops.rms_norm(x, w, eps).double(), want, rtol=rtol, atol=atol), eps
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_triton_launch_hook_sees_the_launches_of_cached_calls():
+    """A profiler's launch hook must see every launch: a cached signature runs its launcher as written
+    while a hook is set."""
+    try:
+        from triton import knobs
+        chain = knobs.runtime.launch_enter_hook
+    except (ImportError, AttributeError):
+        chain = None
+    if not (hasattr(chain, "add") and hasattr(chain, "remove")):
+        pytest.skip("this Triton has no launch hook chain (knobs.runtime.launch_enter_hook.add, Triton >= 3.6)")
+    if load_op("softmax").rung(BEST["softmax"]).route != "triton":
+        pytest.skip("the best softmax rung is not a Triton rung")
+    x = torch.randn(16, 4096, device="cuda")
+    for _ in range(2):
+        ops.softmax(x)
+    seen = []
+    hook = seen.append
+    chain.add(hook)
+    try:
+        got = ops.softmax(x)
+    finally:
+        chain.remove(hook)
+    assert seen, "the hook saw no launch of a cached call"
+    assert torch.allclose(got, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@gpu
+def test_compiled_calls_with_shape_changes_between_cached_eager_calls():
+    """Eager calls cache their signatures; torch.compile of the same function with new shapes recompiles
+    (or takes a dynamic graph) and never returns a result of a cached shape."""
+    f = torch.compile(lambda x, w: ops.rms_norm(ops.softmax(x), w), fullgraph=True)
+    for shape in ((16, 4096), (31, 1023), (16, 4096), (5, 70), (2, 8, 4096), (16, 4096)):
+        x = torch.randn(shape, device="cuda")
+        w = 1 + 0.1 * torch.randn(shape[-1], device="cuda")
+        want = torch.nn.functional.rms_norm(torch.softmax(x.double(), -1), (shape[-1],), w.double(), 1e-6)
+        for got in (ops.rms_norm(ops.softmax(x), w), f(x, w), ops.rms_norm(ops.softmax(x), w)):
+            assert got.shape == x.shape and torch.allclose(got.double(), want, rtol=1e-4, atol=1e-6), shape
 
 
 # ------------------------------------------------------------------------------- +inf, -inf and NaN

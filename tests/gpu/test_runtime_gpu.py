@@ -432,3 +432,35 @@ def test_kernel_calls_and_prepared_launches_replay_in_a_cuda_graph(generator):
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, a + b) and torch.equal(out_prepared, b + a)
+
+
+SCALED_ADD = r"""
+__global__ void scaled_add(float* out, float alpha, const float* x, const float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = alpha * x[i] + y[i];
+}"""
+
+
+def test_planned_calls_write_pointers_around_scalars_and_follow_launch_options(generator):
+    """Pointers in slots 0, 2 and 3 (two packed runs around alpha): every planned call right on fresh
+    tensors, with default launch options and with block/grid given (a key of its own)."""
+    kernel = hg.hip(SCALED_ADD)
+    n = 5000
+    for options in ({}, {"block": 128, "grid": (n + 127) // 128}, {"block": [64], "grid": [(n + 63) // 64]}):
+        for alpha in (0.5, 0.5, -3.0, -3.0):
+            x, y = randn(n, generator=generator), randn(n, generator=generator)
+            out = torch.full_like(x, float("nan"))
+            assert kernel(out, alpha, x, y, n, **options) is out
+            torch.testing.assert_close(out, alpha * x + y)
+    assert len(kernel._plans) == 6           # 3 launch options x 2 alphas
+
+
+def test_a_float_block_is_refused_after_the_same_int_block_was_planned(generator):
+    planned, fresh = hg.hip(VECTOR_ADD), hg.hip(VECTOR_ADD)
+    a, b = randn(4096, generator=generator), randn(4096, generator=generator)
+    out = torch.empty_like(a)
+    planned(a, b, out, 4096, block=256)
+    planned(a, b, out, 4096, block=128)
+    for bad in ({"block": 256.0}, {"block": 128.0}, {"shared_mem": 0.0}):
+        message = _error_of(lambda: planned(a, b, out, 4096, **bad))
+        assert message == _error_of(lambda: fresh(a, b, out, 4096, **bad))

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from hello_gpu.ops import load_op
-from hello_gpu.runtime.triton_replay import _Plan, replayable
+from hello_gpu.runtime.triton_replay import _Plan, launch_hooks_set, plan_of, replayable
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
 
@@ -99,3 +99,37 @@ def test_built_triton_rungs_replay_right_on_fresh_inputs(op_name, rung_id, shape
         assert torch.allclose(got.double(), op.spec.reference(*inputs).double(), rtol=rtol, atol=atol)
     plans = list(built.function.plans.values())
     assert plans and all(type(plan) is _Plan for plan in plans), plans
+
+
+def test_plan_of_finds_the_plan_of_a_seen_signature_only():
+    fast = replayable(scaled_add)
+    x, y = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    assert plan_of(fast, x, y, 0.5) is None                      # not called yet
+    fast(x, y, 0.5)
+    plan = plan_of(fast, x, y, 0.5)
+    assert type(plan) is _Plan and plan.result_shape == (4096,)
+    assert plan_of(fast, x, y, 2.0) is None                      # another scalar: another signature
+    assert plan_of(fast, x.double(), y.double(), 0.5) is None
+    assert plan_of(scaled_add, x, y, 0.5) is None                # not a replayable launcher
+    not_replayable = replayable(summed)
+    not_replayable(x)
+    assert plan_of(not_replayable, x) is None
+    assert not launch_hooks_set()
+    # the plan alone, on new tensors of the signature: the launcher's result
+    x, y = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    assert torch.allclose(plan((x, y, 0.5)).double(), 0.5 * x.double() + y.double(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_reshaped_plan_returns_the_callers_shape_with_the_same_values():
+    fast = replayable(scaled_add)
+    x, y = torch.randn(4, 4, 64, device="cuda"), torch.randn(4, 4, 64, device="cuda")
+    fast(x.view(-1), y.view(-1), 1.5)
+    reshaped = plan_of(fast, x.view(-1), y.view(-1), 1.5).reshaped((4, 4, 64))
+    for _ in range(3):
+        x, y = torch.randn(4, 4, 64, device="cuda"), torch.randn(4, 4, 64, device="cuda")
+        got = reshaped((x, y, 1.5))                               # the N-D tensors themselves: pointers only
+        assert got.shape == (4, 4, 64) and got.is_contiguous()
+        assert torch.allclose(got.double(), 1.5 * x.double() + y.double(), rtol=1e-6, atol=1e-6)
+    assert plan_of(fast, x.view(-1), y.view(-1), 1.5).result_shape == (1024,)   # the original is unchanged
+    with pytest.raises(ValueError, match="same element count"):
+        reshaped.reshaped((4, 4, 65))

@@ -11,6 +11,11 @@ several times the kernel itself at decode sizes. Under ``torch.compile`` the sam
 the custom op with its fake (meta) implementation, so ``fullgraph=True`` keeps it as one node in the
 graph instead of breaking the graph or tracing into Triton.
 
+An eager call whose signature (dtype, shape, strides, device, alignment, eps) has passed the checks
+once goes straight to the replay plan of that signature (``_FAST_PLANS``; runtime.triton_replay):
+one key per call, no view for N-D input. Everything else takes the checked path, so every error is
+the one it always was.
+
 Forward only: the ladders have no backward pass. A call that autograd would have to differentiate
 (an input that requires grad, with grad mode on) is refused at once with an error that says so,
 instead of failing later in ``backward()``.
@@ -20,12 +25,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+from typing import Callable
 
 import torch
 from torch.compiler import is_compiling
 
 from .registry import load_op
-from ..runtime.triton_replay import replayable
+from ..runtime.triton_replay import launch_hooks_set, plan_of, replayable
 from .rung import triton_interpreter_on
 
 # Within noise of the fastest candidate at every shape of the H200 records (softmax.float32, rms_norm.bfloat16).
@@ -40,22 +46,31 @@ def _best(op_name: str):
 
 
 @functools.cache
-def _rms_norm_launch():
-    """The best rms_norm rung as ``launch(rows, weight, eps)``, resolved once: whether its run() takes
-    eps was read with inspect on every call before (~10 us)."""
-    built = _best("rms_norm")
+def best_launcher(op_name: str) -> Callable:
+    """The best rung's launch on 2-D contiguous rows, with no checks: ``launch(rows)`` for softmax,
+    ``launch(rows, weight, eps)`` for rms_norm. For a Triton rung it is a
+    :func:`hello_gpu.runtime.triton_replay.replayable` launcher, so
+    ``triton_replay.plan_of(launch, *args)`` gives the replay plan of a call it has seen.
+
+    Resolved once: whether the rms_norm rung's run() takes eps was read with inspect on every call
+    before (~10 us)."""
+    built = _best(op_name)
+    if op_name == "softmax":
+        return built.function
     run = getattr(built.function, "__wrapped__", built.function)      # the rung's own run(), not its replay
     if "eps" in inspect.signature(run).parameters:
         # eps by position, so each (shape, dtype, eps) replays its launches (runtime.triton_replay)
-        return replayable(lambda rows, weight, eps: run(rows, weight, eps=eps))
-    spec_eps = load_op("rms_norm").spec.EPS
+        def launch(rows, weight, eps):
+            return run(rows, weight, eps=eps)
+    else:
+        spec_eps = load_op("rms_norm").spec.EPS
 
-    def fixed_eps(rows, weight, eps):
-        if eps != spec_eps:
-            raise ValueError(f"hello_gpu.ops.rms_norm: the rung it runs ({BEST['rms_norm']}) has eps fixed at "
-                             f"{spec_eps}; got eps={eps}")
-        return built(rows, weight)
-    return fixed_eps
+        def launch(rows, weight, eps):
+            if eps != spec_eps:
+                raise ValueError(f"hello_gpu.ops.rms_norm: the rung it runs ({BEST['rms_norm']}) has eps fixed at "
+                                 f"{spec_eps}; got eps={eps}")
+            return run(rows, weight)
+    return replayable(launch) if built.rung.route == "triton" and not built.interpreted else launch
 
 
 def _interpreted(op_name: str) -> bool:
@@ -93,29 +108,48 @@ def _no_backward(name: str):
     return backward
 
 
-_RUNS: dict = {}          # op name -> the best rung's run(), looked up once (a BuiltRung call adds ~0.5 us)
-
-
-def _run(op_name: str):
-    run = _RUNS.get(op_name)
-    if run is None:
-        run = _RUNS[op_name] = _best(op_name).function
-    return run
-
-
 def _softmax_eager(x: torch.Tensor) -> torch.Tensor:
     """``x`` contiguous and checked: the kernel on its rows (a view costs ~1 us: none for 2-D x)."""
     _check_device("softmax", x)
     if x.dim() == 2:
-        return _run("softmax")(x)
-    return _run("softmax")(x.view(-1, x.shape[-1])).view(x.shape)
+        return best_launcher("softmax")(x)
+    return best_launcher("softmax")(x.view(-1, x.shape[-1])).view(x.shape)
 
 
 def _rms_norm_eager(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     _check_device("rms_norm", x)
     if x.dim() == 2:
-        return _rms_norm_launch()(x, weight, eps)
-    return _rms_norm_launch()(x.view(-1, x.shape[-1]), weight, eps).view(x.shape)
+        return best_launcher("rms_norm")(x, weight, eps)
+    return best_launcher("rms_norm")(x.view(-1, x.shape[-1]), weight, eps).view(x.shape)
+
+
+# The fast path of an eager call: call signature -> the replay plan of the best rung's launch, result
+# in the caller's shape (False: the signature was seen and has none). A signature gets a plan once a call of it passed every check on contiguous
+# tensors and the launch was replayable; the key holds everything those checks read (type, dtype,
+# shape, strides, device, 16-byte alignment, eps), so a later call with the same key would pass them
+# again. What the key leaves out is checked on every call: grad mode with requires_grad, and
+# torch.compile tracing (which takes the custom op). A call whose key has no plan takes the checked
+# path, which raises every error exactly as before. Before: the checks, a contiguous() and a view per
+# call, then replayable's own signature: 3.7 us of Python over the replay at 16x4096 on the H200.
+_FAST_PLANS: dict[str, dict] = {"softmax": {}, "rms_norm": {}}
+FAST_PLANS = 256              # signatures remembered per function (a shape sweep stays within it)
+_TENSOR = torch.Tensor
+
+
+def _remember(name: str, key: tuple, shape, *args) -> None:
+    """After the first checked eager call of a signature (contiguous tensors): keep the plan its launch
+    was replayed by, or False when it has none (not replayable, not a Triton rung), so that later
+    calls of the signature skip this look-up."""
+    plan = plan_of(best_launcher(name), *args) or False
+    if plan and plan.result_shape != tuple(shape):
+        try:
+            plan = plan.reshaped(shape)
+        except ValueError:          # a result that is not plain contiguous rows: the checked path it is
+            plan = False
+    plans = _FAST_PLANS[name]
+    plans[key] = plan
+    if len(plans) > FAST_PLANS:
+        plans.pop(next(iter(plans)), None)         # the oldest: a dict keeps insertion order
 
 
 @torch.library.custom_op("hello_gpu::softmax", mutates_args=())
@@ -150,10 +184,23 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     A non-contiguous ``x`` is copied to a contiguous one first (the kernels read rows of stride
     ``x.shape[-1]``). Forward only.
     """
+    key = plan = None
+    if not is_compiling() and type(x) is _TENSOR:
+        try:
+            key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0)
+        except RuntimeError:        # no strides or no storage (sparse, nested): the checked path
+            key = None
+        plan = _FAST_PLANS["softmax"].get(key)
+        if plan and not (x.requires_grad and torch.is_grad_enabled()) and not launch_hooks_set():
+            return plan((x,))
     _check("softmax", x)
     if is_compiling():
         return _softmax_op(x.contiguous())
-    return _softmax_eager(x.contiguous())
+    if plan is not None or key is None or not x.is_contiguous():      # seen before, or not to be remembered
+        return _softmax_eager(x.contiguous())
+    result = _softmax_eager(x)
+    _remember("softmax", key, x.shape, x if x.dim() == 2 else x.view(-1, x.shape[-1]))
+    return result
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -162,6 +209,18 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     ``weight`` has one element per column of ``x`` and the same dtype and device. Float32
     accumulation whatever the dtype. Forward only.
     """
+    key = plan = None
+    if not is_compiling() and type(x) is _TENSOR and type(weight) is _TENSOR and type(eps) in (float, int):
+        try:
+            key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0,
+                   weight.dtype, weight.shape, weight.stride(), weight.get_device(), weight.data_ptr() % 16 == 0,
+                   type(eps), eps)
+        except RuntimeError:        # no strides or no storage (sparse, nested): the checked path
+            key = None
+        plan = _FAST_PLANS["rms_norm"].get(key)
+        if (plan and not ((x.requires_grad or weight.requires_grad) and torch.is_grad_enabled())
+                and not launch_hooks_set()):
+            return plan((x, weight, eps))
     _check("rms_norm", x)
     if not isinstance(weight, torch.Tensor) or weight.shape != (x.shape[-1],):
         shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
@@ -177,4 +236,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
         raise ValueError(f"hello_gpu.ops.rms_norm: eps must be a number >= 0, got {eps!r}")
     if is_compiling():
         return _rms_norm_op(x.contiguous(), weight.contiguous(), float(eps))
-    return _rms_norm_eager(x.contiguous(), weight.contiguous(), float(eps))
+    if plan is not None or key is None or not (x.is_contiguous() and weight.is_contiguous()):
+        return _rms_norm_eager(x.contiguous(), weight.contiguous(), float(eps))
+    result = _rms_norm_eager(x, weight, float(eps))
+    _remember("rms_norm", key, x.shape, x if x.dim() == 2 else x.view(-1, x.shape[-1]), weight, float(eps))
+    return result

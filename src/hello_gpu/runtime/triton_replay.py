@@ -30,8 +30,10 @@ pick its launch is not replayable and must not be wrapped).
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
+import math
 import threading
 from typing import Callable
 
@@ -87,6 +89,20 @@ def _hook_chains() -> tuple:
     holder = _hook_holder()
     chains = tuple(getattr(getattr(holder, name, None), "calls", None) for name in ("launch_enter_hook", "launch_exit_hook"))
     return chains if all(isinstance(calls, list) for calls in chains) else ()
+
+
+_HOOK_CHAINS: list = []         # _hook_chains(), looked up at the first launch_hooks_set()
+
+
+def launch_hooks_set() -> bool:
+    """Whether a Triton launch hook (a profiler's) is set now: a replay would skip it, so a caller
+    holding a plan (:func:`plan_of`) must run the launcher as written while this is true."""
+    if not _HOOK_CHAINS:
+        _HOOK_CHAINS.append(_hook_chains())
+    chains = _HOOK_CHAINS[0]
+    if chains:
+        return bool(chains[0] or chains[1])
+    return _hooks_set()
 
 
 def _hook_present(hook) -> bool:
@@ -154,12 +170,21 @@ class _Recorder:
 
 
 class _Plan:
-    """The recorded launches of one call signature, with where each tensor argument comes from."""
+    """The recorded launches of one call signature, with where each tensor argument comes from.
+
+    ``plan(args)`` with arguments of that signature (new tensors, new values) allocates the result and
+    launches; ``result_shape`` is the shape of what it returns. Get one with :func:`plan_of`."""
 
     def __init__(self, launches, inputs, result, device: int, launch_call):
         torch = torch_module()
         self.result_layout = (tuple(result.shape), tuple(result.stride()), result.dtype, result.device)
+        self.result_shape = self.result_layout[0]
         self.device = device
+        # Looked up once: torch_module() and two attribute reads per call were ~0.3 us of a replay.
+        self._empty_strided = torch.empty_strided
+        self._current_device = torch._C._cuda_getDevice
+        self._raw_stream = torch._C._cuda_getCurrentRawStream
+        self._device_guard = torch.cuda.device
         pointers = {tensor.data_ptr(): index for index, tensor in enumerate(inputs) if isinstance(tensor, torch.Tensor)}
         result_pointer = result.data_ptr()
         self.launches = []
@@ -178,6 +203,21 @@ class _Plan:
                 entry = (functools.partial(launch_call, launcher), python_level,
                          self._slots(python_level, pointers, result_pointer, torch))
             self.launches.append(entry)
+
+    def reshaped(self, shape: tuple) -> "_Plan":
+        """This plan returning its result as ``shape``: for a caller that hands the launcher an N-D
+        tensor viewed as rows, so that a later call skips the view and the view back (~1 us each on
+        a CPU tensor): the launches see pointers only, and a contiguous result of the same element
+        count is the same bytes in either shape."""
+        shape = tuple(shape)
+        recorded_shape, stride, dtype, device = self.result_layout
+        if math.prod(shape) != math.prod(recorded_shape) or stride != _contiguous_strides(recorded_shape):
+            raise ValueError(f"a plan whose result is {recorded_shape} with strides {stride} cannot return {shape}: "
+                             f"only a contiguous result of the same element count can be reshaped")
+        plan = copy.copy(self)
+        plan.result_layout = (shape, _contiguous_strides(shape), dtype, device)
+        plan.result_shape = shape
+        return plan
 
     @staticmethod
     def _slots(arguments, pointers: dict, result_pointer: int, torch) -> list[tuple[int, int]]:
@@ -200,18 +240,17 @@ class _Plan:
         return slots
 
     def __call__(self, inputs):
-        torch = torch_module()
         shape, stride, dtype, device = self.result_layout
-        result = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-        if torch._C._cuda_getDevice() != self.device:
+        result = self._empty_strided(shape, stride, dtype=dtype, device=device)
+        if self._current_device() != self.device:
             # The recorded function belongs to the tensors' device: launch there, as Triton itself would
             # have to (the current device is not part of the call signature).
-            with torch.cuda.device(self.device):
-                return self._launch(inputs, result, torch)
-        return self._launch(inputs, result, torch)
+            with self._device_guard(self.device):
+                return self._launch(inputs, result)
+        return self._launch(inputs, result)
 
-    def _launch(self, inputs, result, torch):
-        stream = torch._C._cuda_getCurrentRawStream(self.device)
+    def _launch(self, inputs, result):
+        stream = self._raw_stream(self.device)
         for call, recorded, slots in self.launches:
             arguments = list(recorded)
             arguments[3] = stream
@@ -219,6 +258,14 @@ class _Plan:
                 arguments[position] = result if source < 0 else inputs[source]
             call(*arguments)
         return result
+
+
+def _contiguous_strides(shape: tuple) -> tuple:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 class _NotReplayable(Exception):
@@ -245,15 +292,7 @@ def replayable(launcher: Callable) -> Callable:
     signature seen to its plan, or to the reason it is not replayable."""
     launcher_class = _launcher_class()
     plans: dict = {}
-    if launcher_class is None:
-        tensor_type = chains = None
-    else:
-        tensor_type, chains = torch_module().Tensor, _hook_chains()
-
-    def hooks_set() -> bool:
-        if chains:
-            return bool(chains[0] or chains[1])
-        return _hooks_set()
+    tensor_type = None if launcher_class is None else torch_module().Tensor
 
     def call(*args, **kwargs):
         if launcher_class is None or kwargs:
@@ -262,7 +301,7 @@ def replayable(launcher: Callable) -> Callable:
         if key is None:
             return launcher(*args)
         plan = plans.get(key)
-        if type(plan) is _Plan and not hooks_set():
+        if type(plan) is _Plan and not launch_hooks_set():
             return plan(args)
         if plan is not None:                          # known not replayable: the launcher as written
             return launcher(*args)
@@ -275,6 +314,19 @@ def replayable(launcher: Callable) -> Callable:
     call.__wrapped__ = launcher
     call.__doc__ = launcher.__doc__
     return call
+
+
+def plan_of(launcher: Callable, *args) -> _Plan | None:
+    """The plan a :func:`replayable` launcher holds for the call signature of ``args``: ``plan(args)``
+    then costs the launches alone. None when it has none: not called with that signature yet, the
+    signature is not replayable, or ``launcher`` was not made by :func:`replayable`. A caller that
+    keeps a plan must run the launcher as written while :func:`launch_hooks_set` is true."""
+    plans = getattr(launcher, "plans", None)
+    if not isinstance(plans, dict) or not plans:
+        return None
+    key = _signature(args, torch_module().Tensor)
+    plan = plans.get(key) if key is not None else None
+    return plan if type(plan) is _Plan else None
 
 
 def _make_plan(recorder: _Recorder, args: tuple, result, torch):
