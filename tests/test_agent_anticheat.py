@@ -238,47 +238,73 @@ def test_a_kernel_on_a_side_stream_is_seen_in_the_trace():
     assert tags(anticheat.inspect(candidate_of(HONEST), TASK, evidence)) == {CONCURRENCY}
 
 
-def _with_side_stream_and_join(kernel_end_offset: float) -> dict:
-    """The real v01 trace, its first call's kernel moved to stream 13, and an after-call marker on stream 7
-    starting ``kernel_end_offset`` us before that kernel ends (negative: after it ends, i.e. joined)."""
+def _side_stream_trace(*, side_start: float, side_end: float, hold_end: float | None = 0.0) -> dict:
+    """The real v01 trace, its first call's kernel moved to stream 13 and to [side_start, side_end] on the
+    device, with the harness's windows around that call on stream 7: a spin ending at ``hold_end`` (or
+    none), a before-call marker starting at 0 and an after-call marker starting at 100. Device times are
+    in us from 10 us after the call returned on the host (the after-call marker is queued 5 us after it)."""
     moved = copy.deepcopy(trace("torch_trace_cuda_vector_add_v01.json"))
     events = [e for e in moved["traceEvents"] if isinstance(e, dict)]
-    kernel = next(e for e in events if e.get("cat") == "kernel")
-    kernel["args"]["stream"] = 13
     first_call = min((e for e in events if str(e.get("name", "")).startswith(anticheat.CALL_LABEL)),
                      key=lambda e: e["ts"])
-    after_start = first_call["ts"] + first_call.get("dur", 0) + 1.0
-    end = kernel["ts"] + kernel.get("dur", 0)
-    moved["traceEvents"] += [
-        {"ph": "X", "cat": "user_annotation", "name": anticheat.TIMED_STREAM_LABEL, "ts": 0.0, "dur": 5.0},
-        {"ph": "X", "cat": "kernel", "name": "fill", "ts": 2.0, "dur": 1.0, "args": {"stream": 7, "correlation": 999998}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1.0, "dur": 1.0,
-         "args": {"correlation": 999998}},
-        {"ph": "X", "cat": "user_annotation", "name": f"{anticheat.JOIN_LABEL}#0", "ts": after_start, "dur": 3.0},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": after_start + 1.0, "dur": 1.0,
-         "args": {"correlation": 999999}},
-        {"ph": "X", "cat": "kernel", "name": "fill", "ts": end - kernel_end_offset, "dur": 1.0,
-         "args": {"stream": 7, "correlation": 999999}},
-    ]
+    call_start, call_end = first_call["ts"], first_call["ts"] + first_call.get("dur", 0)
+    base = call_end + 10.0
+    kernel = next(e for e in events if e.get("cat") == "kernel" and call_start <= e["ts"])
+    kernel["args"]["stream"] = 13
+    kernel["ts"], kernel["dur"] = base + side_start, side_end - side_start
+    added = []
+    correlation = 999990
+
+    def harness(label: str, host: float, device: float, duration: float = 1.0):
+        nonlocal correlation
+        correlation += 1
+        added.extend([
+            {"ph": "X", "cat": "user_annotation", "name": label, "ts": host - 1.0, "dur": 3.0},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": host, "dur": 1.0,
+             "args": {"correlation": correlation}},
+            {"ph": "X", "cat": "kernel", "name": "fill", "ts": device, "dur": duration,
+             "args": {"stream": 7, "correlation": correlation}}])
+    harness(anticheat.TIMED_STREAM_LABEL, 2.0, 2.0)
+    if hold_end is not None:
+        harness(f"{anticheat.HOLD_LABEL}#0", call_start - 20.0, base + hold_end - 900.0, 900.0)
+    harness(f"{anticheat.BEFORE_LABEL}#0", call_start - 10.0, base)
+    harness(f"{anticheat.JOIN_LABEL}#0", call_end + 5.0, base + 100.0)
+    moved["traceEvents"] += added
     return moved
 
 
-def test_a_side_stream_joined_before_return_passes_where_the_task_allows_it():
+def _stream_reasons(evidence: dict, side_streams: bool = True) -> list[str]:
+    return anticheat.check_streams(evidence["streams"], evidence["timed_stream"], joins=evidence["joins"],
+                                   side_streams=side_streams)
+
+
+def test_a_side_stream_inside_the_calls_interval_passes_where_the_task_allows_it():
     task = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), side_streams=True)
-    joined = anticheat.evidence_from_trace(_with_side_stream_and_join(-2.0), ours=["vector_add"])
-    assert joined["timed_stream"] == 7 and joined["joins"][0] is not None and joined["stray_kernels"] == []
-    assert anticheat.check_streams(joined["streams"], 7, joins=joined["joins"], side_streams=True) == []
+    inside = anticheat.evidence_from_trace(_side_stream_trace(side_start=10.0, side_end=90.0), ours=["vector_add"])
+    window = inside["joins"][0]
+    assert inside["timed_stream"] == 7 and inside["stray_kernels"] == [] and window["held"] is True, window
+    assert window["after"] - window["before"] == 100.0
+    assert "fill" not in {k["name"] for k in inside["kernels"]}          # the harness's markers are not the call's
+    assert _stream_reasons(inside) == []
+    assert anticheat.inspect(candidate_of("t78_honest_joined_streams.py"), task, inside) == []
     # The same trace on a task without side streams is still a side stream.
-    assert tags(anticheat.check_streams(joined["streams"], 7, joins=joined["joins"])) == {CONCURRENCY}
-    # The side kernel still running when the timed stream went on: not joined, whatever the task allows.
-    loose = anticheat.evidence_from_trace(_with_side_stream_and_join(3.0), ours=["vector_add"])
-    reasons = anticheat.check_streams(loose["streams"], 7, joins=loose["joins"], side_streams=True)
-    assert tags(reasons) == {CONCURRENCY} and "not joined" in reasons[0] and "stream 13" in reasons[0]
-    # No after-call marker in the trace: nothing proves the join.
+    assert tags(_stream_reasons(inside, side_streams=False)) == {CONCURRENCY}
+
+
+@pytest.mark.parametrize("case, placement", [
+    ("not waited for", dict(side_start=10.0, side_end=150.0)),        # ends after the timed stream went on
+    ("never waited on", dict(side_start=-100.0, side_end=-10.0)),     # ran before the call's interval began
+    ("not held", dict(side_start=10.0, side_end=90.0, hold_end=None)),    # no spin: the order proves nothing
+    ("hold too short", dict(side_start=10.0, side_end=90.0, hold_end=-1.0e6)),   # ended before the call was queued
+])
+def test_a_side_stream_outside_the_calls_interval_is_refused(case, placement):
+    evidence = anticheat.evidence_from_trace(_side_stream_trace(**placement), ours=["vector_add"])
+    reasons = _stream_reasons(evidence)
+    assert tags(reasons) == {CONCURRENCY} and "stream 13" in reasons[0], (case, reasons)
+    # A trace without the harness's windows at all: nothing proves anything either.
     bare = anticheat.evidence_from_trace(trace("torch_trace_cuda_vector_add_v01.json"), ours=["vector_add"])
     bare["streams"][0]["stream"] = 13
     assert tags(anticheat.check_streams(bare["streams"], 7, joins=bare["joins"], side_streams=True)) == {CONCURRENCY}
-    assert anticheat.inspect(candidate_of("t78_honest_joined_streams.py"), task, joined) == []
 
 
 def test_side_streams_are_allowed_statically_only_where_the_task_says_so():

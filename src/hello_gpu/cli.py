@@ -525,8 +525,8 @@ def _agent_arguments(parser: argparse.ArgumentParser) -> None:
                              "classifies from the time)")
     parser.add_argument("--side-streams", action="store_true",
                         help="allow candidates to run kernels on other CUDA streams, provided every call joins them "
-                             "to the caller's stream before it returns (checked in the device trace). Incomplete: a side "
-                             "kernel that ends before the harness queues its after-call marker is not caught (docs/agent.md)")
+                             "to the caller's stream before it returns (checked in the device trace, each call queued "
+                             "behind a spin on the timed stream; see docs/agent.md)")
 
 
 def _agent(args: argparse.Namespace, console: Console) -> int:

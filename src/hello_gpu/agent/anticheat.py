@@ -489,11 +489,13 @@ def check_streams(streams: Sequence[dict] | None, timed_stream: int | None = Non
     than one stream are enough: a rung of the course uses one. ``stray``: kernels launched between the
     profiled calls, when the harness launches nothing: by another thread.
 
-    ``side_streams`` (the task allows them): a kernel off the timed stream passes when it ended before
-    the harness's after-call marker began on the timed stream (``joins[call]``, the device start of a
-    one-element fill queued as the call returned, before any synchronisation). A call that made the
-    timed stream wait for its side streams always shows this; one that did not lets the marker run
-    while the side kernel still works, and the kernel ends after it.
+    ``side_streams`` (the task allows them): a kernel off the timed stream passes when it lies inside its
+    call's interval on the timed stream: ``joins[call]`` holds the device start of a one-element fill
+    queued just before the call (``before``) and of one queued as it returned (``after``), both behind
+    a ~10 ms spin on the timed stream (``held``: the spin was still running when the after-call fill was
+    queued). With the stream held, the order on the device depends only on the waits: a side kernel
+    that waited for the caller's stream starts after ``before``; one the caller's stream waited for
+    ends before ``after``. Anything else, or missing times, is refused.
     """
     if stray:
         names = sorted(set(stray))
@@ -501,19 +503,11 @@ def check_streams(streams: Sequence[dict] | None, timed_stream: int | None = Non
                  f"{'; '.join(names[:4])}")]
     seen = [(entry.get("name", "?"), entry.get("stream")) for entry in streams or () if entry.get("stream") is not None]
     if timed_stream is not None and side_streams:
-        unjoined = []
-        for entry in streams or ():
-            if entry.get("stream") is None or entry.get("stream") == timed_stream:
-                continue
-            call, end = entry.get("call"), entry.get("end")
-            join = joins[call] if joins is not None and call is not None and 0 <= call < len(joins) else None
-            if end is None or join is None or float(end) > float(join):
-                unjoined.append(f"{entry.get('name', '?')} on stream {entry.get('stream')}" + (
-                    f" (ended {float(end) - float(join):.1f} us after the timed stream went on)"
-                    if end is not None and join is not None else " (no device times to prove it was joined)"))
+        unjoined = _unjoined(streams or (), timed_stream, joins or ())
         if unjoined:
-            return [(f"{CONCURRENCY}: {len(unjoined)} kernel(s) on a side stream not joined to the timed stream "
-                     f"{timed_stream} before the call returned: {'; '.join(sorted(set(unjoined))[:4])}")]
+            return [(f"{CONCURRENCY}: {len(unjoined)} kernel(s) on a side stream outside the timed interval "
+                     f"(not waited for by the timed stream {timed_stream} before the call returned, or started "
+                     f"before the call began): {'; '.join(sorted(set(unjoined))[:4])}")]
         return []
     if timed_stream is not None:
         off = sorted({f"{name} on stream {stream}" for name, stream in seen if stream != timed_stream})
@@ -526,6 +520,29 @@ def check_streams(streams: Sequence[dict] | None, timed_stream: int | None = Non
         return [(f"{CONCURRENCY}: the call's kernels ran on {len(ids)} streams ({', '.join(map(str, ids))}); "
                  f"only one is timed")]
     return []
+
+
+def _unjoined(streams: Sequence[dict], timed_stream, joins: Sequence) -> list[str]:
+    """Side-stream kernels not inside their call's timed interval on the device (see check_streams)."""
+    found = []
+    for entry in streams:
+        if entry.get("stream") is None or entry.get("stream") == timed_stream:
+            continue
+        name = f"{entry.get('name', '?')} on stream {entry.get('stream')}"
+        call = entry.get("call")
+        window = joins[call] if call is not None and 0 <= call < len(joins) else None
+        if not isinstance(window, dict) or window.get("after") is None or entry.get("end") is None:
+            found.append(f"{name} (no device times to place it)")
+        elif window.get("held") is not True:
+            found.append(f"{name} (the timed stream was not held while the call was queued: the order proves nothing)")
+        elif window.get("before") is not None and entry.get("start") is not None \
+                and float(entry["start"]) < float(window["before"]):
+            found.append(f"{name} (started {float(window['before']) - float(entry['start']):.1f} us before the call's "
+                         f"interval began)")
+        elif float(entry["end"]) > float(window["after"]):
+            found.append(f"{name} (ended {float(entry['end']) - float(window['after']):.1f} us after the timed stream "
+                         f"went on)")
+    return found
 
 
 def check_launches(launches) -> list[str]:
@@ -568,6 +585,10 @@ CPU_GLUE_OPS = frozenset({
 })
 TIMED_STREAM_LABEL = "hello_gpu.timed_stream"
 JOIN_LABEL = "hello_gpu.after_call"       # the marker queued on the timed stream as each call returns
+BEFORE_LABEL = "hello_gpu.before_call"    # the marker queued on the timed stream just before each call
+HOLD_LABEL = "hello_gpu.hold"             # a spin on the timed stream that holds it while a call is queued
+HOLD_CYCLES = 2 * 10**7                   # ~10 ms at the H200's 1.98 GHz: longer than a profiled call's host time
+                                          # (~0.1-1 ms); whether it was long enough is read from the trace ("held")
 
 
 def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str] = ()) -> dict:
@@ -587,6 +608,7 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
                       and e.get("cat") in ("user_annotation", "cpu_op", "python_function", None))
 
     calls, markers, after = spans(CALL_LABEL), spans(TIMED_STREAM_LABEL), spans(JOIN_LABEL)
+    before, holds = spans(BEFORE_LABEL), spans(HOLD_LABEL)
 
     def which(moment, ranges) -> int:
         return next((i for i, (start, end) in enumerate(ranges) if moment is not None and start <= moment <= end), -1)
@@ -594,7 +616,7 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
     launches = {e["args"]["correlation"]: e for e in events if is_launch_event(e)}
     kernels, streams, stray, timed = [], [], [], None
     per_call = [0] * len(calls)
-    joins: list = [None] * len(calls)
+    joins: list = [{"before": None, "after": None, "after_queued": None, "hold_end": None} for _ in calls]
     ours, triton = tuple(ours), tuple(triton)
     own_keys = {kernel_key(name) for name in (*ours, *triton)}
     for event in (e for e in events if is_kernel_event(e)):
@@ -604,10 +626,19 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
         if which(moment, markers) >= 0:
             timed = args.get("stream", timed)
             continue
-        joined = which(moment, after)
-        if joined >= 0:
-            if joined < len(joins) and "ts" in event:
-                joins[joined] = float(event["ts"])          # the marker's device start
+        # The harness's own markers and holds (device start, or end for a hold; the after-call marker's launch
+        # time too): placed by the range they were launched in, never counted as a call's kernels.
+        for ranges, key in ((after, "after"), (before, "before"), (holds, "hold_end")):
+            placed = which(moment, ranges)
+            if placed >= 0:
+                if placed < len(joins) and "ts" in event:
+                    joins[placed][key] = float(event["ts"]) + (float(event.get("dur", 0)) if key == "hold_end" else 0.0)
+                    if key == "after":
+                        joins[placed]["after_queued"] = moment
+                break
+        else:
+            placed = -1
+        if placed >= 0:
             continue
         index = which(moment, calls)
         if index < 0:
@@ -620,6 +651,7 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
         kernels.append({"name": name, "source": source, "library": library, "call": index,
                         "own": kernel_key(name) in own_keys, "launched_by": launch.get("name")})
         streams.append({"name": name, "stream": args.get("stream"), "call": index,
+                        "start": float(event["ts"]) if "ts" in event else None,
                         "end": float(event["ts"]) + float(event.get("dur", 0)) if "ts" in event else None})
     device_kernels = any(is_kernel_event(e) for e in events)
     if not device_kernels:
@@ -628,13 +660,17 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
             if event.get("cat") == "cpu_op" and name.startswith("aten::") and name not in CPU_GLUE_OPS \
                     and which(float(event.get("ts", -1)), calls) >= 0:
                 kernels.append({"name": name, "source": "library", "library": "PyTorch ATen (CPU op)"})
+    for window in joins:
+        # held: the spin was still running when the after-call marker was queued (None: no spin was used)
+        window["held"] = (None if window["hold_end"] is None or window["after_queued"] is None
+                          else window["hold_end"] > window["after_queued"])
     return {"kernels": kernels, "streams": streams, "timed_stream": timed, "stray_kernels": stray,
             "launches": per_call if device_kernels and calls else None,
             "joins": joins if device_kernels and after else None}
 
 
 def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), triton: Iterable[str] = (),
-                     repeats: int = 3, trace_path=None) -> dict:
+                     repeats: int = 3, trace_path=None, hold: bool = False) -> dict:
     """Profile ``call()`` ``repeats`` times and return :func:`evidence_from_trace` of it.
 
     On a GPU a one-element fill runs first, inside a :data:`TIMED_STREAM_LABEL` range, on the current
@@ -660,6 +696,13 @@ def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), tr
                 marker.fill_(0)
             torch.cuda.synchronize()
         for index in range(repeats):
+            if cuda and hold:
+                # Where side streams are allowed: hold the timed stream while the call is queued, and mark
+                # where its interval begins, so that the device order shows which waits the call made.
+                with record_function(f"{HOLD_LABEL}#{index}"):
+                    torch.cuda._sleep(HOLD_CYCLES)
+                with record_function(f"{BEFORE_LABEL}#{index}"):
+                    marker.fill_(0)
             with record_function(f"{CALL_LABEL}#{index}"):
                 call()
             if cuda:

@@ -455,9 +455,11 @@ def check_at_bench_shape(session: WorkerSession, remote: RemoteCandidate, spec, 
             "sets": CHECKED_SETS, "determinism_repeats": DETERMINISM_REPEATS if deterministic else 0}
 
 
-def kernel_evidence(session: WorkerSession, spec, dtypes, shape, device: str, accepts_out: bool) -> dict:
+def kernel_evidence(session: WorkerSession, spec, dtypes, shape, device: str, accepts_out: bool,
+                    hold: bool = False) -> dict:
     """The profiled calls' kernels at ``shape`` for every dtype (each launch attributed by origin, see
-    :func:`hello_gpu.agent.anticheat.check_kernel_origin`)."""
+    :func:`hello_gpu.agent.anticheat.check_kernel_origin`). ``hold``: where the task allows side streams,
+    each call is queued behind a spin on the timed stream (anticheat.profile_evidence)."""
     merged = {"kernels": [], "streams": [], "timed_stream": None, "stray_kernels": [], "launches": None,
               "own_launches": None, "profiled": [], "joins": []}
     launches: list[int] = []
@@ -474,7 +476,7 @@ def kernel_evidence(session: WorkerSession, spec, dtypes, shape, device: str, ac
         if accepts_out:
             out_key, _ = session.buffer("output", expected_shape(spec, inputs), inputs[0].dtype, device)
         _synchronize(device)
-        found = session.request("profile", inputs=names, out=out_key, repeats=PROFILED_CALLS)
+        found = session.request("profile", inputs=names, out=out_key, repeats=PROFILED_CALLS, hold=hold)
         for kernel in found.get("kernels") or []:
             if kernel.get("call") is not None:
                 kernel["call"] = int(kernel["call"]) + calls_before      # one numbering over every dtype
@@ -565,7 +567,7 @@ def run_check(payload: dict, timeout_s: float, environment: dict | None = None) 
                     profile_shape = bench_shape if not _interpreter_too_big(session, bench_shape) else \
                         max(shapes, key=numel)
                     anticheat_evidence.update(kernel_evidence(session, spec, ran, profile_shape, device,
-                                                              remote.accepts_out))
+                                                              remote.accepts_out, hold=task.side_streams))
                     anticheat_evidence["profiled_shape"] = shape_label(profile_shape)
                 except CandidateFailed as error:
                     result["anticheat_error"] = _rename(str(error), names)

@@ -400,7 +400,8 @@ class Worker:
                 own_launches.append(count.count)
             else:
                 self._invoke(request["inputs"], request.get("out"))
-        evidence = profile_evidence(one_call, ours=ours, triton=triton, repeats=int(request.get("repeats", 3)))
+        evidence = profile_evidence(one_call, ours=ours, triton=triton, repeats=int(request.get("repeats", 3)),
+                                    hold=bool(request.get("hold")))
         evidence["own_launches"] = own_launches if counter_factory is not None else None
         evidence["own_names"] = sorted({*ours, *triton})
         return evidence
