@@ -276,3 +276,21 @@ def test_one_policy_failure_costs_a_round_not_the_search(runs):
         assert [c.action for c in store.list()] == ["start", "BLOCK 4096"]
         assert store.run_info()["extra"]["policy_failures"] == [
             "policy failed in round 1: ConnectionError: the endpoint is down"]
+
+
+def test_the_report_states_seconds_per_candidate_from_the_store():
+    """Issue 17: the stricter pipeline's price per candidate, read from the step seconds each sandbox step
+    records, so a committed run (the old pipeline) and a new one compare step by step."""
+    from hello_gpu.agent.candidate import Candidate
+    from hello_gpu.agent.report import step_seconds
+
+    def candidate(**steps):
+        return Candidate(1, None, "triton", "x", results={name: ({"raw": {"step_seconds": s}} if name == "check"
+                                                                 else {"step_seconds": s}) for name, s in steps.items()})
+    spent = step_seconds([candidate(compile=4.0, check=10.0, bench=5.0), candidate(compile=6.0, check=12.0),
+                          candidate(check=20.0, compare=3.0), Candidate(2, None, "triton", "y")])
+    assert spent["steps"]["compile"] == {"candidates": 2, "median_s": 5.0}
+    assert spent["steps"]["check"] == {"candidates": 3, "median_s": 12.0}
+    assert "analyze" not in spent["steps"]                       # a step nobody ran is left out, not a 0
+    assert spent["per_candidate"] == {"candidates": 3, "median_s": 19.0, "total_s": 60.0}
+    assert step_seconds([Candidate(3, None, "hip", "z")])["per_candidate"] is None
