@@ -294,3 +294,14 @@ def test_the_report_states_seconds_per_candidate_from_the_store():
     assert "analyze" not in spent["steps"]                       # a step nobody ran is left out, not a 0
     assert spent["per_candidate"] == {"candidates": 3, "median_s": 19.0, "total_s": 60.0}
     assert step_seconds([Candidate(3, None, "hip", "z")])["per_candidate"] is None
+
+
+def test_the_rerun_command_keeps_the_side_stream_allowance():
+    from dataclasses import asdict
+
+    from hello_gpu.agent.report import rerun_command
+    from hello_gpu.agent.task import Task
+    info = {"policy": "scripted", "seed": 0, "extra": {"settings": {"rounds": 3}}}
+    allowed = rerun_command({**info, "task": asdict(Task("vector_add", "t01_tile_1024", "triton", side_streams=True))})
+    plain = rerun_command({**info, "task": asdict(Task("vector_add", "t01_tile_1024", "triton"))})
+    assert allowed.endswith(" --side-streams") and "--side-streams" not in plain

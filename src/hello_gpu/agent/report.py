@@ -47,6 +47,8 @@ def rerun_command(info: dict) -> str:
         command += f" --dtype {task['dtypes'][0]}"
     if settings.get("timeouts", {}).get("counters") is False:
         command += " --no-counters"
+    if task.get("side_streams"):
+        command += " --side-streams"
     if task.get("extra", {}).get("ops_root"):
         command += f"  # operator folder from {task['extra']['ops_root']}"
     return command
