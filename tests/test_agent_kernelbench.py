@@ -184,3 +184,14 @@ def test_the_agent_runs_a_problem_end_to_end_on_the_cpu(command_line_run):
     assert candidates[0].action == "start" and candidates[0].state == "accepted", candidates[0].reason
     assert len(candidates) >= 3, rounds_done       # the scripted policy found a parameter move in each round
     assert all(c.state in ("accepted", "rejected", "compile-failed", "incorrect") for c in candidates[1:])
+
+
+def test_the_anti_cheat_probes_leave_large_shapes_to_the_benchmark_check_and_say_so():
+    from hello_gpu.agent.session import RUNTIME_CHECK_MAX_BYTES, _runtime_check_shapes
+    from hello_gpu.ops.registry import load_op
+    spec = load_op("vector_add").spec
+    large = 2**29                       # three float32 tensors of 2 GiB each
+    kept, note = _runtime_check_shapes(spec, ["float32"], [1000, large, 31], "cpu")
+    assert kept == [1000, 31]
+    assert note and "2^29" in note and "6.0 GiB" in note and f"{RUNTIME_CHECK_MAX_BYTES / 2**30:g} GiB" in note, note
+    assert _runtime_check_shapes(spec, ["float32"], [1, 31], "cpu") == ([1, 31], None)

@@ -552,8 +552,9 @@ def run_check(payload: dict, timeout_s: float, environment: dict | None = None) 
                     probe_shapes, too_big = _runtime_check_shapes(spec, ran, shapes, device)
                     runtime = anticheat.runtime_evidence(remote, spec, dtypes=ran, shapes=probe_shapes, device=device,
                                                          launch_counter=counter)
-                    if too_big:
+                    if too_big:                 # said where skipped cases are said, not only in the evidence
                         runtime.setdefault("skipped", {})["large shapes"] = too_big
+                        result["skipped"].append(f"anti-cheat probes at {too_big}")
                     runtime["triton_kernels"] = list(session.loaded.get("triton_kernels") or [])
                     anticheat_evidence.update(runtime)
                     bench_shape = _bench_shape(task, op)
