@@ -5,7 +5,7 @@
 # tool brings back few files); unpack it into the repository root and commit.
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
-#   stages: doctor ceilings gpu-tests cpu-tests compile-gate overhead call-overhead reference flush profile
+#   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
 #           softmax-sweep reduce-sweep rms-sweep dirty-l2 eviction-sweep persistent-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
@@ -79,6 +79,17 @@ gpu_tests() {   # gpu_tests [FILE[::TEST]...]: the GPU tier (default: all of tes
   fi
   python3 -m pytest -m gpu -q -p no:cacheprovider "${junit[@]}" "${@:-tests}" 2>&1 | tail -n 30
   return "${PIPESTATUS[0]}"
+}
+gpu_tests_k() {   # gpu_tests_k FILE EXPRESSION: the GPU tier of one file, only the tests `-k EXPRESSION` selects
+  local stem
+  stem=$(basename "$1" .py)
+  python3 -m pytest -m gpu -q -p no:cacheprovider --junitxml="$DEVICE_RECORDS/gpu-tests.$stem.${2//[^A-Za-z0-9_]/_}.xml" \
+    "$1" -k "$2" 2>&1 | tail -n 30
+  return "${PIPESTATUS[0]}"
+}
+kernelbench() {   # the KernelBench-sized problems end to end, each run's report kept under kernelbench/
+  mkdir -p "$DEVICE_RECORDS/kernelbench"
+  HG_KERNELBENCH_REPORTS="$DEVICE_RECORDS/kernelbench" gpu_tests tests/gpu/test_kernelbench_gpu.py
 }
 cpu_tests() { python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 8; return "${PIPESTATUS[0]}"; }
 doctor() { hello-gpu doctor --json >"$DEVICE_RECORDS/doctor.json"; }
@@ -191,7 +202,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f gpu_tests cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records \
+export -f gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records \
   reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug
 
@@ -200,6 +211,10 @@ for stage in $stages; do
     doctor) run_stage doctor doctor ;;
     ceilings) run_stage ceilings hello-gpu ceilings --refresh --record "$RECORDS" ;;
     gpu-tests) run_stage gpu-tests gpu_tests ;;
+    gpu-tests-k:*)
+      IFS=: read -r _ file expression <<<"$stage"
+      run_stage "$stage" gpu_tests_k "$file" "$expression" ;;
+    kernelbench) run_stage kernelbench kernelbench ;;
     gpu-tests:*) run_stage "$stage" gpu_tests ${stage#gpu-tests:} ;;
     cpu-tests) run_stage cpu-tests cpu_tests ;;
     compile-gate) run_stage compile-gate sh -c "hello-gpu compile-check examples src --no-amd | tail -n 3" ;;

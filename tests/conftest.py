@@ -36,3 +36,20 @@ def _private_kernel_cache(tmp_path_factory):
         os.environ.pop("HG_CACHE_DIR", None)
     else:
         os.environ["HG_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="session")
+def side_by_side():
+    """``submit(function, *args) -> Future``: runs set-ups that mostly wait on child processes two at a
+    time, so a module can start all its independent agent runs at once and each test waits for its own.
+
+    Why: an agent run starts a Python child per step (compile, check, bench, compare, analyze), and
+    each spends ~3 s importing torch while the parent waits, so a run alone keeps one of the CI
+    machine's 2 cores busy. ``future.result()`` re-raises a set-up's error (an assertion included)
+    with its traceback in the test that asked for it. Two at a time, not more: the runs' compare
+    steps time kernels, and a third process per core would widen their noise.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(2, thread_name_prefix="side-by-side")
+    yield pool.submit
+    pool.shutdown(wait=True, cancel_futures=True)      # a session stopped early (-x) skips what never started

@@ -122,21 +122,6 @@ def test_a_kernel_that_drops_the_parameter_fails_the_check(tmp_path, monkeypatch
     assert not report.passed
 
 
-def test_the_agent_runs_a_problem_end_to_end_on_the_cpu(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    from hello_gpu.agent.kernelbench import write_operator
-    from hello_gpu.agent.loop import run_agent
-    from hello_gpu.agent.store import CandidateStore
-    task, _ = write_operator(RMS_NORM, FIXTURES / "t01_kb_rms_norm_start.py", tmp_path / "run" / "ops")
-    result = run_agent(task, "scripted", tmp_path / "run", rounds=2, patience=2, final_remeasure=False,
-                       timeouts={"bench_seconds": 0.3, "compare_seconds": 0.6, "counters": False})
-    with CandidateStore(tmp_path / "run") as store:
-        candidates = store.list()
-    assert candidates[0].action == "start" and candidates[0].state == "accepted", candidates[0].reason
-    assert len(candidates) >= 2, result.stop_reason     # the scripted policy found parameter moves to try
-    assert all(c.state in ("accepted", "rejected", "compile-failed", "incorrect") for c in candidates[1:])
-
-
 def test_bad_problem_and_start_files_are_refused_by_name(tmp_path):
     from hello_gpu.agent.kernelbench import write_operator
     with pytest.raises(ProblemError, match="no such starting kernel"):
@@ -150,20 +135,52 @@ def test_bad_problem_and_start_files_are_refused_by_name(tmp_path):
     assert not (tmp_path / "nope").exists()
 
 
-def test_the_command_line_takes_a_problem_file(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    from hello_gpu.agent.store import CandidateStore
+@pytest.fixture(scope="module")
+def command_line_run(tmp_path_factory):
+    """One agent run on the RMS norm problem through the command line, shared by the tests below: two
+    refused starts, a first round, then ``agent resume`` for a second (a run costs ~25 s a round of CPU
+    here, so the command line and the end-to-end test share it). The exit codes and printed text of
+    each call, and the run folder."""
+    import contextlib
+    import io
+
     from hello_gpu.cli import main
-    run_dir = tmp_path / "run"
-    assert main(["agent", str(RMS_NORM), "--from", str(FIXTURES / "nope.py"), "--run-dir", str(run_dir)]) == 2
-    assert "no such starting kernel" in capsys.readouterr().out
-    assert main(["agent", str(RMS_NORM), "--from", str(FIXTURES / "t01_kb_rms_norm_start.py"), "--route", "hip",
-                 "--run-dir", str(run_dir)]) == 2
-    assert main(["agent", str(RMS_NORM), "--from", str(FIXTURES / "t01_kb_rms_norm_start.py"), "--rounds", "1",
-                 "--no-counters", "--run-dir", str(run_dir)]) == 0
-    assert "stopped: max rounds" in capsys.readouterr().out
+    run_dir = tmp_path_factory.mktemp("kernelbench-agent") / "run"
+    start = str(FIXTURES / "t01_kb_rms_norm_start.py")
+    calls = [["agent", str(RMS_NORM), "--from", str(FIXTURES / "nope.py"), "--run-dir", str(run_dir)],
+             ["agent", str(RMS_NORM), "--from", start, "--route", "hip", "--run-dir", str(run_dir)],
+             ["agent", str(RMS_NORM), "--from", start, "--rounds", "1", "--no-counters", "--run-dir", str(run_dir)],
+             ["agent", "resume", str(run_dir), "--rounds", "2"]]
+    outcomes = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_INTERPRET", "1")
+        for words in calls:
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                status = main(words)
+            outcomes.append((status, printed.getvalue()))
+    return run_dir, outcomes
+
+
+def test_the_command_line_takes_a_problem_file(command_line_run):
+    from hello_gpu.agent.store import CandidateStore
+    run_dir, ((missing, missing_text), (hip, hip_text), (first, first_text), (resumed, _)) = command_line_run
+    assert missing == 2 and "no such starting kernel" in missing_text
+    assert hip == 2 and "is a triton kernel, not hip" in hip_text
+    assert first == 0 and "stopped: max rounds" in first_text
     assert (run_dir / "report.md").is_file() and (run_dir / "ops" / "kb_rms_norm_weight" / "spec.py").is_file()
     with CandidateStore(run_dir) as store:
         assert store.list()[0].state == "accepted"
         assert store.run_info()["extra"]["settings"]["timeouts"] == {"counters": False}
-    assert main(["agent", "resume", str(run_dir), "--rounds", "2"]) == 0     # the ops/ folder is found again
+    assert resumed == 0                                          # the ops/ folder is found again
+
+
+def test_the_agent_runs_a_problem_end_to_end_on_the_cpu(command_line_run):
+    from hello_gpu.agent.store import CandidateStore
+    run_dir, _ = command_line_run
+    with CandidateStore(run_dir) as store:
+        candidates = store.list()
+        rounds_done = store.run_info()["stop_reason"]
+    assert candidates[0].action == "start" and candidates[0].state == "accepted", candidates[0].reason
+    assert len(candidates) >= 3, rounds_done       # the scripted policy found a parameter move in each round
+    assert all(c.state in ("accepted", "rejected", "compile-failed", "incorrect") for c in candidates[1:])

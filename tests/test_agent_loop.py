@@ -66,15 +66,31 @@ def comment(source: str) -> str:
     return source + "\n# a comment: the same kernel\n"
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("agent") / "run"
+def _finished_run(run_dir: Path):
     events = []
     policy = ScriptPolicy([[("BLOCK 1024 -> 4096", block(4096))],
                            [("syntax error", broken), ("mask one short", drops_last), ("comment only", comment)]])
     result = run_agent(toy_task(), policy, run_dir, rounds=5, seed=3, patience=3, progress=events.append,
                        timeouts=FAST)
     return run_dir, result, events, policy
+
+
+@pytest.fixture(scope="module")
+def runs(side_by_side, tmp_path_factory):
+    """Every agent run of this module, started together (two at a time): each is ~15-60 s of a parent
+    waiting on its step's child. A test takes its run's future; ``result()`` raises what the run raised."""
+    def folder(name: str) -> Path:
+        return tmp_path_factory.mktemp(name) / "run"
+    return {"finished": side_by_side(_finished_run, folder("agent")),
+            "ctrl_c": side_by_side(_ctrl_c_then_resume, folder("ctrl-c")),
+            "one_failure": side_by_side(_one_policy_failure, folder("one-failure")),
+            "keeps_failing": side_by_side(_policy_keeps_failing, folder("keeps-failing")),
+            "incorrect_start": side_by_side(_incorrect_start, folder("incorrect-start"))}
+
+
+@pytest.fixture(scope="module")
+def finished_run(runs):
+    return runs["finished"].result()
 
 
 def test_the_loop_accepts_the_faster_candidate_and_rejects_the_rest(finished_run):
@@ -158,9 +174,7 @@ def test_cli_report_rerenders(finished_run, tmp_path):
     assert main(["agent", "toy_add", "--ops-root", str(FIXTURES)]) == 2        # no --from
 
 
-def test_ctrl_c_then_resume_loses_nothing(tmp_path):
-    run_dir = tmp_path / "run"
-
+def _ctrl_c_then_resume(run_dir: Path) -> None:
     def interrupt_in_round_two(event):
         if event["event"] == "proposed" and event["round"] == 2:
             raise KeyboardInterrupt
@@ -201,11 +215,18 @@ def test_ctrl_c_then_resume_loses_nothing(tmp_path):
         run_agent(toy_task(), ScriptPolicy([]), run_dir, timeouts=FAST)
 
 
-def test_an_incorrect_start_stops_the_run(tmp_path):
+def test_ctrl_c_then_resume_loses_nothing(runs):
+    runs["ctrl_c"].result()
+
+
+def _incorrect_start(run_dir: Path):
     task = Task("toy_add", "t02_drops_last", "triton", dtypes=("float32",), check_shapes=(31,), bench_shape=1024,
                 extra={"ops_root": str(FIXTURES)})
-    result = run_agent(task, ScriptPolicy([]), tmp_path / "run", timeouts=FAST, final_remeasure=False,
-                       write_report=False)
+    return run_agent(task, ScriptPolicy([]), run_dir, timeouts=FAST, final_remeasure=False, write_report=False)
+
+
+def test_an_incorrect_start_stops_the_run(runs):
+    result = runs["incorrect_start"].result()
     assert result.stop_reason.startswith("the starting rung t02_drops_last is incorrect")
 
 
@@ -226,23 +247,61 @@ class FailingPolicy:
         return [Candidate(None, None, "triton", block(4096)(context["current"].source), action="BLOCK 4096")]
 
 
-def test_a_policy_that_keeps_failing_ends_the_search_cleanly(tmp_path):
-    result = run_agent(toy_task(), FailingPolicy(), tmp_path / "run", timeouts=FAST, final_remeasure=False)
+def _policy_keeps_failing(run_dir: Path):
+    return run_dir, run_agent(toy_task(), FailingPolicy(), run_dir, timeouts=FAST, final_remeasure=False)
+
+
+def test_a_policy_that_keeps_failing_ends_the_search_cleanly(runs):
+    run_dir, result = runs["keeps_failing"].result()
     assert result.stop_reason == ("the policy failed 3 rounds running; last: "
                                   "policy failed in round 3: ConnectionError: the endpoint is down")
-    assert (tmp_path / "run" / "report.md").is_file()
-    with CandidateStore(tmp_path / "run") as store:
+    assert (run_dir / "report.md").is_file()
+    with CandidateStore(run_dir) as store:
         assert [c.state for c in store.list()] == ["accepted"]
         assert len(store.run_info()["extra"]["policy_failures"]) == 3
         assert store.run_info()["stop_reason"] == result.stop_reason
 
 
-def test_one_policy_failure_costs_a_round_not_the_search(tmp_path):
+def _one_policy_failure(run_dir: Path):
     policy = FailingPolicy(failures=1)
-    result = run_agent(toy_task(), policy, tmp_path / "run", rounds=4, timeouts=FAST, final_remeasure=False,
+    result = run_agent(toy_task(), policy, run_dir, rounds=4, timeouts=FAST, final_remeasure=False,
                        write_report=False)
+    return run_dir, policy, result
+
+
+def test_one_policy_failure_costs_a_round_not_the_search(runs):
+    run_dir, policy, result = runs["one_failure"].result()
     assert policy.calls == 2 and result.stop_reason.startswith("policy exhausted"), result.stop_reason
-    with CandidateStore(tmp_path / "run") as store:
+    with CandidateStore(run_dir) as store:
         assert [c.action for c in store.list()] == ["start", "BLOCK 4096"]
         assert store.run_info()["extra"]["policy_failures"] == [
             "policy failed in round 1: ConnectionError: the endpoint is down"]
+
+
+def test_the_report_states_seconds_per_candidate_from_the_store():
+    """Issue 17: the stricter pipeline's price per candidate, read from the step seconds each sandbox step
+    records, so a committed run (the old pipeline) and a new one compare step by step."""
+    from hello_gpu.agent.candidate import Candidate
+    from hello_gpu.agent.report import step_seconds
+
+    def candidate(**steps):
+        return Candidate(1, None, "triton", "x", results={name: ({"raw": {"step_seconds": s}} if name == "check"
+                                                                 else {"step_seconds": s}) for name, s in steps.items()})
+    spent = step_seconds([candidate(compile=4.0, check=10.0, bench=5.0), candidate(compile=6.0, check=12.0),
+                          candidate(check=20.0, compare=3.0), Candidate(2, None, "triton", "y")])
+    assert spent["steps"]["compile"] == {"candidates": 2, "median_s": 5.0}
+    assert spent["steps"]["check"] == {"candidates": 3, "median_s": 12.0}
+    assert "analyze" not in spent["steps"]                       # a step nobody ran is left out, not a 0
+    assert spent["per_candidate"] == {"candidates": 3, "median_s": 19.0, "total_s": 60.0}
+    assert step_seconds([Candidate(3, None, "hip", "z")])["per_candidate"] is None
+
+
+def test_the_rerun_command_keeps_the_side_stream_allowance():
+    from dataclasses import asdict
+
+    from hello_gpu.agent.report import rerun_command
+    from hello_gpu.agent.task import Task
+    info = {"policy": "scripted", "seed": 0, "extra": {"settings": {"rounds": 3}}}
+    allowed = rerun_command({**info, "task": asdict(Task("vector_add", "t01_tile_1024", "triton", side_streams=True))})
+    plain = rerun_command({**info, "task": asdict(Task("vector_add", "t01_tile_1024", "triton"))})
+    assert allowed.endswith(" --side-streams") and "--side-streams" not in plain

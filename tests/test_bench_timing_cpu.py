@@ -120,3 +120,9 @@ def test_the_flush_follows_the_cache_setting():
     assert _Flusher.for_cache("warm", 60 * 2**20) is None           # no buffer is made for a warm run
     with pytest.raises(ValueError, match="cache must be one of cold, cold-clean, warm; got 'tepid'"):
         _Flusher.for_cache("tepid", 60 * 2**20)
+
+
+def test_an_enqueue_only_host_timing_refuses_a_batch_that_could_fill_the_launch_queue():
+    from hello_gpu.bench.timing import ENQUEUE_MAX_CALLS, host_times
+    with pytest.raises(ValueError, match="launch queue"):
+        host_times({"f": lambda: None}, rounds=1, calls=ENQUEUE_MAX_CALLS + 1, drain=False)

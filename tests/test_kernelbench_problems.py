@@ -147,19 +147,35 @@ def test_a_start_the_registry_refuses_is_refused_by_name_not_by_traceback(tmp_pa
         write_operator(problem, start, tmp_path / "ops")
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_each_problem_runs_end_to_end_through_the_agent(name, tmp_path, interpreter):
+def _agent_run(name: str, folder: Path):
     from hello_gpu.agent.loop import run_agent
     from hello_gpu.agent.store import CandidateStore
-    task, _ = write_operator(shrunk(name, tmp_path), CASES[name][1], tmp_path / "run" / "ops")
+    task, _ = write_operator(shrunk(name, folder), CASES[name][1], folder / "run" / "ops")
     # rounds=0: the start's own evaluation (compile, check, bench, compare, accept) and the report; the
     # rounds after it are the agent's ordinary loop, tested elsewhere (2.5 CPU minutes a round here).
-    result = run_agent(task, "scripted", tmp_path / "run", rounds=0, patience=1, final_remeasure=False,
+    result = run_agent(task, "scripted", folder / "run", rounds=0, patience=1, final_remeasure=False,
                        timeouts={"bench_seconds": 0.2, "compare_seconds": 0.4, "counters": False})
-    with CandidateStore(tmp_path / "run") as store:
-        start = store.get(result.start_id)
+    with CandidateStore(folder / "run") as store:
+        return folder, store.get(result.start_id)
+
+
+@pytest.fixture(scope="module")
+def agent_runs(side_by_side, tmp_path_factory):
+    """The agent on each problem, two at a time (a run is ~15 s of a parent waiting on its step's child);
+    the interpreter is on until all have finished."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_INTERPRET", "1")
+        futures = {name: side_by_side(_agent_run, name, tmp_path_factory.mktemp(f"agent-{name}")) for name in CASES}
+        for future in futures.values():
+            future.exception()                      # wait for every run before the variable is restored
+        yield futures
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_problem_runs_end_to_end_through_the_agent(name, agent_runs):
+    folder, start = agent_runs[name].result()
     assert start.state == "accepted", start.reason
     assert start.results["check"]["passed"]
     bench = start.results["bench"].get("raw") or {}
     assert bench["work"]["written_bytes"] is not None                   # the read/write split reached the bench
-    assert (tmp_path / "run" / "report.md").is_file()
+    assert (folder / "run" / "report.md").is_file()

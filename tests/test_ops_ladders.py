@@ -136,28 +136,34 @@ for rung in op.rungs:
             "seeds": sorted({case.seed for case in report.ran}), "cases": len(report.ran)}
 print(json.dumps(results))
 """
-_interpreter_results: dict[str, dict] = {}
 
 
-def interpreter_checks(name: str) -> dict:
-    """Every Triton rung of ``name`` checked in the interpreter, in one child process per operator."""
-    if name not in _interpreter_results:
-        import json
-        import os
-        import subprocess
-        import sys
-        environment = {**os.environ, "TRITON_INTERPRET": "1"}
-        done = subprocess.run([sys.executable, "-c", _INTERPRETER_SCRIPT, name, str(INTERPRETER_MAX_ELEMENTS)],
-                              capture_output=True, text=True, env=environment, timeout=900)
-        assert done.returncode == 0, done.stderr[-3000:]
-        _interpreter_results[name] = json.loads(done.stdout.strip().splitlines()[-1])
-    return _interpreter_results[name]
+def _interpreter_child(name: str) -> dict:
+    """Every Triton rung of ``name`` checked in the interpreter, in one child process."""
+    import json
+    import os
+    import subprocess
+    import sys
+    environment = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", _INTERPRETER_SCRIPT, name, str(INTERPRETER_MAX_ELEMENTS)],
+                          capture_output=True, text=True, env=environment, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def interpreter_checks(side_by_side):
+    """One child per operator, all started at the first test that asks, two at a time, the operator with
+    the most Triton rungs first: softmax's child alone is ~50 s of one core, the others' 3-20 s."""
+    def triton_rungs(name: str) -> int:
+        return sum(rung.route == "triton" for rung in load_op(name).rungs)
+    return {name: side_by_side(_interpreter_child, name) for name in sorted(list_ops(), key=triton_rungs, reverse=True)}
 
 
 @pytest.mark.parametrize("name, rung_id, dtype", _cases("triton"))
-def test_triton_rung_is_correct_in_the_interpreter(name, rung_id, dtype):
+def test_triton_rung_is_correct_in_the_interpreter(name, rung_id, dtype, interpreter_checks):
     op = load_op(name)
-    result = interpreter_checks(name)[f"{rung_id}/{dtype}"]
+    result = interpreter_checks[name].result()[f"{rung_id}/{dtype}"]
     if dtype == "bfloat16":
         assert result["skips"] == [INTERPRETER_BFLOAT16]
         pytest.skip(INTERPRETER_BFLOAT16)

@@ -114,3 +114,14 @@ def test_a_callable_slow_on_the_host_is_timed_as_its_kernel():
     assert any("spin was doubled" in note for note in slow.notes), slow.notes
     paired = compare(lambda: torch.add(a, a, out=out), slow_host, cache="warm", max_seconds=1.0)
     assert 0.7 < paired.speedup.value < 1.4, (str(paired), paired.notes)
+
+
+def test_host_times_tells_the_hosts_time_from_the_gpus():
+    """A 1 ms spin per call: drained, the batch is timed by the GPU (>= 1 ms a call); enqueue-only, by the
+    host's launch path (well under 1 ms a call)."""
+    from hello_gpu.bench.timing import host_times
+    spin = lambda: torch.cuda._sleep(2_000_000)      # noqa: E731 - ~1 ms at the H200's 1.98 GHz
+    drained = host_times({"spin": spin}, rounds=3, calls=20, warmup_calls=2)["spin"]
+    enqueued = host_times({"spin": spin}, rounds=3, calls=20, warmup_calls=2, drain=False)["spin"]
+    assert min(drained) > 0.5e-3, drained
+    assert max(enqueued) < 0.1e-3, enqueued

@@ -381,8 +381,9 @@ def _expected_shape(spec, shape, dtype: str, device: str) -> tuple:
 
 def _footprint(inputs, output_shape) -> int:
     """Bytes of one input set and its output (in the first input's dtype)."""
-    return (sum(tensor.numel() * tensor.element_size() for tensor in inputs)
-            + numel(output_shape) * inputs[0].element_size())
+    tensors = [value for value in inputs if hasattr(value, "element_size")]
+    return (sum(tensor.numel() * tensor.element_size() for tensor in tensors)
+            + numel(output_shape) * (tensors[0].element_size() if tensors else 8))
 
 
 # ================================================================================== check

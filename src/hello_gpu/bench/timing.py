@@ -340,11 +340,24 @@ def call_time_batch(steps: Sequence[Callable[[], Any]], flush) -> list[float]:
     return times
 
 
+# Launches the driver queues before a launch call blocks (CUDA's default queue is 1024 entries): an
+# enqueue-only batch must stay below it, or it times the GPU again.
+ENQUEUE_MAX_CALLS = 512
+
+
 def host_times(functions: dict[str, Callable[[], Any]], rounds: int, calls: int,
-               warmup_calls: int = 50) -> dict[str, list[float]]:
+               warmup_calls: int = 50, drain: bool = True) -> dict[str, list[float]]:
     """Host seconds per call of each function, one sample per round: ``calls`` back-to-back calls timed
     by the wall clock between two synchronizes, so a function slower on the host than on the GPU is
-    timed by its host path. Rounds alternate the order (A B, then B A) so drift hits every function."""
+    timed by its host path. Rounds alternate the order (A B, then B A) so drift hits every function.
+
+    ``drain=False`` stops the clock when the last call returns, before waiting for the GPU: the host's
+    own time per call (its enqueue time), whatever the kernels take, as long as the launches fit the
+    driver's queue (``calls`` <= ENQUEUE_MAX_CALLS). With ``drain`` a function the GPU cannot keep up
+    with is timed by the GPU instead, which is what back-to-back calls cost but not where it goes."""
+    if not drain and calls > ENQUEUE_MAX_CALLS:
+        raise ValueError(f"an enqueue-only batch of {calls} calls could fill the launch queue and block on the "
+                         f"GPU; use at most {ENQUEUE_MAX_CALLS}")
     torch = torch_module()
     for function in functions.values():              # warm-up: compiles, allocator, first calls
         for _ in range(warmup_calls):
@@ -359,8 +372,11 @@ def host_times(functions: dict[str, Callable[[], Any]], rounds: int, calls: int,
             started = time.perf_counter()
             for _ in range(calls):
                 function()
-            torch.cuda.synchronize()
+            if drain:
+                torch.cuda.synchronize()
             times[name].append((time.perf_counter() - started) / calls)
+            if not drain:
+                torch.cuda.synchronize()
     return times
 
 
