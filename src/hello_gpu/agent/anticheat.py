@@ -626,19 +626,16 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
         if which(moment, markers) >= 0:
             timed = args.get("stream", timed)
             continue
-        # The harness's own markers and holds (device start, or end for a hold; the after-call marker's launch
-        # time too): placed by the range they were launched in, never counted as a call's kernels.
-        for ranges, key in ((after, "after"), (before, "before"), (holds, "hold_end")):
-            placed = which(moment, ranges)
-            if placed >= 0:
-                if placed < len(joins) and "ts" in event:
-                    joins[placed][key] = float(event["ts"]) + (float(event.get("dur", 0)) if key == "hold_end" else 0.0)
-                    if key == "after":
-                        joins[placed]["after_queued"] = moment
-                break
-        else:
-            placed = -1
-        if placed >= 0:
+        # The harness's own markers and holds, placed by the range they were launched in and never counted as
+        # a call's kernels: each marker's device start, a hold's device end, the after-call marker's launch time.
+        harness = [(key, index) for ranges, key in ((after, "after"), (before, "before"), (holds, "hold_end"))
+                   for index in (which(moment, ranges),) if index >= 0]
+        if harness:
+            key, index = harness[0]
+            if index < len(joins) and "ts" in event:
+                joins[index][key] = float(event["ts"]) + (float(event.get("dur", 0)) if key == "hold_end" else 0.0)
+                if key == "after":
+                    joins[index]["after_queued"] = moment
             continue
         index = which(moment, calls)
         if index < 0:
