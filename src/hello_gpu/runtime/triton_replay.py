@@ -249,6 +249,11 @@ class _Plan:
                 return self._launch(inputs, result)
         return self._launch(inputs, result)
 
+    def launch_into(self, inputs, result):
+        """The recorded launches alone, with ``inputs`` and a ``result`` the caller allocated like the
+        plan's (on the current device): what a replay costs besides its allocation (call_overhead.py)."""
+        return self._launch(inputs, result)
+
     def _launch(self, inputs, result):
         stream = self._raw_stream(self.device)
         for call, recorded, slots in self.launches:
