@@ -93,12 +93,10 @@ def replay_parts(launcher, *args) -> dict:
     16x4096 stayed 1.39x torch's host time while its replay alone was 1.11x; these rows split that)."""
     x = args[0]
     plan = plan_of(launcher, *args)
-    shape, stride, dtype, device = plan.result_layout
-    result = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    result = plan.allocate(args)
     return {"softmax part: the signature key": lambda: (x.dtype, x.shape, x.stride(), x.get_device(),
                                                         x.data_ptr() % 16 == 0),
-            "softmax part: the result's allocation": lambda: torch.empty_strided(shape, stride, dtype=dtype,
-                                                                                 device=device),
+            "softmax part: the result's allocation": lambda: plan.allocate(args),
             "softmax part: the recorded launches alone": lambda: plan.launch_into(args, result)}
 
 

@@ -10,6 +10,7 @@
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
 #           of search, e.g. agent:softmax:hip:v01_thread_per_row:8192x8192);
+#           agent-rerun:OP.ROUTE (the committed run's own command again, from its record's extra.rerun);
 #           agent-resume:OP.ROUTE:SECONDS[:no-counters] (continue the committed run
 #           records/<device>/agent/OP.ROUTE until SECONDS of its whole time; no-counters: analyses without ncu);
 #           profile:OP:RUNG:SHAPE[:DTYPE] (one rung's kernel table and counters into OP.DTYPE.profile.json);
@@ -193,6 +194,15 @@ ladder_profile() {   # ladder_profile OP ROUTE SHAPE [DTYPE]: the ladder with it
     | tee "$DEVICE_RECORDS/ladder-profile.$1.$2.$dtype.txt"
   return "${PIPESTATUS[0]}"
 }
+agent_rerun() {   # agent_rerun OP.ROUTE: the committed run's own command again (its record's extra.rerun), under today's checks
+  local record run_dir="$DEVICE_RECORDS/agent/$1" command
+  record=$(ls "records/$slug"/agent."$1".*.json | head -n 1)
+  command=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['extra']['rerun'])" "$record") || return 1
+  [[ $command == "hello-gpu agent "* ]] || { echo "unexpected rerun command in $record: $command"; return 1; }
+  rm -rf "$run_dir"
+  echo "$command"
+  COLUMNS=200 $command --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
+}
 agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent from START, its report and record
   local op=$1 route=$2 start=$3 shape=${4:-} dtype=${5:-}
   local run_dir="$DEVICE_RECORDS/agent/$op.$route"
@@ -202,7 +212,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_resume profile_records \
+export -f gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
   reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug
 
@@ -235,6 +245,7 @@ for stage in $stages; do
     agent:*)
       IFS=: read -r _ op route start shape dtype <<<"$stage"
       run_stage "$stage" agent_run "$op" "$route" "$start" "$shape" "$dtype" ;;
+    agent-rerun:*) run_stage "$stage" agent_rerun "${stage#agent-rerun:}" ;;
     agent-resume:*)
       IFS=: read -r _ run seconds counters <<<"$stage"
       run_stage "$stage" agent_resume "$run" "$seconds" $counters ;;

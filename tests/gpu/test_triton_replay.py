@@ -133,3 +133,23 @@ def test_a_reshaped_plan_returns_the_callers_shape_with_the_same_values():
     assert plan_of(fast, x.view(-1), y.view(-1), 1.5).result_shape == (1024,)   # the original is unchanged
     with pytest.raises(ValueError, match="same element count"):
         reshaped.reshaped((4, 4, 65))
+
+
+def widened_add(x, y, scale):
+    """float16 in, float32 out: a result laid out like no input."""
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    _scaled_add[(triton.cdiv(x.numel(), 1024),)](x, y, out, x.numel(), scale, BLOCK=1024)
+    return out
+
+
+@pytest.mark.parametrize("launcher, dtype, like", [(scaled_add, torch.float32, 0), (widened_add, torch.float16, None)])
+def test_a_replay_allocates_like_an_input_only_where_one_is_laid_out_as_the_result(launcher, dtype, like):
+    fast = replayable(launcher)
+    for call in range(4):                       # the first records, the second learns the allocation, the rest reuse it
+        x, y = torch.randn(4097, device="cuda", dtype=dtype), torch.randn(4097, device="cuda", dtype=dtype)
+        got = fast(x, y, 0.5)
+        assert got.dtype == torch.float32 and got.shape == (4097,) and got.data_ptr() not in (x.data_ptr(), y.data_ptr())
+        assert torch.allclose(got.double(), 0.5 * x.double() + y.double(), rtol=2e-3, atol=2e-3), f"call {call}"
+    (plan,) = fast.plans.values()
+    assert plan._like == like
+    assert all(as_pointers for _, _, _, as_pointers in plan.launches), "the C entry point is replayed with int pointers"
