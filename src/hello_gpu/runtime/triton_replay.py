@@ -271,7 +271,7 @@ class _Plan:
         the plan has inputs of the same signature, so the first call's answer holds for all."""
         torch = torch_module()
         for index, value in enumerate(inputs):
-            if (isinstance(value, torch.Tensor) and value.is_non_overlapping_and_dense()
+            if (isinstance(value, torch.Tensor) and value.is_contiguous()
                     and (tuple(value.shape), value.stride(), value.dtype, value.device) == self.result_layout):
                 return index
         return None

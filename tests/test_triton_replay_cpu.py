@@ -1,0 +1,45 @@
+"""CPU tier for runtime.triton_replay's plan: how a replay allocates its result. A plan is built from
+its recorded result layout alone (no launch: launching needs a GPU, tests/gpu/test_triton_replay.py)."""
+
+import torch
+
+from hello_gpu.runtime.triton_replay import _UNKNOWN, _contiguous_strides, _Plan
+
+
+def plan_returning(shape, stride, dtype=torch.float32) -> _Plan:
+    plan = _Plan.__new__(_Plan)
+    plan.result_layout = (tuple(shape), tuple(stride), dtype, torch.device("cpu"))
+    plan.result_shape = tuple(shape)
+    plan._empty_strided, plan._empty_like, plan._like = torch.empty_strided, torch.empty_like, _UNKNOWN
+    return plan
+
+
+def test_a_result_laid_out_like_an_input_is_allocated_like_it():
+    plan = plan_returning((16, 4096), (4096, 1))
+    x = torch.randn(16, 4096)
+    result = plan.allocate((torch.randn(4096), x))
+    assert plan._like == 1
+    assert result.shape == x.shape and result.stride() == x.stride() and result.dtype == x.dtype
+    assert result.data_ptr() != x.data_ptr()
+
+
+def test_a_result_like_no_input_is_allocated_as_recorded():
+    cases = [plan_returning((16, 4096), (4096, 1), torch.float32),    # inputs of another dtype
+             plan_returning((4096, 16), (1, 4096)),                    # a transposed result
+             plan_returning((16, 4096), (8192, 2))]                    # a strided result: inputs too, but not dense
+    inputs = [(torch.randn(16, 4096, dtype=torch.float16),), (torch.randn(4096, 16),),
+              (torch.randn(16, 8192)[:, ::2],)]
+    for plan, call_inputs in zip(cases, inputs):
+        result = plan.allocate(call_inputs)
+        assert plan._like is None
+        assert (tuple(result.shape), result.stride(), result.dtype) == plan.result_layout[:3]
+
+
+def test_a_reshaped_plan_learns_its_allocation_again():
+    plan = plan_returning((64, 64), _contiguous_strides((64, 64)))
+    plan.allocate((torch.randn(64, 64),))
+    assert plan._like == 0
+    reshaped = plan.reshaped((4, 16, 64))
+    assert reshaped._like is _UNKNOWN
+    result = reshaped.allocate((torch.randn(4, 16, 64),))
+    assert reshaped._like == 0 and result.shape == (4, 16, 64) and result.is_contiguous()
