@@ -10,7 +10,7 @@ def plan_returning(shape, stride, dtype=torch.float32) -> _Plan:
     plan = _Plan.__new__(_Plan)
     plan.result_layout = (tuple(shape), tuple(stride), dtype, torch.device("cpu"))
     plan.result_shape = tuple(shape)
-    plan._empty_strided, plan._empty_like, plan._like = torch.empty_strided, torch.empty_like, _UNKNOWN
+    plan._empty_strided, plan._empty_like, plan._like, plan._run = torch.empty_strided, torch.empty_like, _UNKNOWN, None
     return plan
 
 
@@ -43,3 +43,20 @@ def test_a_reshaped_plan_learns_its_allocation_again():
     assert reshaped._like is _UNKNOWN
     result = reshaped.allocate((torch.randn(4, 16, 64),))
     assert reshaped._like == 0 and result.shape == (4, 16, 64) and result.is_contiguous()
+
+
+def test_a_replay_hands_the_launch_the_new_pointers_and_the_current_stream():
+    """The replay's one launch, with a stand-in for Triton's C entry point: the recorded arguments with
+    the call's input and result pointers (as ints) and the stream current at the call."""
+    seen = []
+    plan = plan_returning((16, 4096), (4096, 1))
+    plan.device, plan._device_guard = -1, None
+    plan._current_device, plan._raw_stream = (lambda: -1), (lambda device: 777)
+    recorded = [16, 1, 1, 0, "function", "flags", "x", "result", 4096]
+    plan.launches = [(lambda *arguments: seen.append(arguments), recorded, [(6, 0), (7, -1)], True)]
+    for _ in range(3):
+        x = torch.randn(16, 4096)
+        result = plan((x,))
+        assert result.shape == x.shape and result.data_ptr() != x.data_ptr()
+        assert seen[-1] == (16, 1, 1, 777, "function", "flags", x.data_ptr(), result.data_ptr(), 4096)
+    assert recorded == [16, 1, 1, 0, "function", "flags", "x", "result", 4096]      # the recording is unchanged
