@@ -24,7 +24,7 @@ from .runtime import (  # noqa: E402 - the variable above must be set first
 
 __version__ = "0.1.0"
 
-__all__ = ["CompileError", "HelloGpuError", "Kernel", "KernelArgumentError", "KernelModule", "LaunchConfigError",
+__all__ = ["CompileError", "exercise", "HelloGpuError", "Kernel", "KernelArgumentError", "KernelModule", "LaunchConfigError",
            "NoGpuError", "ProgramError", "SignatureError", "cuda", "hip", "load", "__version__"]
 
 
@@ -35,11 +35,15 @@ def __getattr__(name: str):
         # Not "from . import profile": that looks the attribute up first, which lands here again.
         import importlib
         return importlib.import_module(f"{__name__}.profile")
+    if name == "exercise":
+        # hello_gpu.exercise(op, kernel): imported on first use (it needs PyTorch; import hello_gpu stays light).
+        from .exercises import exercise
+        return exercise
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"profile"})
+    return sorted(set(globals()) | {"profile", "exercise"})
 
 
 def load_ipython_extension(ipython) -> None:

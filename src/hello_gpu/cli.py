@@ -487,6 +487,29 @@ def _roofline(args: argparse.Namespace, console: Console) -> int:
                         as_json=args.json, console=console)
 
 
+# ---------------------------------------------------------------------------------------- exercise
+
+
+def _exercise_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("op", metavar="OP", help="the operator: vector_add, reduce_sum, softmax or rms_norm")
+    parser.add_argument("file", metavar="FILE", help="your kernel: a .hip or Triton .py file written like the "
+                                                     "operator's rung files (src/hello_gpu/ops/OP/)")
+    parser.add_argument("--route", choices=["hip", "triton"], help="default: the file's kind")
+    parser.add_argument("--dtype", help="check and time one dtype (default: every dtype the operator declares)")
+
+
+def _exercise(args: argparse.Namespace, console: Console) -> int:
+    from .exercises import ExerciseError, exercise
+
+    try:
+        report = exercise(args.op, args.file, route=args.route, dtype=args.dtype)
+    except ExerciseError as error:
+        console.print(f"exercise: {error}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    console.print(report)
+    return 1 if report.passed is False else 0
+
+
 # ------------------------------------------------------------------------------------------- agent
 
 
@@ -555,6 +578,8 @@ COMMANDS: dict[str, Subcommand] = {
                            _roofline_arguments, _roofline),
     "agent": Subcommand("optimise an operator automatically: propose, check, time, accept or reject (GPU; "
                         "'agent resume RUN', 'agent report RUN')", _agent_arguments, _agent),
+    "exercise": Subcommand("check your kernel for an operator with the ladder's checker, time it against the "
+                           "ladder (GPU), with hints for common mistakes", _exercise_arguments, _exercise),
     "version": Subcommand("print hello-gpu's version", _no_arguments, _version),
 }
 

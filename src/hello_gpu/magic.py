@@ -49,7 +49,12 @@ def _parser(magic: str, suffix: str) -> _Parser:
                      description=f"Compile the cell's {magic.upper()} kernels and bind them to NAME: the kernel "
                                  f"--entry names, or the one called NAME, or the cell's only kernel; with several "
                                  f"(a whole program), NAME holds them all (NAME.kernel_name, NAME[\"tiled<16>\"]).")
-    parser.add_argument("name", metavar="NAME", help=f"variable to bind; also the file name in errors (NAME{suffix})")
+    parser.add_argument("name", metavar="NAME", nargs="?",
+                        help=f"variable to bind; also the file name in errors (NAME{suffix}); with --exercise, "
+                             f"optional: the report is bound to it")
+    parser.add_argument("--exercise", metavar="OP", help="check the cell as a rung of the operator OP with "
+                                                         "hello_gpu.exercise() (see docs/course/exercises.md) and "
+                                                         "show the report")
     parser.add_argument("--entry", help="kernel to bind (default: NAME if the cell defines it, else the only kernel)")
     parser.add_argument("--arch", help="target, e.g. sm_90 or gfx1201 (default: the visible GPU; without one, "
                                        "sm_90 through NVRTC, as a check)")
@@ -71,6 +76,11 @@ def _build(shell, magic: str, build, suffix: str, line: str, cell: str) -> None:
         return
     except ValueError as error:  # shlex: unbalanced quotes
         raise UsageError(f"%%{magic}: error: {error}") from None
+    if args.exercise:
+        _exercise(shell, magic, args, cell)
+        return
+    if args.name is None:
+        raise UsageError(f"%%{magic}: error: the following arguments are required: NAME (see %%{magic} --help)")
     if not args.name.isidentifier():
         raise UsageError(f"%%{magic}: error: NAME must be a Python identifier, got {args.name!r}")
 
@@ -99,6 +109,21 @@ def _build(shell, magic: str, build, suffix: str, line: str, cell: str) -> None:
         print(f"{args.name}: {len(bound.declarations)} kernels: {listed}")
     if args.arch is None and gpu_vendor() is None and bound.target is not None:
         print(f"{args.name}: compiled for {bound.target[1]} as a check (no GPU visible; calling it needs one)")
+
+
+def _exercise(shell, magic: str, args, cell: str) -> None:
+    """``%%hip --exercise OP [NAME]``: the cell through hello_gpu.exercise(); the %%hip line is line 1."""
+    from .exercises import ExerciseError, exercise
+    if args.name is not None and not args.name.isidentifier():
+        raise UsageError(f"%%{magic}: error: NAME must be a Python identifier, got {args.name!r}")
+    try:
+        report = exercise(args.exercise, "\n" + cell, route="hip")
+    except ExerciseError as error:
+        raise UsageError(f"%%{magic} --exercise: {error}") from None
+    if args.name is not None:
+        shell.user_ns[args.name] = report
+    from IPython.display import display
+    display(report)
 
 
 _HELP_CELL = re.compile(r"\s*%%(hip|cuda)\b(.*)$")
