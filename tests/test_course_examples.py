@@ -5,13 +5,20 @@ One function per example, named test_chNN_<what>, next to the chapter that inclu
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO
 COURSE_EXAMPLES = REPO / "examples" / "course"
+COURSE = COURSE_EXAMPLES
 
 
 def _run_without_gpu(script: Path, *args: str) -> subprocess.CompletedProcess:
@@ -34,3 +41,72 @@ def test_ch04_first_kernel_cpu_path():
     assert right.count("pass") == 6 and "FAIL" not in right
     assert "FAIL" in wrong
     assert "skipped (needs a GPU)" in out
+
+
+def _load(name: str):
+    """An examples/course/NAME.py as a module (its folder on sys.path, for the files that import each other)."""
+    if str(COURSE) not in sys.path:
+        sys.path.insert(0, str(COURSE))
+    spec = importlib.util.spec_from_file_location(name, COURSE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------------------- part 1: chapters 5-7
+
+
+def test_ch05_timing_says_what_it_skips_without_a_gpu(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("the GPU path is the chapter's exercise; this test is the CPU path")
+    _load("ch05_timing").main(n=4096, max_seconds=0.2)
+    out = capsys.readouterr().out
+    assert "compiled for sm_90 as a check" in out            # the kernel still compiles (NVRTC, no GPU)
+    assert "没有 GPU：跳过 event 计时" in out
+    assert re.search(r"measure : median [\d.]+ us .*wall", out)
+    assert re.search(r"compare : speedup [\d.]+x \[[\d.]+, [\d.]+\] over \d+ ABBA rounds", out)
+
+
+def test_ch06_profile_table_has_a_row_per_kernel_of_every_profile_record():
+    table = _load("ch06_profile_table")
+    for path in sorted((ROOT / "records" / "nvidia-h200").glob("*.profile.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        rows = [line for line in table.render(record).splitlines() if line.startswith("| ") and "---" not in line]
+        assert len(rows) - 1 == sum(len(e["extra"]["kernels"]) for e in record["entries"]), path.name
+    record = json.loads((ROOT / "records/nvidia-h200/vector_add.float32.profile.json").read_text(encoding="utf-8"))
+    v01 = next(table.kernel_rows(e) for e in record["entries"] if e["variant"] == "v01_thread_per_element")[0]
+    assert v01[6] == "4.0"                                     # coalesced float32: 4 sectors per request
+    dram_mb = record["entries"][0]["extra"]["bytes"]["measured_dram_bytes"] / 1e6
+    assert v01[4] == f"{dram_mb:.1f}"                          # per call = counter total / calls
+
+
+def test_ch07_roofline_bound_from_the_committed_ceilings():
+    bound = _load("ch07_roofline_bound")
+    ceilings = json.loads(bound.RECORD.read_text(encoding="utf-8"))
+    measured = ceilings["ceilings"]
+    add = bound.bound(bound.CASES["vector_add 2^28 float32"], measured["copy_bytes_per_s"],
+                      measured["matmul_flops_per_s"]["float32"])
+    assert add["I"] == pytest.approx(1 / 12) and add["bound"] == "memory"
+    assert add["floor_s"] == pytest.approx(12 * 2**28 / measured["copy_bytes_per_s"])
+    matmul = bound.bound(bound.CASES["matmul 4096^3 float16"], measured["copy_bytes_per_s"],
+                         measured["matmul_flops_per_s"]["float16"])
+    assert matmul["I"] == pytest.approx(4096 / 3) and matmul["bound"] == "compute"
+    assert "| matmul 4096^3 float16 |" in bound.render(ceilings)
+
+
+def test_ch05_07_generated_tables_are_fresh():
+    tables = _load("ch05_07_tables")
+    assert tables.PAGES, "no pages in docs/course/part1"
+    assert tables.stale_pages(write=False) == [], "run: python examples/course/ch05_07_tables.py"
+    kinds = {m["kind"] for page in tables.PAGES for m in tables.REGION.finditer(page.read_text(encoding="utf-8"))}
+    assert kinds == set(tables.RENDERERS)                      # every renderer is used by some page
+
+
+def test_ch05_07_pages_include_and_show_files_that_exist():
+    for page in sorted((ROOT / "docs" / "course" / "part1").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for path in re.findall(r"^<<< @/(\S+?)(?:\{\w+\})?$", text, re.M):
+            assert (ROOT / "docs" / path).resolve().is_file(), f"{page.name}: {path}"
+        for path in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
+            assert (page.parent / path).resolve().is_file(), f"{page.name}: {path}"
