@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-ROOT = REPO
 COURSE_EXAMPLES = REPO / "examples" / "course"
-COURSE = COURSE_EXAMPLES
 
 
 def _run_without_gpu(script: Path, *args: str) -> subprocess.CompletedProcess:
@@ -45,9 +43,9 @@ def test_ch04_first_kernel_cpu_path():
 
 def _load(name: str):
     """An examples/course/NAME.py as a module (its folder on sys.path, for the files that import each other)."""
-    if str(COURSE) not in sys.path:
-        sys.path.insert(0, str(COURSE))
-    spec = importlib.util.spec_from_file_location(name, COURSE / f"{name}.py")
+    if str(COURSE_EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(COURSE_EXAMPLES))
+    spec = importlib.util.spec_from_file_location(name, COURSE_EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -70,11 +68,11 @@ def test_ch05_timing_says_what_it_skips_without_a_gpu(capsys):
 
 def test_ch06_profile_table_has_a_row_per_kernel_of_every_profile_record():
     table = _load("ch06_profile_table")
-    for path in sorted((ROOT / "records" / "nvidia-h200").glob("*.profile.json")):
+    for path in sorted((REPO / "records" / "nvidia-h200").glob("*.profile.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
         rows = [line for line in table.render(record).splitlines() if line.startswith("| ") and "---" not in line]
         assert len(rows) - 1 == sum(len(e["extra"]["kernels"]) for e in record["entries"]), path.name
-    record = json.loads((ROOT / "records/nvidia-h200/vector_add.float32.profile.json").read_text(encoding="utf-8"))
+    record = json.loads((REPO / "records/nvidia-h200/vector_add.float32.profile.json").read_text(encoding="utf-8"))
     v01 = next(table.kernel_rows(e) for e in record["entries"] if e["variant"] == "v01_thread_per_element")[0]
     assert v01[6] == "4.0"                                     # coalesced float32: 4 sectors per request
     dram_mb = record["entries"][0]["extra"]["bytes"]["measured_dram_bytes"] / 1e6
@@ -104,9 +102,9 @@ def test_ch05_07_generated_tables_are_fresh():
 
 
 def test_ch05_07_pages_include_and_show_files_that_exist():
-    for page in sorted((ROOT / "docs" / "course" / "part1").glob("*.md")):
+    for page in sorted((REPO / "docs" / "course" / "part1").glob("*.md")):
         text = page.read_text(encoding="utf-8")
         for path in re.findall(r"^<<< @/(\S+?)(?:\{\w+\})?$", text, re.M):
-            assert (ROOT / "docs" / path).resolve().is_file(), f"{page.name}: {path}"
+            assert (REPO / "docs" / path).resolve().is_file(), f"{page.name}: {path}"
         for path in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
             assert (page.parent / path).resolve().is_file(), f"{page.name}: {path}"
