@@ -109,15 +109,19 @@ def _records_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def table_renderers() -> dict:
-    """The kinds of generated Markdown region besides the records' ``table``: ``rungs`` (the rung tables of
-    hello_gpu.ops.rung_tables) once that module exists."""
+    """The kinds of generated Markdown region besides the records' ``table``: ``outline`` (the course's table
+    of contents, hello_gpu.course) and ``rungs`` (the rung tables of hello_gpu.ops.rung_tables) once that
+    module exists."""
+    from .course import render_region
+
+    renderers = {"outline": render_region}
     try:
         from .ops.rung_tables import render_rungs
     except ModuleNotFoundError as error:
         if error.name != "hello_gpu.ops.rung_tables":
             raise
-        return {}
-    return {"rungs": render_rungs}
+        return renderers
+    return {**renderers, "rungs": render_rungs}
 
 
 def _records(args: argparse.Namespace, console: Console) -> int:
@@ -559,6 +563,38 @@ def _agent(args: argparse.Namespace, console: Console) -> int:
     return run_command(args.words, options, console)
 
 
+# ------------------------------------------------------------------------------------------ course
+
+
+def _course_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="course_command", metavar="ACTION", required=True)
+    sync = actions.add_parser("sync", help="write the READMEs' tables of contents from docs/course/outline.json and "
+                                           "check the written chapters' pages",
+                              description="Validate docs/course/outline.json, write the course tables between "
+                                          "<!-- hello-gpu:outline --> markers in README.md and README.zh-CN.md, and "
+                                          "check that each written chapter's page exists and starts with its H1.")
+    sync.add_argument("--check", action="store_true", help="change nothing; exit 1 naming every drift")
+    sync.add_argument("--root", default=".", metavar="DIR", help="repository root (default: the current directory)")
+
+
+def _course(args: argparse.Namespace, console: Console) -> int:
+    from .course import OutlineError, sync
+
+    try:
+        changed, problems = sync(Path(args.root), check=args.check)
+    except OutlineError as error:
+        console.print(f"course: {error}", markup=False, highlight=False, soft_wrap=True)
+        return 2
+    for path in changed if not args.check else ():
+        console.print(f"updated: {path}", markup=False, highlight=False)
+    for problem in problems:
+        console.print(f"course: {problem}", markup=False, highlight=False, soft_wrap=True)
+    if not problems:
+        console.print("course: outline, READMEs and chapter pages agree" if args.check or not changed
+                      else f"course sync: {len(changed)} README(s) updated", markup=False, highlight=False)
+    return 1 if problems else 0
+
+
 COMMANDS: dict[str, Subcommand] = {
     "doctor": Subcommand("check that this machine can run kernels (3 gates)", _doctor_arguments, _doctor),
     "compile-check": Subcommand("compile every kernel of .hip/.cu files for NVIDIA and AMD, without a GPU",
@@ -581,6 +617,8 @@ COMMANDS: dict[str, Subcommand] = {
     "exercise": Subcommand("check your kernel for an operator with the ladder's checker, time it against the "
                            "ladder (GPU), with hints for common mistakes", _exercise_arguments, _exercise),
     "version": Subcommand("print hello-gpu's version", _no_arguments, _version),
+    "course": Subcommand("sync the course outline (docs/course/outline.json) into the READMEs; --check for CI",
+                         _course_arguments, _course),
 }
 
 

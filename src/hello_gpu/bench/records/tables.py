@@ -151,7 +151,9 @@ def _header(column: str) -> str:
 
 
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    """A cell's text as Markdown: ``|`` would end the cell, and ``](`` would make a link of a name like
+    ``kernel[grid](...)`` (a dead link, which fails the site's build)."""
+    return text.replace("|", "\\|").replace("](", "\\](")
 
 
 def _notes(record: dict) -> list[str]:

@@ -1,0 +1,10 @@
+// The default theme, plus the course's own components (registered globally for the Markdown pages).
+import DefaultTheme from 'vitepress/theme'
+import CoursePath from './CoursePath.vue'
+
+export default {
+  extends: DefaultTheme,
+  enhanceApp({ app }) {
+    app.component('CoursePath', CoursePath)
+  },
+}
