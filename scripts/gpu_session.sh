@@ -16,6 +16,8 @@
 #           profile:OP:RUNG:SHAPE[:DTYPE] (one rung's kernel table and counters into OP.DTYPE.profile.json);
 #           ladder-profile:OP:ROUTE:SHAPE[:DTYPE] (`ladder --profile` at one shape; its tables kept in
 #           ladder-profile.OP.ROUTE.DTYPE.txt);
+#           notebooks (every course notebook executed; the executed .ipynb files in $OUT/notebooks/, to commit
+#           over notebooks/; needs jupytext, nbformat, nbclient and ipykernel: wheels in .whl/ where the machine lacks them);
 #           "all" = every stage but cpu-tests
 #   Peer wheels (pure-Python packages such as Liger-Kernel, fetched with `pip download --no-deps -d .whl`)
 #   travel in .whl/ (the device tool's carry) and are installed into a private folder on PYTHONPATH.
@@ -91,6 +93,12 @@ gpu_tests_k() {   # gpu_tests_k FILE EXPRESSION: the GPU tier of one file, only 
 kernelbench() {   # the KernelBench-sized problems end to end, each run's report kept under kernelbench/
   mkdir -p "$DEVICE_RECORDS/kernelbench"
   HG_KERNELBENCH_REPORTS="$DEVICE_RECORDS/kernelbench" gpu_tests tests/gpu/test_kernelbench_gpu.py
+}
+notebooks_run() {   # every notebook of notebooks/ on the GPU (tests/test_notebooks.py, GPU tier); copies with outputs
+  python3 -c "import jupytext, nbformat, nbclient, ipykernel" 2>/dev/null || {
+    echo "notebooks: jupytext, nbformat, nbclient and ipykernel are missing: carry their wheels in .whl/"; return 3; }
+  mkdir -p "$OUT/notebooks"
+  HG_NOTEBOOKS_OUT="$OUT/notebooks" gpu_tests tests/test_notebooks.py
 }
 cpu_tests() { python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 8; return "${PIPESTATUS[0]}"; }
 doctor() { hello-gpu doctor --json >"$DEVICE_RECORDS/doctor.json"; }
@@ -212,9 +220,9 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
+export -f notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
   reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor grid_check profile_one ladder_profile
-export DEVICE_RECORDS ERRORS RECORDS slug
+export DEVICE_RECORDS ERRORS RECORDS slug OUT
 
 for stage in $stages; do
   case $stage in
@@ -227,6 +235,7 @@ for stage in $stages; do
     kernelbench) run_stage kernelbench kernelbench ;;
     gpu-tests:*) run_stage "$stage" gpu_tests ${stage#gpu-tests:} ;;
     cpu-tests) run_stage cpu-tests cpu_tests ;;
+    notebooks) run_stage notebooks notebooks_run ;;
     compile-gate) run_stage compile-gate sh -c "hello-gpu compile-check examples src --no-amd | tail -n 3" ;;
     overhead) run_stage overhead overhead ;;
     call-overhead) run_stage call-overhead call_overhead ;;

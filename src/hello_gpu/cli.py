@@ -575,11 +575,58 @@ def _course_arguments(parser: argparse.ArgumentParser) -> None:
                                           "check that each written chapter's page exists and starts with its H1.")
     sync.add_argument("--check", action="store_true", help="change nothing; exit 1 naming every drift")
     sync.add_argument("--root", default=".", metavar="DIR", help="repository root (default: the current directory)")
+    notebooks = actions.add_parser("notebooks", help="write notebooks/*.ipynb from their percent scripts; --check for "
+                                                     "CI; --execute runs them into --out",
+                                   description="Regenerate every notebooks/chNN_*.ipynb whose cells differ from its "
+                                               "script (jupytext percent format, the source); notebooks whose cells "
+                                               "agree keep their outputs.")
+    notebooks.add_argument("--check", action="store_true", help="change nothing; exit 1 naming every stale notebook "
+                                                               "(outputs are ignored)")
+    notebooks.add_argument("--execute", action="store_true", help="run the notebooks (nbclient) and write the "
+                                                                 "executed copies into --out")
+    notebooks.add_argument("--out", metavar="DIR", help="where --execute writes (required with it; never the "
+                                                       "tracked notebooks/)")
+    notebooks.add_argument("--only", nargs="+", metavar="NAME", help="with --execute: these notebooks only "
+                                                                    "(ch04 or ch04_first_kernel)")
+    notebooks.add_argument("--timeout", type=int, default=600, metavar="S", help="seconds a cell may run (default 600)")
+    notebooks.add_argument("--root", default=".", metavar="DIR", help="repository root (default: the current directory)")
+
+
+def _course_notebooks(args: argparse.Namespace, console: Console) -> int:
+    from .course.notebooks import NOTEBOOKS, NotebookToolsMissing, execute, sync
+
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    root = Path(args.root)
+    if args.execute and (not args.out or Path(args.out).resolve() == (root / NOTEBOOKS).resolve()):
+        say("course notebooks: --execute needs --out DIR (not notebooks/: executed copies are not written over "
+            "tracked files)")
+        return 2
+    try:
+        changed, problems = sync(root, check=args.check or args.execute)
+        for path in changed:
+            say(f"updated: {path}")
+        for problem in problems:
+            say(f"course: {problem}")
+        if args.execute:
+            results = execute(root, Path(args.out), names=args.only, timeout=args.timeout)
+            for result in results:
+                say(f"{'ok  ' if result.ok else 'FAIL'} {result.name} ({result.seconds:.0f} s) -> {result.path}"
+                    + (f": {result.error}" if result.error else ""))
+            return 1 if problems or not all(result.ok for result in results) else 0
+    except (NotebookToolsMissing, ValueError) as error:
+        say(f"course notebooks: {error}")
+        return 2
+    if not problems:
+        say("course notebooks: every notebook matches its script" if args.check or not changed
+            else f"course notebooks: {len(changed)} notebook(s) written")
+    return 1 if problems else 0
 
 
 def _course(args: argparse.Namespace, console: Console) -> int:
     from .course import OutlineError, sync
 
+    if args.course_command == "notebooks":
+        return _course_notebooks(args, console)
     try:
         changed, problems = sync(Path(args.root), check=args.check)
     except OutlineError as error:
@@ -617,7 +664,8 @@ COMMANDS: dict[str, Subcommand] = {
     "exercise": Subcommand("check your kernel for an operator with the ladder's checker, time it against the "
                            "ladder (GPU), with hints for common mistakes", _exercise_arguments, _exercise),
     "version": Subcommand("print hello-gpu's version", _no_arguments, _version),
-    "course": Subcommand("sync the course outline (docs/course/outline.json) into the READMEs; --check for CI",
+    "course": Subcommand("sync the course outline (docs/course/outline.json) into the READMEs, and the notebooks "
+                         "from their scripts; --check for CI",
                          _course_arguments, _course),
 }
 
