@@ -120,6 +120,7 @@ export default defineConfig({
       { text: '首页', link: '/' },
       { text: '课程', link: firstChapter },
       { text: '参考', link: '/measurement' },
+      { text: 'GPU 图谱', link: '/atlas/' },
     ],
     sidebar,
     course: courseMap(),
