@@ -108,3 +108,54 @@ def test_ch05_07_pages_include_and_show_files_that_exist():
             assert (REPO / "docs" / path).resolve().is_file(), f"{page.name}: {path}"
         for path in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
             assert (page.parent / path).resolve().is_file(), f"{page.name}: {path}"
+
+
+def test_ch14_one_round_by_hand_accepts_a_checked_faster_edit():
+    """Chapter 14's script: one edit of toy_add through compile, check, compare and accept, in the interpreter."""
+    done = _run_without_gpu(COURSE_EXAMPLES / "ch14_one_round_by_hand.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "compile: True []" in out
+    assert "check:   True" in out and "cheats = []" in out
+    assert "clock wall" in out
+    assert re.search(r"accept:  (True|False) - speedup [0-9.]+x, lower 95% bound", out)
+
+
+def test_ch15_tool_results_are_results_not_exceptions():
+    """Chapter 15's script: a right, a wrong and a broken candidate give structured results; the accept rule's
+    threshold moves with the noise."""
+    done = _run_without_gpu(COURSE_EXAMPLES / "ch15_tool_results.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "t01: check passed=True correct=True" in out
+    assert "t02_drops_last: check passed=False correct=False" in out and "never written" in out
+    assert "syntax error: compile ok=False" in out and '"line": 19' in out
+    assert "noise=None: accepted=True" in out and "noise unknown" in out
+    assert "noise=0.02: accepted=False" in out and "margin 6.0%" in out
+
+
+def test_ch16_cheats_are_caught_and_the_honest_control_is_not():
+    """Chapter 16's script: the chosen cheats are refused with their tags, t99 passes clean, and the stop rules
+    name the first rule that fires."""
+    done = _run_without_gpu(COURSE_EXAMPLES / "ch16_catch_a_cheat.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith("t9")}
+    assert "passed=False correct=True" in lines["t90_calls_torch.py"] and "library fallback" in lines["t90_calls_torch.py"]
+    assert "passed=False" in lines["t92_caches_result.py"] and "cached result" in lines["t92_caches_result.py"]
+    assert "passed=False" in lines["t93_partial_write.py"] and "partial write" in lines["t93_partial_write.py"]
+    assert "passed=True  correct=True  tags=[]" in lines["t99_honest.py"]
+    out = done.stdout
+    assert "): None" in out and "): patience:" in out and "): time budget:" in out and "): target reached:" in out
+
+
+def test_ch17_toy_run_leaves_a_store_and_a_report(tmp_path):
+    """Chapter 17's script: two scripted rounds on toy_add, every candidate in the store, a report written."""
+    run_dir = tmp_path / "run"
+    done = _run_without_gpu(COURSE_EXAMPLES / "ch17_toy_run.py", str(run_dir))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "stop reason: max rounds: 2 of 2 done" in out
+    assert "row: (1, None, 0, 'accepted', 'start')" in out
+    assert "(1, 'compile check bench analyze')" in out
+    assert (run_dir / "report.md").is_file() and (run_dir / "candidates.sqlite").is_file()
+    assert "final re-measurement (fresh process, start vs best)" in out
