@@ -18,9 +18,9 @@ export function chapterHeading(chapter) {
     : `附录 ${chapter.number} ${chapter.title}`
 }
 
-/** "/course/part0/ch00-preface" for "course/part0/ch00-preface.md". */
+/** "/course/part0/ch00-preface" for "course/part0/ch00-preface.md"; "/atlas/" for "atlas/index.md". */
 function route(file) {
-  return '/' + file.replace(/\.md$/, '')
+  return '/' + file.replace(/\.md$/, '').replace(/(^|\/)index$/, '$1')
 }
 
 /** The written chapters whose page exists, by part; a warning for each written one that is missing. */
@@ -67,7 +67,16 @@ function courseMap() {
 }
 
 const parts = writtenParts()
-const sidebar = [...parts, { text: '参考', collapsed: true, items: referencePages() }]
+/** The course's pages outside the chapters (exercises, interactive pictures, the atlas), those that exist:
+ * in the sidebar, so each has neighbours for its previous/next links instead of falling back to chapter 0. */
+function practicePages() {
+  return [['course/exercises.md', '练习的自我检查'], ['course/interactive.md', '交互图'], ['atlas/index.md', 'GPU 图谱']]
+    .filter(([file]) => fs.existsSync(path.join(docs, file)))
+    .map(([file, text]) => ({ text, link: route(file) }))
+}
+
+const sidebar = [...parts, { text: '动手与图', items: practicePages() },
+                 { text: '参考', collapsed: true, items: referencePages() }]
 const firstChapter = parts.length ? parts[0].items[0].link : '/'
 
 // Chinese search: MiniSearch splits on spaces and punctuation, which leaves a Chinese sentence as one
