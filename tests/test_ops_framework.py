@@ -68,7 +68,7 @@ def test_rungs_are_discovered_by_file_name_in_ladder_order(op):
 def test_ops_root_and_list_ops():
     assert ops_root() == Path(hello_gpu.ops.__file__).resolve().parent
     assert {"vector_add", "reduce_sum"} <= set(list_ops())
-    assert list_ops(FIXTURES) == ["toy_add"]
+    assert list_ops(FIXTURES) == ["toy_add", "toy_scale"]
     for name in ("vector_add", "reduce_sum"):
         assert load_op(name).baseline is not None
     with pytest.raises(SpecError, match="no operator 'nope'"):

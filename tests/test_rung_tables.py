@@ -73,8 +73,8 @@ def test_bad_markers_say_where_and_what(tmp_path):
         render_rungs([], REPO, "docs/x.md:3")
     with pytest.raises(RungTableError, match=r"x:1: unknown rungs option 'shapes=1'"):
         render_rungs(["softmax", "shapes=1"], REPO, "x:1")
-    with pytest.raises(RungTableError, match=r"x:1: route='cuda' is not one of hip, triton, all"):
-        render_rungs(["softmax", "route=cuda"], REPO, "x:1")
+    with pytest.raises(RungTableError, match=r"x:1: route='sycl' is not one of hip, cuda, triton, all"):
+        render_rungs(["softmax", "route=sycl"], REPO, "x:1")
     with pytest.raises(RungTableError, match=r"x:1: no operator 'matmul'"):
         render_rungs(["matmul"], REPO, "x:1")
     with pytest.raises(RungTableError, match=r"x:1: no operators under"):

@@ -68,7 +68,8 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
 def _compile_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", default=["."],
                         help=".hip/.cu files or directories to search (default: the current directory tree)")
-    parser.add_argument("--arch", default="sm_90", help="NVIDIA target for NVRTC (default: sm_90)")
+    parser.add_argument("--arch", default="sm_90", help="NVIDIA target for NVRTC (default: sm_90); a rung whose header "
+                                                        "declares an arch (arch: sm_90a) is compiled for that")
     parser.add_argument("--amd-arch", default="gfx1201", help="AMD target for clang (default: gfx1201)")
     parser.add_argument("--no-amd", action="store_true", help="compile for NVIDIA only")
     parser.add_argument("--report", metavar="FILE.json", help="also write the results as JSON")
@@ -79,9 +80,10 @@ def _compile_check(args: argparse.Namespace, console: Console) -> int:
     from .runtime import compile_gate
 
     try:
-        from .ops.header import rung_instantiations
+        from .ops.header import declared_target, rung_instantiations
         report = compile_gate.check(args.paths, arch=args.arch, amd_arch=args.amd_arch, amd=not args.no_amd,
-                                    instantiations=rung_instantiations, include_dirs=[INCLUDE_DIR])
+                                    instantiations=rung_instantiations, targets=declared_target,
+                                    include_dirs=[INCLUDE_DIR])
     except (OSError, ValueError) as error:
         console.print(f"compile-check: {error}", markup=False, highlight=False, soft_wrap=True)
         return 2
@@ -259,7 +261,9 @@ def _list(args: argparse.Namespace, console: Console) -> int:
             label = Text(f"{rung.id}", style="bold")
             label.append(f" [{rung.route}] {rung.metadata.change}")
             if rung.metadata.requires:
-                label.append(f" (requires {rung.metadata.requires})", style="dim")
+                unmet = rung.unmet_requirement()
+                label.append(f" ({unmet}: skipped)" if unmet else f" (requires {rung.metadata.requires})",
+                             style="dim")
             branch = node.add(label)
             for child in rung.children():
                 add(branch, child)
@@ -326,7 +330,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
 def _ladder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("op", help="operator, e.g. vector_add")
-    parser.add_argument("--route", choices=("hip", "triton"), help="only this route's rungs (plus the baselines: torch and the peers)")
+    parser.add_argument("--route", choices=("hip", "cuda", "triton"),
+                        help="only this route's rungs (plus the baselines: torch and the peers)")
     parser.add_argument("--shapes", nargs="+", type=_parse_shape, metavar="SHAPE",
                         help="shapes to time (default: the spec's BENCH_SHAPES); with --check-only, shapes to check")
     parser.add_argument("--dtype", help="dtype (default: float32; with --check-only every dtype of the spec; "
@@ -350,7 +355,7 @@ def _ladder(args: argparse.Namespace, console: Console) -> int:
     if op is None:
         return 2
     if not op.rungs:
-        console.print(f"ladder: {op.name} has a spec but no rungs yet; add v00_torch.py, vNN_name.hip or tNN_name.py "
+        console.print(f"ladder: {op.name} has a spec but no rungs yet; add v00_torch.py, vNN_name.hip, vNN_name.cu or tNN_name.py "
                       f"beside {op.path / 'spec.py'}", markup=False, highlight=False, soft_wrap=True)
         return 2
     ok, dtype = resolve_dtype("ladder", op, args.dtype, console)
@@ -469,7 +474,8 @@ def _profile(args: argparse.Namespace, console: Console) -> int:
 
 def _roofline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("op", help="operator, e.g. vector_add")
-    parser.add_argument("--route", choices=("hip", "triton"), help="only this route's rungs (plus the torch baselines)")
+    parser.add_argument("--route", choices=("hip", "cuda", "triton"),
+                        help="only this route's rungs (plus the torch baselines)")
     parser.add_argument("--dtype", help="dtype (default: float32, or the dtype of --record's entries)")
     parser.add_argument("--record", type=Path, metavar="FILE",
                         help="the ladder record to place (default: RECORDS/<device>/OP[.ROUTE].DTYPE.json)")

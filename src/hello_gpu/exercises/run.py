@@ -33,7 +33,7 @@ from ..agent.task import Task
 from ..bench import compare, measure
 from ..ops import INTERPRETER_MAX_ELEMENTS, check_rung, list_ops, load_op, shape_label
 from ..ops.checking import expected_shape, fresh_seeds, output_failure, poison_value, synchronize_device, tensor_bits
-from ..ops.header import HeaderError, rung_instantiations
+from ..ops.header import HeaderError, declared_target, rung_instantiations
 from ..ops.ladder import select_rungs
 from ..ops.registry import SpecError, ops_root
 from ..ops.rung import INCLUDE_DIR, TORCH_BASELINE, RungError, triton_interpreter_on
@@ -150,7 +150,8 @@ def _compile_hip(report: ExerciseReport, rung, stem: str, name: str, folder: Pat
     """The compile gate of ``hello-gpu compile-check`` on the rung: sm_90 (NVRTC) and gfx1201 where clang is."""
     amd = find_clang() is not None
     gate = compile_gate.check([rung.path], arch="sm_90", amd_arch="gfx1201", amd=amd,
-                              instantiations=rung_instantiations, include_dirs=[INCLUDE_DIR])
+                              instantiations=rung_instantiations, targets=declared_target,
+                              include_dirs=[INCLUDE_DIR])
     targets = ["sm_90 (NVRTC)"] + (["gfx1201 (clang)"] if amd else [])
     if not amd:
         report.not_checked.append(("AMD compile", "no clang with the HIP headers here (gfx1201 not compiled)"))

@@ -7,12 +7,13 @@
       v00_torch.py              the PyTorch baseline; the registry adds v00_torch_compile from it
       v01_thread_per_element.hip
       v02_vectorized.hip        (+ v02_vectorized.py when launching needs more than the signature)
+      v03_wgmma.cu              a CUDA-dialect rung, NVIDIA only (its header may say arch: sm_90a)
       t01_block_per_program.py  Triton rungs
 
 Rungs are found by file name (:mod:`.registry`); their metadata is the file's own header
 (:mod:`.header`): ``parent``, ``change``, ``hypothesis`` (required), ``prediction``, ``outcome``,
-``requires``, ``deterministic``, ``entry``, ``block``, ``grid``, ``dtypes``. A rung lands in the
-package only with a measured GPU record; the framework itself is tested with rungs under
+``requires`` (or ``vendor`` and ``arch``), ``deterministic``, ``entry``, ``block``, ``grid``, ``dtypes``.
+A rung lands in the package only with a measured GPU record; the framework itself is tested with rungs under
 ``tests/fixtures/ops/``.
 
 The spec convention

@@ -1,6 +1,6 @@
 """A rung's metadata, read from the rung file's own header (never from a second list to keep in sync).
 
-In a ``.hip`` rung the header is the leading ``/* ... */`` comment; in a ``.py`` rung, the module
+In a ``.hip`` or ``.cu`` rung the header is the leading ``/* ... */`` comment; in a ``.py`` rung, the module
 docstring. Inside, ``key: value`` lines at the start of a line; a value continues on the following
 indented lines; any other line is free prose (kept as ``description``)::
 
@@ -19,9 +19,17 @@ indented lines; any other line is free prose (kept as ``description``)::
 
 An unknown key is an error, not prose: a typo (``hypothsis:``) must not hide a required field.
 
+Where a rung runs is its target: ``vendor: nvidia`` or ``amd``, ``arch: sm_90a`` (or ``gfx1201``), or
+the older one-line ``requires: nvidia sm_90a``. A ``.cu`` rung (CUDA dialect) is NVIDIA's by its name.
+All of them become one requirement (:attr:`Header.requires`, :func:`resolve_target`): a machine that
+does not meet it skips the rung with the reason, the rung compiles for its declared arch, and the
+compile gate compiles it for that vendor and arch only. Statements that contradict each other (a
+``.cu`` rung with ``vendor: amd``; ``vendor: amd`` with ``arch: sm_90a``) and unknown arch strings
+are header errors naming the file.
+
 This module is the one home of the rung-file format: besides the header, which files are rungs
-(:data:`HIP_RUNG`, :data:`TRITON_RUNG`, :data:`PEER`; a ``vNN_name.py`` beside a ``.hip`` is its
-companion), the ``hello-gpu:`` directive comment lines (``// hello-gpu: record NAME`` claims a record;
+(:data:`HIP_RUNG`, :data:`CUDA_RUNG`, :data:`TRITON_RUNG`, :data:`PEER`; a ``vNN_name.py`` beside a
+``.hip`` or ``.cu`` rung is its companion), the ``hello-gpu:`` directive comment lines (``// hello-gpu: record NAME`` claims a record;
 ``// hello-gpu: instantiate name<...>`` names a template instantiation in files that are not rungs),
 the template instantiations of a rung (derived from ``entry: name<{T}>`` and ``dtypes``), and the
 bytes a record's sha256 covers (:func:`measured_bytes`).
@@ -37,14 +45,18 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-KEYS = ("parent", "change", "hypothesis", "prediction", "outcome", "requires", "deterministic", "entry",
-        "block", "grid", "dtypes", "package")
+KEYS = ("parent", "change", "hypothesis", "prediction", "outcome", "requires", "vendor", "arch", "deterministic",
+        "entry", "block", "grid", "dtypes", "package")
 REQUIRED = ("parent", "change", "hypothesis")
 # Words about the code, not code: editing them changes nothing a measurement saw, so they are not hashed.
 PROSE_KEYS = ("change", "hypothesis", "prediction", "outcome")
 
-# Rung files, told apart by name (hello_gpu.ops.registry). A vNN_name.py beside vNN_name.hip is its companion.
+# Rung files, told apart by name (hello_gpu.ops.registry). A vNN_name.py beside vNN_name.hip (or .cu) is its
+# companion.
 HIP_RUNG = re.compile(r"^v(\d{2})_([a-z0-9][a-z0-9_]*)\.hip$")
+CUDA_RUNG = re.compile(r"^v(\d{2})_([a-z0-9][a-z0-9_]*)\.cu$")
+# The C++ rungs, by suffix: the dialect they are compiled in.
+CPP_RUNG_DIALECTS = {".hip": "hip", ".cu": "cuda"}
 TRITON_RUNG = re.compile(r"^t(\d{2})_([a-z0-9][a-z0-9_]*)\.py$")
 COMPANION = re.compile(r"^v(\d{2})_([a-z0-9][a-z0-9_]*)\.py$")
 PEER = re.compile(r"^peer_([a-z0-9][a-z0-9_]*)\.py$")
@@ -60,6 +72,11 @@ DIRECTIVE = re.compile(r"^[ \t]*(?://|#|/\*)[ \t]*hello-gpu:[ \t]*(?P<verb>[a-z]
 CLAIM = re.compile(r"^\s*(?://|#|/\*)\s*hello-gpu:\s*record\s+([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 _KEY_LINE = re.compile(r"^([a-z_]+):(?:\s+(.*))?$")
+
+# A target: a vendor, then optionally an arch, then optionally a note ("nvidia sm_90a (wgmma)").
+VENDORS = ("nvidia", "amd")
+ARCH = re.compile(r"^(?:sm_\d{2,3}a?|gfx[0-9a-f]{3,4})$")
+_REQUIRES = re.compile(r"^(nvidia|amd)(?:\s+((?:sm_\d+a?)|(?:gfx[0-9a-f]+)))?(?:$|[\s,;(])", re.IGNORECASE)
 
 # Names a grid expression may use. Nothing else: the header is data, not code to run.
 GRID_FUNCTIONS = {"ceil": lambda x: math.ceil(x), "min": min, "max": max}
@@ -82,7 +99,7 @@ class Header:
     hypothesis: str
     prediction: str | None = None
     outcome: str | None = None
-    requires: str | None = None
+    requires: str | None = None               # the target: requires:, vendor:, arch: and the suffix in one line
     deterministic_text: str | None = None     # "yes, one writer per element" / "no: atomics"
     entry: str | None = None
     block: int | None = None
@@ -95,6 +112,11 @@ class Header:
     def deterministic(self) -> bool:
         """Declared bit-for-bit repeatable: the checker then runs it twice and compares every bit."""
         return bool(self.deterministic_text) and self.deterministic_text.lower().startswith("yes")
+
+    @property
+    def target(self) -> tuple[str, str | None] | None:
+        """(vendor, arch or None) the rung runs on, or None where it runs on both vendors."""
+        return parse_requires(self.requires, str(self.path)) if self.requires else None
 
     @property
     def parent_id(self) -> str | None:
@@ -161,8 +183,75 @@ def evaluate_grid(expression: str, *, n: int, sm_count: int | None = None, items
     return tuple(dims)
 
 
+def parse_requires(text: str, where: str) -> tuple[str, str | None]:
+    """``"nvidia sm_90a (wgmma)"`` -> ``("nvidia", "sm_90a")``; ``"amd"`` -> ``("amd", None)``."""
+    match = _REQUIRES.match(text.strip())
+    if not match:
+        raise HeaderError(f"{where}: requires {text!r} is not understood; write a vendor and optionally an arch, "
+                          f"such as 'nvidia sm_90a' or 'amd gfx1201'")
+    return match.group(1).lower(), (match.group(2) or "").lower() or None
+
+
+def _arch_vendor(arch: str) -> str:
+    return "nvidia" if arch.startswith("sm_") else "amd"
+
+
+def resolve_target(fields: dict[str, str], path: Path) -> str | None:
+    """The one requirement a rung's ``vendor:``, ``arch:``, ``requires:`` and file suffix make, or None.
+
+    Each says something about the target; together they must agree: ``vendor: nvidia`` with ``arch:
+    sm_90a`` is ``"nvidia sm_90a"``; a ``.cu`` rung with nothing more is ``"nvidia (a .cu rung: CUDA
+    dialect)"``. A lone ``requires:`` is kept as written (its note included)."""
+    path, where = Path(path), str(path)
+    said: list[tuple[str, str, str | None]] = []            # (what said it, vendor, arch)
+    if CUDA_RUNG.match(path.name):
+        said.append(("the .cu suffix (CUDA dialect, NVIDIA only)", "nvidia", None))
+    vendor = fields.get("vendor", "").strip()
+    if "vendor" in fields:
+        if vendor.lower() not in VENDORS:
+            raise HeaderError(f"{where}: vendor {vendor!r} is not one of {', '.join(VENDORS)}")
+        said.append((f"vendor: {vendor}", vendor.lower(), None))
+    arch = fields.get("arch", "").strip()
+    if "arch" in fields:
+        if not ARCH.match(arch.lower()):
+            raise HeaderError(f"{where}: arch {arch!r} is not an arch this framework knows; write an NVIDIA arch "
+                              f"such as sm_90 or sm_90a (Hopper-only instructions: wgmma, setmaxnreg) or an AMD one "
+                              f"such as gfx1201")
+        said.append((f"arch: {arch}", _arch_vendor(arch.lower()), arch.lower()))
+    requires = fields.get("requires")
+    if requires:
+        said.append((f"requires: {requires}", *parse_requires(requires, where)))
+    if not said:
+        return None
+    for what, wanted_vendor, _ in said[1:]:
+        if wanted_vendor != said[0][1]:
+            raise HeaderError(f"{where}: {said[0][0]} and {what} contradict each other: one says {said[0][1]}, "
+                              f"the other {wanted_vendor}")
+    archs = [(what, wanted_arch) for what, _, wanted_arch in said if wanted_arch]
+    for what, wanted_arch in archs[1:]:
+        if wanted_arch != archs[0][1]:
+            raise HeaderError(f"{where}: {archs[0][0]} and {what} name different archs; write the arch once")
+    target = (said[0][1], archs[0][1] if archs else None)
+    if requires and parse_requires(requires, where) == target:
+        return requires
+    text = " ".join(part for part in target if part)
+    return f"{text} (a .cu rung: CUDA dialect)" if said[0][0].startswith("the .cu") and len(said) == 1 else text
+
+
+def declared_target(path: Path, source: str | None = None) -> tuple[str, str | None] | None:
+    """The (vendor, arch or None) a C++ rung file declares, for the compile gate; None for a file that is
+    not a rung or a rung that runs on both vendors. A contradiction raises :class:`HeaderError` (a ValueError)."""
+    path = Path(path)
+    if not CUDA_RUNG.match(path.name) and not HIP_RUNG.match(path.name):
+        return None
+    source = path.read_text(encoding="utf-8") if source is None else source
+    fields, _ = parse_fields(_leading_comment(source, str(path)), str(path))
+    requirement = resolve_target(fields, path)
+    return parse_requires(requirement, str(path)) if requirement else None
+
+
 def header_text(path: Path) -> str:
-    """The raw header of a rung file: the leading /* */ comment (.hip) or the module docstring (.py)."""
+    """The raw header of a rung file: the leading /* */ comment (.hip, .cu) or the module docstring (.py)."""
     path = Path(path)
     source = path.read_text(encoding="utf-8")
     if path.suffix == ".py":
@@ -233,7 +322,7 @@ def parse_header(path: Path) -> Header:
     if deterministic and not re.match(r"(?i)(yes|no)\b", deterministic):
         raise HeaderError(f"{where}: deterministic must start with yes or no (then why), got {deterministic!r}")
     return Header(path=path, parent=fields["parent"], change=fields["change"], hypothesis=fields["hypothesis"],
-                  prediction=fields.get("prediction"), outcome=fields.get("outcome"), requires=fields.get("requires"),
+                  prediction=fields.get("prediction"), outcome=fields.get("outcome"), requires=resolve_target(fields, path),
                   deterministic_text=deterministic, entry=fields.get("entry") or None, block=block,
                   grid=fields.get("grid") or None, dtypes=dtypes, package=fields.get("package") or None,
                   description=description)
@@ -243,16 +332,17 @@ def parse_header(path: Path) -> Header:
 
 
 def is_rung_file(path: Path) -> bool:
-    """A rung by its name: ``vNN_name.hip``, ``tNN_name.py``, ``peer_name.py`` or ``v00_torch.py``."""
+    """A rung by its name: ``vNN_name.hip``, ``vNN_name.cu``, ``tNN_name.py``, ``peer_name.py`` or ``v00_torch.py``."""
     name = Path(path).name
-    return bool(HIP_RUNG.match(name) or TRITON_RUNG.match(name) or PEER.match(name)) or name == TORCH_BASELINE_FILE
+    return (bool(HIP_RUNG.match(name) or CUDA_RUNG.match(name) or TRITON_RUNG.match(name) or PEER.match(name))
+            or name == TORCH_BASELINE_FILE)
 
 
 def companion_of(path: Path) -> Path | None:
-    """The ``vNN_name.py`` launcher beside a ``vNN_name.hip`` rung, when there is one."""
+    """The ``vNN_name.py`` launcher beside a ``vNN_name.hip`` or ``vNN_name.cu`` rung, when there is one."""
     path = Path(path)
     companion = path.with_suffix(".py")
-    return companion if HIP_RUNG.match(path.name) and companion.is_file() else None
+    return companion if (HIP_RUNG.match(path.name) or CUDA_RUNG.match(path.name)) and companion.is_file() else None
 
 
 def claims(text: str) -> list[tuple[int, str]]:
@@ -275,7 +365,7 @@ def rung_instantiations(path: Path, source: str | None = None) -> list[str] | No
     own rule). A rung states them once, in its header, so such a comment in a rung is an error.
     """
     path = Path(path)
-    if path.suffix != ".hip" or not is_rung_file(path):
+    if path.suffix not in CPP_RUNG_DIALECTS or not is_rung_file(path):
         return None
     source = path.read_text(encoding="utf-8") if source is None else source
     for match in DIRECTIVE.finditer(source):
@@ -300,7 +390,7 @@ _DOCSTRING_OPENER = re.compile(r"[rRuU]?(\"\"\"|'''|\"|')")
 
 def _header_body_span(text: str, path: Path) -> tuple[int, int] | None:
     """Where the inside of a rung's leading header lies in ``text`` (start, end), or None without one."""
-    if path.suffix == ".hip":
+    if path.suffix in CPP_RUNG_DIALECTS:
         start = len(text) - len(text.lstrip())
         if not text.startswith("/*", start):
             return None

@@ -25,7 +25,7 @@ from .rung import TORCH_BASELINE, BuiltRung, Rung, triton_interpreter_on
 from .shapes import numel, shape_label
 from .sources import record_rules, rung_source_fields
 
-ROUTES = ("hip", "triton")
+ROUTES = ("hip", "cuda", "triton")
 
 
 @dataclass
@@ -206,6 +206,14 @@ def _compare_best_with_baselines(timed: dict[str, TimedRung], built: dict[str, B
     return contending
 
 
+def not_timed_after_checks(checks: dict[str, CheckReport]) -> list[tuple[str, str, str]]:
+    """(rung id, "all", why) for each rung the edge-shape checks keep from timing: a FAIL, a build error,
+    or a skip with its reason (``skipped: requires nvidia sm_90a; this GPU is amd gfx1201``). They go
+    into the record's ``not_timed``, so a rung this machine cannot run is visible there, never a pass."""
+    return [(rung_id, "all", f"{report.status}: {report.reason}") for rung_id, report in checks.items()
+            if not report.passed]
+
+
 def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str = "float32", record_dir=None,
                progress: bool = True, *, root=None, only: list[str] | None = None, cache: str = "cold") -> LadderResult:
     """Check, time and compare the ladder of ``op`` on this GPU; write a record when ``record_dir`` is given.
@@ -240,9 +248,7 @@ def run_ladder(op: Op | str, route: str | None = None, shapes=None, dtype: str =
     checks = check_ladder(op, rungs=rungs, dtypes=[dtype], built=built)
     shapes = list(shapes or op.spec.BENCH_SHAPES)
     result = LadderResult(op, dtype, shapes, checks)
-    for rung in rungs:
-        if not checks[rung.id].passed:
-            result.not_timed.append((rung.id, "all", f"{checks[rung.id].status}: {checks[rung.id].reason}"))
+    result.not_timed += not_timed_after_checks(checks)
     correct = [rung for rung in rungs if checks[rung.id].passed]
     steps = 2 * len(correct) * len(shapes)
     if progress and steps:

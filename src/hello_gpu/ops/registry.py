@@ -5,13 +5,16 @@ An operator is a folder holding ``spec.py``. In it:
 - ``v00_torch.py``: the PyTorch baseline (``run(*inputs)``). The registry derives ``v00_torch_compile``
   from it (``torch.compile(run)``): the second row of every table, no file of its own.
 - ``vNN_name.hip``: a HIP-dialect C++ rung; ``vNN_name.py`` beside it is its launcher (optional).
+- ``vNN_name.cu``: a CUDA-dialect C++ rung, NVIDIA only (skipped elsewhere, with the reason); its header
+  may declare its arch (``arch: sm_90a``). A launcher beside it as for ``.hip``.
 - ``tNN_name.py``: a Triton rung.
 - ``peer_name.py``: a peer, the library a user would pick instead (``peer_liger.py``: Liger-Kernel). Its
   ``run(*inputs)`` calls the library; its header's ``package:`` names the Python package it needs, and
   without that package the peer is skipped with the reason shown. Peers are baselines, like torch.
 
 Anything else (``spec.py``, ``__init__.py``, notes) is not a rung. A ``vNN_name.py`` without its
-``.hip`` is an error: it is neither a companion nor a Triton rung, and silence would hide a typo.
+``.hip`` or ``.cu`` is an error: it is neither a companion nor a Triton rung, and silence would hide a
+typo. So is a ``vNN_name.hip`` beside a ``vNN_name.cu``: two rungs, one id.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from .header import COMPANION, HIP_RUNG, PEER, TRITON_RUNG, Header, HeaderError, companion_of, parse_header
-from .rung import TORCH_BASELINE, TORCH_COMPILE, Rung, load_module, parse_requires
+from .header import (COMPANION, CUDA_RUNG, HIP_RUNG, PEER, TRITON_RUNG, Header, HeaderError, companion_of,
+                     parse_header)
+from .rung import TORCH_BASELINE, TORCH_COMPILE, Rung, load_module
 SPEC_NAMES = ("NAME", "DTYPES", "reference", "make_inputs", "EDGE_SHAPES", "BENCH_SHAPES", "TOLERANCE", "work")
 
 
@@ -66,7 +70,7 @@ def list_ops(root: str | Path | None = None) -> list[str]:
 
 
 def _ladder_order(rung_id: str) -> tuple:
-    """The torch baselines first, then the peers, then HIP rungs by number, then Triton rungs by number."""
+    """The torch baselines first, then the peers, then C++ rungs (HIP, CUDA) by number, then Triton rungs by number."""
     if PEER.match(f"{rung_id}.py"):
         return (0, 1, rung_id)
     return (int(rung_id[1:3]) > 0, rung_id[0] != "v", int(rung_id[1:3]), rung_id)
@@ -97,19 +101,21 @@ def _compile_header(baseline: Header) -> Header:
 def _discover(op: Op) -> list[Rung]:
     rungs: list[Rung] = []
     files = sorted(p for p in op.path.iterdir() if p.is_file())
-    hip_stems = {p.stem for p in files if HIP_RUNG.match(p.name)}
+    cpp_stems = {p.stem for p in files if HIP_RUNG.match(p.name) or CUDA_RUNG.match(p.name)}
     for path in files:
         if path.name == f"{TORCH_BASELINE}.py":
             baseline = Rung(op, TORCH_BASELINE, "torch", path, parse_header(path))
             rungs += [baseline, Rung(op, TORCH_COMPILE, "torch", path, _compile_header(baseline.metadata))]
         elif HIP_RUNG.match(path.name):
             rungs.append(Rung(op, path.stem, "hip", path, parse_header(path), companion_of(path)))
+        elif CUDA_RUNG.match(path.name):
+            rungs.append(Rung(op, path.stem, "cuda", path, parse_header(path), companion_of(path)))
         elif TRITON_RUNG.match(path.name):
             rungs.append(Rung(op, path.stem, "triton", path, parse_header(path)))
         elif PEER.match(path.name):
             rungs.append(Rung(op, path.stem, "peer", path, parse_header(path)))
-        elif COMPANION.match(path.name) and path.stem not in hip_stems:
-            raise SpecError(f"{path}: a vNN_name.py must sit beside its vNN_name.hip (a companion launcher); "
+        elif COMPANION.match(path.name) and path.stem not in cpp_stems:
+            raise SpecError(f"{path}: a vNN_name.py must sit beside its vNN_name.hip or .cu (a companion launcher); "
                             f"Triton rungs are named tNN_name.py and the baseline v00_torch.py")
     return sorted(rungs, key=lambda rung: _ladder_order(rung.id))
 
@@ -119,13 +125,12 @@ def _check_tree(op: Op) -> None:
     ids = [rung.id for rung in op.rungs]
     for rung in op.rungs:
         if ids.count(rung.id) > 1:
-            raise SpecError(f"{rung.path}: rung id {rung.id!r} appears twice in {op.name}")
+            others = [str(other.path.name) for other in op.rungs if other.id == rung.id and other is not rung]
+            raise SpecError(f"{rung.path}: rung id {rung.id!r} appears twice in {op.name} (also {', '.join(others)})")
         parent = rung.metadata.parent_id
         if parent is not None and parent not in ids:
             raise HeaderError(f"{rung.path}: parent {parent!r} is not a rung of {op.name} "
                               f"(its rungs: {', '.join(ids)}; or write 'parent: none')")
-        if rung.metadata.requires:
-            parse_requires(rung.metadata.requires, str(rung.path))
 
 
 def load_op(name: str, root: str | Path | None = None) -> Op:

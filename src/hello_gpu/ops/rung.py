@@ -1,11 +1,14 @@
 """One rung of a ladder: a file, its header, and how to turn it into ``fn(*inputs, out=None) -> output``.
 
-Three routes, told apart by the file name (see :mod:`.registry`):
+The routes, told apart by the file name (see :mod:`.registry`):
 
 - ``hip``: a ``vNN_name.hip`` kernel compiled with :func:`hello_gpu.hip`. Called with the header's
   ``block``/``grid``, the output passed by name when the checker poisons it; or, where launching needs
   more than the signature gives (zeroing an accumulator, two kernels), by the companion
   ``vNN_name.py``'s ``run(kernel, *inputs)``.
+- ``cuda``: a ``vNN_name.cu`` kernel in the CUDA dialect (:func:`hello_gpu.cuda`), launched as a ``hip``
+  rung is (companion included); NVIDIA only, so elsewhere it is skipped with the reason. Compiled for
+  the arch its header declares (``arch: sm_90a``: the Hopper-only ``wgmma`` and ``setmaxnreg``).
 - ``triton``: a ``tNN_name.py`` module; its ``run(*inputs)`` launches its ``@triton.jit`` kernels.
 - ``torch``: ``v00_torch.py``'s ``run(*inputs)``, and the derived ``v00_torch_compile`` rung.
 - ``peer``: ``peer_name.py``'s ``run(*inputs)``, calling a library (Liger-Kernel) a user would pick instead.
@@ -27,21 +30,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
-from ..runtime import hip
+from ..runtime import cuda, hip
 from ..runtime.device import device_info, gpu_vendor
 from ..runtime.kernel import DEFAULT_BLOCK
 from ..runtime.triton_replay import replayable
-from .header import C_TYPES, Header, HeaderError, instantiate_entry  # noqa: F401 - C_TYPES: public here too
+from .header import C_TYPES, Header, HeaderError, instantiate_entry, parse_requires  # noqa: F401 - public here too
 from .sources import INCLUDE_FOLDER, OPS_DIR, collect_sources
 
 if TYPE_CHECKING:
     from .registry import Op
 
-ROUTES = ("hip", "triton", "torch", "peer")
+ROUTES = ("hip", "cuda", "triton", "torch", "peer")
+COMPILED_ROUTES = {"hip": hip, "cuda": cuda}       # C++ rungs: route -> the dialect's compile function
 TORCH_BASELINE = "v00_torch"
 TORCH_COMPILE = "v00_torch_compile"
 
-_REQUIRES = re.compile(r"^(nvidia|amd)(?:\s+((?:sm_\d+a?)|(?:gfx[0-9a-f]+)))?(?:$|[\s,;(])", re.IGNORECASE)
 _module_counter = itertools.count()
 
 
@@ -104,15 +107,6 @@ def load_module(path: Path, label: str) -> ModuleType:
     return module
 
 
-def parse_requires(text: str, where: str) -> tuple[str, str | None]:
-    """``"nvidia sm_90a (wgmma)"`` -> ``("nvidia", "sm_90a")``; ``"amd"`` -> ``("amd", None)``."""
-    match = _REQUIRES.match(text.strip())
-    if not match:
-        raise HeaderError(f"{where}: requires {text!r} is not understood; write a vendor and optionally an arch, "
-                          f"such as 'nvidia sm_90a' or 'amd gfx1201'")
-    return match.group(1).lower(), (match.group(2) or "").lower() or None
-
-
 def requirement_unmet(text: str, vendor: str | None, arch: str | None, where: str = "requires") -> str | None:
     """Why this machine does not meet ``requires: text``, or None when it does."""
     wanted_vendor, wanted_arch = parse_requires(text, where)
@@ -129,6 +123,18 @@ def requirement_unmet(text: str, vendor: str | None, arch: str | None, where: st
     else:
         met = arch.split(":")[0] == wanted_arch          # AMD code objects are per exact gfx target
     return None if met else f"requires {text}; this GPU is {arch}"
+
+
+def _declared_arch_to_build(target: tuple[str, str | None]) -> str | None:
+    """The arch to compile a rung for, given its declared (vendor, arch); None: this GPU's own.
+
+    An arch-specific target (``sm_90a``: wgmma, setmaxnreg) is compiled for as declared, since the device
+    reports plain ``sm_90``. A plain ``sm_80`` is a minimum: an sm_80 cubin does not load on an sm_90 GPU
+    (cubins run within one major version), so on a GPU that meets it the GPU's own arch is used."""
+    vendor, arch = target
+    if arch is None or arch.endswith("a"):
+        return arch
+    return None if _gpu()[0] == vendor else arch
 
 
 def _gpu() -> tuple[str | None, str | None]:
@@ -237,7 +243,7 @@ class Rung:
     route: str
     path: Path
     metadata: Header
-    companion: Path | None = None       # vNN_name.py beside a vNN_name.hip
+    companion: Path | None = None       # vNN_name.py beside a vNN_name.hip or .cu
 
     # ------------------------------------------------------------------ the tree
     @property
@@ -268,6 +274,14 @@ class Rung:
         return dtype in (self.metadata.dtypes or tuple(self.op.spec.DTYPES))
 
     # ------------------------------------------------------------------ where it can run
+    def unmet_requirement(self) -> str | None:
+        """Why this machine does not meet the rung's declared target (``requires``, ``vendor``, ``arch``, a
+        ``.cu`` file's NVIDIA), or None when it does or the rung declares none."""
+        if not self.metadata.requires:
+            return None
+        vendor, arch = _gpu()
+        return requirement_unmet(self.metadata.requires, vendor, arch, str(self.path))
+
     def skip_reason(self) -> str | None:
         """Why this rung cannot run on this machine now, or None."""
         if self.route == "peer":
@@ -280,13 +294,11 @@ class Rung:
                 found = False
             if not found:
                 return f"needs the Python package {package}, which is not installed here"
-        vendor, arch = _gpu()
-        if self.metadata.requires:
-            unmet = requirement_unmet(self.metadata.requires, vendor, arch, str(self.path))
-            if unmet:
-                return unmet
-        if vendor is None:
-            if self.route == "hip":
+        unmet = self.unmet_requirement()
+        if unmet:
+            return unmet
+        if _gpu()[0] is None:
+            if self.route in COMPILED_ROUTES:
                 return "no GPU: HIP rungs launch on a GPU (`hello-gpu compile-check` still compiles them here)"
             if self.route == "triton" and not triton_interpreter_on():
                 return "no GPU (set TRITON_INTERPRET=1 to check Triton rungs on the CPU)"
@@ -320,18 +332,20 @@ class Rung:
             raise RungError(str(error)) from None
 
     def kernel(self, arch: str | None = None, dtype: str | None = None):
-        """The HIP rung's :class:`hello_gpu.Kernel` for ``dtype`` (``arch`` given: compiled for it, no GPU needed)."""
-        if self.route != "hip":
-            raise RungError(f"{self.path}: only HIP rungs have a kernel (this is a {self.route} rung)")
-        if arch is None and self.metadata.requires:
-            arch = parse_requires(self.metadata.requires, str(self.path))[1]   # sm_90a code needs sm_90a
-        return hip(self.path.read_text(encoding="utf-8"), entry=self.entry_for(dtype), arch=arch, name=self.path.name,
-                   include_dirs=include_dirs_for(self.path))
+        """The C++ rung's :class:`hello_gpu.Kernel` for ``dtype`` (``arch`` given: compiled for it, no GPU needed;
+        else for the arch the header declares, else for this GPU)."""
+        if self.route not in COMPILED_ROUTES:
+            raise RungError(f"{self.path}: only HIP and CUDA rungs have a kernel (this is a {self.route} rung)")
+        if arch is None and self.metadata.target:
+            arch = _declared_arch_to_build(self.metadata.target)
+        compile_in_dialect = COMPILED_ROUTES[self.route]
+        return compile_in_dialect(self.path.read_text(encoding="utf-8"), entry=self.entry_for(dtype), arch=arch,
+                                  name=self.path.name, include_dirs=include_dirs_for(self.path))
 
     def build(self) -> BuiltRung:
         """Compile or import the rung now and return the callable the checker and the timer use."""
-        if self.route == "hip":
-            return self._build_hip()
+        if self.route in COMPILED_ROUTES:
+            return self._build_compiled()
         if self.route == "triton" and triton_interpreter_on():
             require_interpreted_triton()
         module = load_module(self.path, f"{self.op.name}_{self.path.stem}")
@@ -348,7 +362,7 @@ class Rung:
             run = replayable(run)
         return BuiltRung(self, run, accepts_out, interpreted=interpreted, any_layout=self.route == "torch")
 
-    def _build_hip(self) -> BuiltRung:
+    def _build_compiled(self) -> BuiltRung:
         kernels = _KernelsByDtype(self)
         kernel = kernels.first()          # compile now: a rung that does not build fails its check, not its timing
         if self.companion is not None:
@@ -389,7 +403,7 @@ class Rung:
 
 
 class _KernelsByDtype:
-    """A HIP rung's kernels, one per dtype for a templated ``entry: name<{T}>``, compiled on first use."""
+    """A C++ rung's kernels, one per dtype for a templated ``entry: name<{T}>``, compiled on first use."""
 
     def __init__(self, rung: Rung):
         self.rung = rung

@@ -45,8 +45,8 @@ class RungProfile:
 
 
 def own_kernel_names(rung) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(HIP kernel names, Triton kernel names) a rung launches itself; torch rungs launch none."""
-    if rung.route == "hip":
+    """(C++ kernel names, Triton kernel names) a rung launches itself; torch rungs launch none."""
+    if rung.route in ("hip", "cuda"):
         return tuple(list_kernels(rung.path.read_text(encoding="utf-8"))), ()
     if rung.route == "triton":
         module = load_module(rung.path, f"{rung.op.name}_{rung.path.stem}_names")

@@ -16,6 +16,12 @@ A template kernel instantiated nowhere is reported as skipped, with that reason.
 says more (a ladder rung derives its instantiations from its header's ``entry`` and ``dtypes``) get
 theirs from the ``instantiations`` function the caller passes to :func:`check`.
 
+A file may declare its target: a ladder rung's header says ``arch: sm_90a`` or ``vendor: nvidia``
+(a ``.cu`` rung is NVIDIA's), and the ``targets`` function the caller passes to :func:`check` reads it.
+Such a file is compiled for that vendor at that arch (a rung for sm_90a, whatever ``--arch`` says),
+and the other vendor's column reads ``n/a`` with the reason: not applicable, neither a failure nor
+a silent gap.
+
 A course-style file that is a whole program (kernels, then ``main()`` with ``hipMalloc`` and
 ``<vector>``) is compiled as its device half, host code blanked with every line kept (see
 :mod:`program`), the same text for both vendors, so the NVIDIA and AMD gates agree. A file whose
@@ -41,13 +47,14 @@ from .resources import parse_ptxas_report
 from .signature import KernelDeclaration, find_kernels
 
 SUFFIXES = {".hip": "hip", ".cu": "cuda"}
+NOT_APPLICABLE = "n/a"
 SKIP_DIRS = {"build", "dist", "site-packages", "node_modules", "__pycache__", "venv", "env"}
 INSTANTIATE = re.compile(r"^\s*//\s*hello-gpu:\s*instantiate\s+(?P<entry>\S.*?)\s*$", re.M)
 @dataclass
 class Outcome:
     """One compile of one kernel for one vendor."""
 
-    status: str                    # "ok", "fail" or "skip"
+    status: str                    # "ok", "fail", "skip" or "n/a" (the file declares another vendor: error says so)
     seconds: float = 0.0
     error: str = ""
     registers: int | None = None   # NVIDIA only, from the ptxas report
@@ -57,6 +64,7 @@ class Outcome:
     shared_bytes: int | None = None
     cache_hit: bool | None = None
     note: str | None = None
+    arch: str | None = None        # the arch compiled for, where the file's declared one replaced the gate's
 
 
 @dataclass
@@ -101,6 +109,8 @@ class GateReport:
             "seconds": round(self.seconds, 3), "files": self.files,
             "summary": {"kernels": len(self.kernels), "failed": len(self.failures),
                         "skipped": sum(k.skipped for k in self.kernels),
+                        "not_applicable": sum(outcome is not None and outcome.status == NOT_APPLICABLE
+                                              for k in self.kernels for outcome in (k.nvidia, k.amd)),
                         "ok": sum(not k.failed and not k.skipped for k in self.kernels)},
             "kernels": [_kernel_dict(k) for k in self.kernels],
         }
@@ -219,14 +229,40 @@ def _label(path: Path) -> str:
 
 # (path, source) -> the entries to instantiate, or None where the file's comment lines say.
 Instantiations = Callable[[Path, str], "list[str] | None"]
+# (path, source) -> the (vendor, arch or None) the file declares it runs on, or None: both vendors, the gate's archs.
+Targets = Callable[[Path, str], "tuple[str, str | None] | None"]
+
+
+@dataclass(frozen=True)
+class FileTargets:
+    """Where one file is compiled: an arch per vendor, or the reason that vendor does not apply."""
+
+    nvidia_arch: str
+    amd_arch: str
+    nvidia_not_applicable: str | None = None
+    amd_not_applicable: str | None = None
+
+
+def file_targets(declared: tuple[str, str | None] | None, arch: str, amd_arch: str) -> FileTargets:
+    """The gate's archs, narrowed by what a file declares: its vendor only, at its arch when it names one."""
+    if declared is None:
+        return FileTargets(arch, amd_arch)
+    vendor, declared_arch = declared
+    said = f"its target is {vendor}" + (f" {declared_arch}" if declared_arch else "") + " (rung header, or a .cu rung)"
+    if vendor == "nvidia":
+        return FileTargets(declared_arch or arch, amd_arch, amd_not_applicable=f"{said}: not compiled for AMD")
+    return FileTargets(arch, declared_arch or amd_arch, nvidia_not_applicable=f"{said}: not compiled for NVIDIA")
 
 
 def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: bool = True,
-          instantiations: Instantiations | None = None, include_dirs=()) -> GateReport:
+          instantiations: Instantiations | None = None, targets: Targets | None = None,
+          include_dirs=()) -> GateReport:
     """Compile every kernel under ``paths``; raises FileNotFoundError/ValueError for a bad path only.
 
     ``instantiations(path, source)`` names a file's template instantiations (None: its
     ``// hello-gpu: instantiate`` lines do); a ValueError it raises fails that file's kernels.
+    ``targets(path, source)`` names the (vendor, arch) a file declares (None: both vendors at ``arch``
+    and ``amd_arch``); the other vendor is reported ``n/a`` with the reason; a ValueError fails the file.
     A file's ``#include "x"`` resolves beside the file first, then in ``include_dirs`` (the caller
     passes the rungs' shared headers, ``hello_gpu.ops`` being above this layer)."""
     started = time.perf_counter()
@@ -248,21 +284,31 @@ def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: 
             report.kernels.append(KernelResult(_label(path), "(file)", 0, False, Outcome("skip", error=why),
                                                Outcome("skip", error=why) if amd else None))
             continue
+        try:
+            where = file_targets(targets(path, source) if targets else None, arch, amd_arch)
+        except ValueError as error:
+            report.kernels += [KernelResult(_label(path), kernel.name, kernel.line, kernel.template,
+                                            Outcome("fail", error=str(error)),
+                                            Outcome("fail", error=str(error)) if amd else None)
+                               for kernel in find_kernels(source)]
+            continue
         # The same text goes to both compilers: the file's device half (the file itself when it has no host code).
         compiled = device.text if device.has_host_code else source
-        files.append((path, _label(path), SUFFIXES[path.suffix], compiled, _plan(path, source, instantiations)))
+        files.append((path, _label(path), SUFFIXES[path.suffix], compiled, _plan(path, source, instantiations), where))
 
     # clang runs as a subprocess: start every file's AMD compile now, and run NVRTC meanwhile.
     with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
         amd_jobs = {}
         if amd and clang:
-            for path, label, dialect, source, plan in files:
+            for path, label, dialect, source, plan, where in files:
+                if where.amd_not_applicable:
+                    continue
                 templates = [_expression(kernel, entry) for kernel, entry, status, _ in plan
                              if status == "compile" and "<" in entry]
                 amd_jobs[label] = pool.submit(compile_amd_file, source, templates, path=path, label=label,
-                                              dialect=dialect, arch=amd_arch,
+                                              dialect=dialect, arch=where.amd_arch,
                                               include_dirs=_include_dirs(path, include_dirs))
-        for path, label, dialect, source, plan in files:
+        for path, label, dialect, source, plan, where in files:
             amd_file = amd_jobs[label].result() if label in amd_jobs else None
             for kernel, entry, status, message in plan:
                 if status != "compile":
@@ -270,14 +316,21 @@ def check(paths=(".",), *, arch: str = "sm_90", amd_arch: str = "gfx1201", amd: 
                     report.kernels.append(KernelResult(label, entry, kernel.line, kernel.template, outcome,
                                                        Outcome(status, error=message) if amd else None))
                     continue
-                nvidia = compile_nvidia(source, _expression(kernel, entry), label=label, dialect=dialect, arch=arch,
-                                        include_dirs=_include_dirs(path, include_dirs))
+                if where.nvidia_not_applicable:
+                    nvidia = Outcome(NOT_APPLICABLE, error=where.nvidia_not_applicable)
+                else:
+                    nvidia = compile_nvidia(source, _expression(kernel, entry), label=label, dialect=dialect,
+                                            arch=where.nvidia_arch, include_dirs=_include_dirs(path, include_dirs))
+                    nvidia.arch = where.nvidia_arch if where.nvidia_arch != arch else None
                 amd_outcome = None
-                if amd and clang is None:
+                if amd and where.amd_not_applicable:
+                    amd_outcome = Outcome(NOT_APPLICABLE, error=where.amd_not_applicable)
+                elif amd and clang is None:
                     amd_outcome = Outcome("fail", error=f"no clang to compile for AMD: {INSTALL_HINT} "
                                                         f"(or pass --no-amd)")
                 elif amd_file is not None:
                     amd_outcome = _amd_outcome(amd_file, _expression(kernel, entry))
+                    amd_outcome.arch = where.amd_arch if where.amd_arch != amd_arch else None
                 report.kernels.append(KernelResult(label, entry, kernel.line, kernel.template, nvidia, amd_outcome))
     report.seconds = time.perf_counter() - started
     return report
@@ -358,7 +411,8 @@ def _seconds(outcome: Outcome) -> str:
 def _cell(outcome: Outcome | None) -> str:
     if outcome is None:
         return "-"
-    return {"ok": "ok", "fail": "FAIL", "skip": "skip"}[outcome.status]
+    cell = {"ok": "ok", "fail": "FAIL", "skip": "skip", NOT_APPLICABLE: NOT_APPLICABLE}[outcome.status]
+    return f"{cell} {outcome.arch}" if outcome.arch else cell
 
 
 def render(report: GateReport, console) -> None:
@@ -367,7 +421,7 @@ def render(report: GateReport, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    styles = {"ok": "green", "FAIL": "bold red", "skip": "yellow", "-": "dim"}
+    styles = {"ok": "green", "FAIL": "bold red", "skip": "yellow", NOT_APPLICABLE: "cyan", "-": "dim"}
     table = Table(title=f"compile-check: NVIDIA {report.arch}"
                         + (f" (NVRTC), AMD {report.amd_arch} (clang, one compile per file)" if report.amd_arch else ""),
                   box=box.SIMPLE_HEAD if console.is_terminal else box.ASCII2, title_justify="left")
@@ -379,13 +433,13 @@ def render(report: GateReport, console) -> None:
         table.add_column("s", justify="right")
     for row in report.kernels:
         nvidia = row.nvidia
-        cells = [Text(row.file), Text(row.kernel), Text(_cell(nvidia), style=styles[_cell(nvidia)]),
+        cells = [Text(row.file), Text(row.kernel), Text(_cell(nvidia), style=styles[_cell(nvidia).split()[0]]),
                  Text("?" if nvidia.note else "" if nvidia.registers is None else str(nvidia.registers)),
                  Text("?" if nvidia.note else "" if nvidia.spill_stores is None else
                       f"{nvidia.spill_stores}/{nvidia.spill_loads}"),
                  Text(_seconds(nvidia))]
         if report.amd_arch:
-            cells += [Text(_cell(row.amd), style=styles[_cell(row.amd)]),
+            cells += [Text(_cell(row.amd), style=styles[_cell(row.amd).split()[0]]),
                       Text(f"{row.amd.seconds:.2f}" if row.amd and row.amd.seconds else "")]
         table.add_row(*cells)
     console.print(table)
@@ -410,6 +464,13 @@ def render(report: GateReport, console) -> None:
         if row.skipped:
             console.print(f"skipped {row.file} :: {row.kernel}: {row.nvidia.error}", markup=False,
                           highlight=False, soft_wrap=True)
+    said = set()
+    for row in report.kernels:
+        for vendor, outcome in (("NVIDIA", row.nvidia), ("AMD", row.amd)):
+            if outcome is not None and outcome.status == NOT_APPLICABLE and (row.file, vendor) not in said:
+                said.add((row.file, vendor))
+                console.print(f"not applicable on {vendor}: {row.file}: {outcome.error}", markup=False,
+                              highlight=False, soft_wrap=True)
 
     summary = report.to_dict()["summary"]
     if not report.files:
@@ -417,7 +478,9 @@ def render(report: GateReport, console) -> None:
     else:
         line = (f"compile-check: {'FAIL' if report.failures else 'ok'}: {summary['kernels']} kernel(s) in "
                 f"{len(report.files)} file(s): {summary['ok']} ok, {summary['failed']} failed, "
-                f"{summary['skipped']} skipped ({report.seconds:.1f} s)")
+                f"{summary['skipped']} skipped"
+                + (f", {summary['not_applicable']} vendor compile(s) not applicable" if summary["not_applicable"] else "")
+                + f" ({report.seconds:.1f} s)")
     console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
