@@ -10,7 +10,7 @@ def plan_returning(shape, stride, dtype=torch.float32) -> _Plan:
     plan = _Plan.__new__(_Plan)
     plan.result_layout = (tuple(shape), tuple(stride), dtype, torch.device("cpu"))
     plan.result_shape = tuple(shape)
-    plan._empty_strided, plan._empty_like, plan._like, plan._run = torch.empty_strided, torch.empty_like, _UNKNOWN, None
+    plan._empty_strided, plan._empty_like, plan._like = torch.empty_strided, torch.empty_like, _UNKNOWN
     return plan
 
 

@@ -187,7 +187,6 @@ class _Plan:
         self._device_guard = torch.cuda.device
         self._empty_like = torch.empty_like
         self._like = _UNKNOWN          # the input the result can be allocated like, learned at the first replay
-        self._run = None               # the replay itself, made at the first replay (_runner)
         pointers = {tensor.data_ptr(): index for index, tensor in enumerate(inputs) if isinstance(tensor, torch.Tensor)}
         result_pointer = result.data_ptr()
         self.launches = []
@@ -221,7 +220,7 @@ class _Plan:
             raise ValueError(f"a plan whose result is {recorded_shape} with strides {stride} cannot return {shape}: "
                              f"only a contiguous result of the same element count can be reshaped")
         plan = copy.copy(self)
-        plan._like, plan._run = _UNKNOWN, None
+        plan._like = _UNKNOWN
         plan.result_layout = (shape, _contiguous_strides(shape), dtype, device)
         plan.result_shape = shape
         return plan
@@ -247,44 +246,13 @@ class _Plan:
         return slots
 
     def __call__(self, inputs):
-        run = self._run
-        if run is None:
-            self.allocate(inputs)                 # learns how the result is allocated
-            run = self._run = self._runner()
-        return run(inputs)
-
-    def _runner(self):
-        """``run(inputs)``: allocation and launches in one closure, everything it needs bound as a local
-        (a replay is host time only: the method calls and attribute reads this saves were ~0.5 us of
-        the ~3 us of Python around the public softmax's allocation and launch, issue 18)."""
-        like, device, guard, current_device, raw_stream = (self._like, self.device, self._device_guard,
-                                                           self._current_device, self._raw_stream)
-        empty_like, empty_strided = self._empty_like, self._empty_strided
-        shape, stride, dtype, result_device = self.result_layout
-        launch = self._launch
-        single = self.launches[0] if len(self.launches) == 1 and self.launches[0][3] else None
-
-        def run(inputs):
-            if like is None:
-                result = empty_strided(shape, stride, dtype=dtype, device=result_device)
-            else:
-                result = empty_like(inputs[like])
-            if current_device() != device:
-                # The recorded function belongs to the tensors' device: launch there, as Triton itself
-                # would have to (the current device is not part of the call signature).
-                with guard(device):
-                    return launch(inputs, result)
-            if single is None:
-                return launch(inputs, result)
-            call, recorded, slots, _ = single       # the common case: one launch, int pointers
-            arguments = recorded.copy()
-            arguments[3] = raw_stream(device)
-            for position, source in slots:
-                arguments[position] = (result if source < 0 else inputs[source]).data_ptr()
-            call(*arguments)
-            return result
-
-        return run
+        result = self.allocate(inputs)
+        if self._current_device() != self.device:
+            # The recorded function belongs to the tensors' device: launch there, as Triton itself would
+            # have to (the current device is not part of the call signature).
+            with self._device_guard(self.device):
+                return self._launch(inputs, result)
+        return self._launch(inputs, result)
 
     def allocate(self, inputs):
         """A new result for a call with ``inputs``: like the input laid out as the result where there is
