@@ -1,6 +1,6 @@
 """Layers point down only, and a package uses another's public names only (docs/architecture.md).
 
-The order, bottom to top: runtime -> bench -> ops -> profile -> agent -> exercises -> course -> the faces (cli.py, magic.py,
+The order, bottom to top: runtime -> bench -> ops -> profile -> models -> agent -> exercises -> course -> the faces (cli.py, magic.py,
 the package's own __init__.py and __main__.py). Every module under src/hello_gpu is parsed with ast, and
 every import counts: at the top of a file, inside a function, under ``if``/``try``, and
 ``importlib.import_module("hello_gpu....")`` with a literal name. Rung files and specs under ops/<op>/
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hello_gpu"
-LAYERS = ("runtime", "bench", "ops", "profile", "agent", "exercises", "course", "faces")
+LAYERS = ("runtime", "bench", "ops", "profile", "models", "agent", "exercises", "course", "faces")
 
 
 def layer_of(module: str) -> str | None:

@@ -1,0 +1,321 @@
+"""Backends: the same model and weights, run four ways, each with its own KV cache.
+
+- ``eager``: the model's PyTorch code as written (:data:`~hello_gpu.models.llama.EAGER_OPS`).
+- ``compile``: ``torch.compile`` (default mode) of the prefill and of the decode step.
+- ``compile-reduce-overhead``: the decode step compiled with ``mode="reduce-overhead"`` (Inductor's
+  kernels replayed from a CUDA graph); prefill as ``compile``.
+- ``hello-gpu``: the eager model with our kernels swapped in for the operations they beat, and the
+  decode step captured in a CUDA graph (on a GPU).
+
+The hello-gpu backend's replacements are a registry (:data:`REPLACEMENTS`, :func:`register_replacement`):
+one per operation of :class:`~hello_gpu.models.llama.ModelOps` we mean to write a kernel for: RMSNorm,
+RMSNorm fused with the residual add, RoPE, the decode GEMV (every projection), attention, sampling.
+Where the kernel exists, ``load`` returns it; where it does not yet, ``missing`` says what it waits for.
+
+The rule: **a kernel we do not beat is not swapped in, and the report says which were used.**
+:func:`choose_replacements` takes that decision per replacement from what it can establish here:
+on a GPU it checks the kernel against the float64 result of the eager operation on decode-shaped
+inputs of this model, then times the two paired and interleaved (:func:`hello_gpu.bench.compare`)
+and swaps the kernel in only on the verdict "faster"; on the CPU nothing can be timed (our kernels
+run on a GPU), so nothing is swapped in and each :class:`Choice` says "not measured" and why.
+``force`` swaps a kernel in without the timing (still checked), for correctness runs such as the
+CPU test in Triton's interpreter.
+
+A runner's ``prefill``/``decode`` return logits that stay valid until its next call (a CUDA graph or a
+reduce-overhead graph writes the same output buffer each time): clone what you keep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable
+
+import torch
+
+from .llama import EAGER_OPS, KVCache, Llama, LlamaConfig, ModelOps
+
+BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu")
+
+
+# ------------------------------------------------------------------------------------------ replacements
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A kernel that may replace the :class:`ModelOps` operation ``name`` in the hello-gpu backend."""
+
+    name: str                                       # the ModelOps field it replaces
+    category: str                                   # the profile's category (llama.OP_CATEGORIES)
+    description: str
+    load: Callable[[], Callable] | None = None      # the replacement function, imported when first asked for
+    missing: str = ""                               # why there is no kernel yet (load is None)
+    # Decode-shaped arguments of the operation for this model: (config, batch, device, dtype) -> args
+    example: Callable[[LlamaConfig, int, torch.device, torch.dtype], tuple] | None = None
+    # Per dtype (rtol, atol) of the kernel against the eager operation computed in float64
+    tolerance: dict = field(default_factory=dict)
+
+
+REPLACEMENTS: dict[str, Replacement] = {}
+
+
+def register_replacement(replacement: Replacement) -> Replacement:
+    if replacement.name not in {f.name for f in EAGER_OPS.__dataclass_fields__.values()}:
+        raise ValueError(f"replacement {replacement.name!r}: ModelOps has no operation of that name")
+    if replacement.load is not None and replacement.example is None:
+        raise ValueError(f"replacement {replacement.name!r}: a kernel needs example arguments to be checked and timed")
+    REPLACEMENTS[replacement.name] = replacement
+    return replacement
+
+
+def _hello_gpu_rms_norm() -> Callable:
+    from ..ops import rms_norm           # imports the ladders' best rung (Triton) only when asked for
+    return rms_norm
+
+
+def _norm_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+    generator = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(batch, 1, config.hidden_size, device=device, dtype=dtype, generator=generator)
+    weight = 1 + 0.1 * torch.randn(config.hidden_size, device=device, dtype=dtype, generator=generator)
+    return x, weight, config.rms_norm_eps
+
+
+# bf16: 2^-7 is two units in the last place of a result near 1 (the kernel and eager round differently).
+NORM_TOLERANCE = {torch.bfloat16: (2**-7, 1e-5), torch.float16: (2**-10, 1e-6), torch.float32: (1e-5, 1e-7)}
+
+register_replacement(Replacement(
+    "rms_norm", "norm", "RMSNorm by the fastest rms_norm rung of the ladder (hello_gpu.ops.rms_norm)",
+    load=_hello_gpu_rms_norm, example=_norm_example, tolerance=NORM_TOLERANCE))
+register_replacement(Replacement(
+    "add_rms_norm", "norm", "the residual add fused into the RMSNorm that follows it (one pass over the row)",
+    missing="no fused add + RMSNorm rung yet; with the rms_norm kernel swapped in, the add stays a torch add"))
+register_replacement(Replacement(
+    "rope", "elementwise", "RoPE on q and k in one kernel",
+    missing="no RoPE rung yet"))
+register_replacement(Replacement(
+    "linear", "GEMM/GEMV", "decode GEMV for every projection (batch-1 decode reads each weight once)",
+    missing="waits for the matmul ladder's decode GEMV rungs"))
+register_replacement(Replacement(
+    "attention", "attention", "prefill and decode attention over the KV cache",
+    missing="waits for the attention ladder (decode)"))
+register_replacement(Replacement(
+    "sample", "sampling", "softmax / sampling of the next token (greedy: an argmax over the vocabulary)",
+    missing="no sampling kernel yet; greedy decode needs only torch.argmax"))
+
+
+@dataclass
+class Choice:
+    """What the hello-gpu backend decided for one replacement, and why."""
+
+    name: str
+    category: str
+    used: bool
+    reason: str
+    speedup: float | None = None                    # eager time / kernel time, when timed
+    ci95: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_replacement(replacement: Replacement, function: Callable, config: LlamaConfig, batch: int, device,
+                      dtype: torch.dtype) -> str | None:
+    """None when the kernel matches the eager operation computed in float64 on decode-shaped inputs,
+    else the problem (the worst element and the bound it broke)."""
+    arguments = replacement.example(config, batch, device, dtype)
+    eager = getattr(EAGER_OPS, replacement.name)
+    wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in arguments]
+    expected = eager(*wide)
+    with torch.no_grad():
+        got = function(*arguments)
+    rtol, atol = replacement.tolerance.get(dtype, (1e-5, 1e-7))
+    if got.shape != expected.shape or got.dtype != dtype:
+        return f"returned {tuple(got.shape)} {got.dtype}; expected {tuple(expected.shape)} {dtype}"
+    error = (got.double() - expected).abs()
+    bound = atol + rtol * expected.abs()
+    if not torch.isfinite(got).all() or (error > bound).any():
+        worst = int((error - bound).argmax())
+        return (f"wrong result: element {worst} is {got.flatten()[worst].item():.6g}, float64 eager gives "
+                f"{expected.flatten()[worst].item():.6g} (rtol {rtol:g}, atol {atol:g})")
+    return None
+
+
+def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch.dtype, force=(),
+                        timer=None) -> list[Choice]:
+    """One :class:`Choice` per registered replacement (see the module's rule). ``timer(eager, kernel)``
+    returns a :class:`hello_gpu.bench.Comparison` (default: :func:`hello_gpu.bench.compare`, device
+    times with warm caches: at decode the operation's input was written by the previous kernel and is
+    in L2). Without a GPU nothing is timed unless a ``timer`` is given (the CPU tests time on the wall
+    clock to test the decision itself)."""
+    device = torch.device(device)
+    unknown = sorted(set(force) - set(REPLACEMENTS))
+    if unknown:
+        raise ValueError(f"no replacement named {', '.join(unknown)}; known: {', '.join(REPLACEMENTS)}")
+    choices = []
+    for name, replacement in REPLACEMENTS.items():
+        choice = Choice(name, replacement.category, False, "")
+        choices.append(choice)
+        if replacement.load is None:
+            choice.reason = f"not written yet: {replacement.missing}"
+            continue
+        if name not in force and device.type != "cuda" and timer is None:
+            choice.reason = (f"not measured: no GPU here ({device.type}); our kernels run on a GPU, and a kernel "
+                             f"we have not timed against eager is not swapped in")
+            continue
+        try:
+            function = replacement.load()
+            problem = check_replacement(replacement, function, config, batch, device, dtype)
+        except Exception as error:  # noqa: BLE001 - an unusable kernel is reported and left out, not fatal
+            choice.reason = f"unusable here: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
+            continue
+        if problem:
+            choice.reason = f"not swapped in: {problem}"
+            continue
+        if name in force:
+            choice.used, choice.reason = True, "forced (checked against float64 eager, not timed)"
+            continue
+        choice.used, choice.reason, choice.speedup, choice.ci95 = _timed_decision(
+            replacement, function, config, batch, device, dtype, timer)
+    return choices
+
+
+def _timed_decision(replacement, function, config, batch, device, dtype, timer):
+    from ..bench import compare
+    arguments = replacement.example(config, batch, device, dtype)
+    eager = getattr(EAGER_OPS, replacement.name)
+    timer = timer or (lambda a, b: compare(a, b, cache="warm"))
+    with torch.no_grad():
+        result = timer(lambda: eager(*arguments), lambda: function(*arguments))
+    used = result.verdict == "faster"
+    what = f"{result.speedup.value:.2f}x eager [{result.speedup.ci95[0]:.2f}, {result.speedup.ci95[1]:.2f}]"
+    return used, (f"faster: {what}" if used else f"not swapped in: {what}, {result.verdict}"), \
+        result.speedup.value, tuple(result.speedup.ci95)
+
+
+def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS) -> ModelOps:
+    """``base`` with every used replacement swapped in. With the rms_norm kernel in and no fused
+    add + norm kernel, the add stays a torch add and the norm after it is the kernel."""
+    chosen = {c.name: REPLACEMENTS[c.name].load() for c in choices if c.used}
+    ops = replace(base, **chosen)
+    if "rms_norm" in chosen and "add_rms_norm" not in chosen:
+        norm = chosen["rms_norm"]
+
+        def add_then_norm(residual, delta, weight, eps):
+            total = residual + delta
+            return total, norm(total, weight, eps)
+        ops = replace(ops, add_rms_norm=add_then_norm)
+    return ops
+
+
+# ------------------------------------------------------------------------------------------ runners
+
+
+@dataclass
+class Runner:
+    """One backend ready to run: ``prefill(tokens (B, T), positions (T,))`` -> last logits ``(B, 1, V)``,
+    ``decode(tokens (B, 1), positions (1,))`` -> logits ``(B, 1, V)``."""
+
+    backend: str
+    model: Llama
+    cache: KVCache
+    ops: ModelOps
+    prefill: Callable
+    decode: Callable
+    choices: list[Choice] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def used(self) -> list[str]:
+        return [c.name for c in self.choices if c.used]
+
+
+def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(), timer=None) -> Runner:
+    """A runner of ``backend`` with its own cache of ``batch`` x ``max_seq``. Make it before its first
+    prefill: the hello-gpu backend's CUDA-graph capture runs the decode step (writing position 0)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"no backend {backend!r}; known: {', '.join(BACKENDS)}")
+    cache = model.new_cache(batch, max_seq)
+    on_gpu = model.device.type == "cuda"
+
+    def prefill_step(tokens, positions):
+        return model(tokens, positions, cache, ops=ops, last_only=True)
+
+    def decode_step(tokens, positions):
+        return model(tokens, positions, cache, ops=ops)
+
+    ops, notes, choices = EAGER_OPS, [], []
+    prefill, decode = torch.no_grad()(prefill_step), torch.no_grad()(decode_step)
+    if backend.startswith("compile"):
+        mode = "reduce-overhead" if backend == "compile-reduce-overhead" else None
+        prefill = torch.no_grad()(torch.compile(prefill_step, fullgraph=True))
+        compiled = torch.no_grad()(torch.compile(decode_step, fullgraph=True, mode=mode))
+        if mode and on_gpu:
+            def decode(tokens, positions):
+                torch.compiler.cudagraph_mark_step_begin()      # the last step's outputs may be overwritten
+                return compiled(tokens, positions)
+        else:
+            decode = compiled
+        if mode and not on_gpu:
+            notes.append("reduce-overhead replays CUDA graphs: on the CPU it is the default mode")
+    elif backend == "hello-gpu":
+        choices = choose_replacements(model.config, batch=batch, device=model.device, dtype=model.dtype,
+                                      force=force, timer=timer)
+        ops = ops_with(choices)
+        if on_gpu:
+            decode = captured_decode(decode, batch, model.device)
+            notes.append("decode step captured in a CUDA graph")
+        else:
+            notes.append("no CUDA graph on the CPU: the decode step runs eagerly")
+    return Runner(backend, model, cache, ops, prefill, decode, choices, notes)
+
+
+def captured_decode(step: Callable, batch: int, device) -> Callable:
+    """``step`` captured once in a CUDA graph; each call copies its inputs into the captured ones and
+    replays. Warm-up runs first on a side stream (Triton compiles, first launches), as capture requires."""
+    tokens = torch.zeros((batch, 1), dtype=torch.long, device=device)
+    positions = torch.zeros(1, dtype=torch.long, device=device)
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step(tokens, positions)
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        logits = step(tokens, positions)
+
+    def replay(new_tokens, new_positions):
+        tokens.copy_(new_tokens)
+        positions.copy_(new_positions)
+        graph.replay()
+        return logits
+    replay.graph = graph
+    return replay
+
+
+@torch.no_grad()
+def greedy_tokens(runner: Runner, prompt: torch.Tensor, new_tokens: int, on_step: Callable | None = None,
+                  on_logits: Callable | None = None) -> torch.Tensor:
+    """``new_tokens`` greedy tokens ``(B, new_tokens)`` after ``prompt``: one prefill, then ``new_tokens - 1``
+    decode steps. Tokens stay on the device (no synchronisation per step). ``on_logits(step, logits)``
+    sees each step's logits ``(B, V)`` before the next call overwrites them."""
+    length = prompt.shape[1]
+    if length + new_tokens > runner.cache.max_seq:
+        raise ValueError(f"{length} prompt + {new_tokens} new tokens exceed the runner's cache "
+                         f"({runner.cache.max_seq} positions)")
+    positions = torch.arange(length + new_tokens, device=prompt.device)
+    logits = runner.prefill(prompt, positions[:length])[:, -1]
+    out = []
+    for step in range(new_tokens):
+        if on_logits is not None:
+            on_logits(step, logits)
+        token = runner.ops.sample(logits)[:, None]
+        out.append(token)
+        if on_step is not None:
+            on_step(step)
+        if step + 1 < new_tokens:
+            logits = runner.decode(token, positions[length + step:length + step + 1])[:, -1]
+    return torch.cat(out, dim=1)
+
+
+__all__ = ["BACKENDS", "REPLACEMENTS", "Choice", "Replacement", "Runner", "check_replacement",
+           "choose_replacements", "captured_decode", "greedy_tokens", "make_runner", "ops_with",
+           "register_replacement"]
