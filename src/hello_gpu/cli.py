@@ -649,6 +649,52 @@ def _course(args: argparse.Namespace, console: Console) -> int:
     return 1 if problems else 0
 
 
+# ------------------------------------------------------------------------------------------- model
+
+
+def _model_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
+    run = actions.add_parser("run", help="prefill and decode tokens/s of each backend against the bandwidth bound",
+                             description="Generate greedily with each backend on the same weights: prefill and "
+                                         "decode tokens/s, the bandwidth bound, peak memory, the kernels swapped in.")
+    profile = actions.add_parser("profile", help="rank a model's operations by time share and category, with the "
+                                                 "Amdahl bound of replacing each",
+                                 description="Profile decode steps (or prefills) of the Llama model, or a vision "
+                                             "model with --vision, under torch.profiler; works on the CPU too.")
+    for action in (run, profile):
+        action.add_argument("--config", help="tiny (default), 1b (Llama-3.2-1B sizes) or 8b (Llama-3-8B sizes); "
+                                             "random weights")
+        action.add_argument("--checkpoint", metavar="DIR", help="a local Hugging Face Llama folder (config.json + "
+                                                                "*.safetensors) instead of random weights")
+        action.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
+        action.add_argument("--prompt", type=int, default=512, help="prompt tokens (default 512)")
+        action.add_argument("--device", help="cuda or cpu (default: cuda when there is a GPU)")
+        action.add_argument("--dtype", help="bf16, fp16, fp32 or fp64 (default: bf16 on a GPU, fp32 on the CPU)")
+        action.add_argument("--seed", type=int, default=0, help="seed of the random weights and prompt (default 0)")
+        action.add_argument("--out", metavar="DIR", help="where the JSON (and trace) go (default: the user data "
+                                                         "folder, e.g. ~/.local/share/hello-gpu/models/...)")
+        action.add_argument("--json", action="store_true", help="also print the result as JSON")
+    run.add_argument("--new", type=int, default=256, help="new tokens (default 256)")
+    run.add_argument("--backend", default="eager", help="comma-separated: eager, compile, compile-reduce-overhead, "
+                                                        "hello-gpu (default: eager)")
+    run.add_argument("--force", nargs="+", metavar="OP", help="hello-gpu: swap these kernels in without timing them "
+                                                              "(still checked), e.g. rms_norm")
+    run.add_argument("--text", help="a text prompt (needs --checkpoint with tokenizer.json and tokenizers)")
+    profile.add_argument("--backend", default="eager", help="one backend (default: eager, whose operations are "
+                                                            "labelled by category)")
+    profile.add_argument("--phase", choices=("decode", "prefill"), default="decode", help="default: decode")
+    profile.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+    profile.add_argument("--vision", action="store_true", help="profile the vision model instead: torchvision's "
+                                                               "ResNet-50 if installed, else our small CNN")
+    profile.add_argument("--image-size", type=int, default=224, help="--vision: image side (default 224)")
+
+
+def _model(args: argparse.Namespace, console: Console) -> int:
+    from .models.command import model_profile, model_run
+
+    return model_run(args, console) if args.model_command == "run" else model_profile(args, console)
+
+
 COMMANDS: dict[str, Subcommand] = {
     "doctor": Subcommand("check that this machine can run kernels (3 gates)", _doctor_arguments, _doctor),
     "compile-check": Subcommand("compile every kernel of .hip/.cu files for NVIDIA and AMD, without a GPU",
@@ -670,6 +716,9 @@ COMMANDS: dict[str, Subcommand] = {
                         "'agent resume RUN', 'agent report RUN')", _agent_arguments, _agent),
     "exercise": Subcommand("check your kernel for an operator with the ladder's checker, time it against the "
                            "ladder (GPU), with hints for common mistakes", _exercise_arguments, _exercise),
+    "model": Subcommand("run a whole Llama-architecture model with each backend (tokens/s against the bandwidth "
+                        "bound), or profile it by category with Amdahl bounds ('model run', 'model profile')",
+                        _model_arguments, _model),
     "version": Subcommand("print hello-gpu's version", _no_arguments, _version),
     "course": Subcommand("sync the course outline (docs/course/outline.json) into the READMEs, and the notebooks "
                          "from their scripts; --check for CI",

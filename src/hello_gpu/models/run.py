@@ -1,0 +1,251 @@
+"""``hello-gpu model run``: prefill and decode tokens per second of each backend, against the bandwidth bound.
+
+At batch 1 a decode step reads every weight once (and the KV cache written so far), so no backend
+can make more than ``copy bandwidth / bytes per step`` steps a second. :func:`decode_bound` counts
+those bytes; the copy bandwidth is the one ``hello-gpu ceilings`` measured on this GPU (cached; measured
+now if it never was). On the CPU there is no such ceiling here and the bound is stated as unavailable.
+
+Each backend gets its own runner (its own KV cache, same weights), one untimed warm-up generation
+(compiles, CUDA-graph recordings, first launches), then the timed one: prefill (the whole prompt, up
+to the first new token) and ``new - 1`` decode steps. Peak GPU memory is read per backend
+(``torch.cuda.max_memory_allocated``, weights included, reset before each backend makes its runner).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from .backends import greedy_tokens, make_runner
+from .llama import Llama, LlamaConfig
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+@dataclass
+class Bound:
+    """Bytes a decode step must read and the tokens per second that allows at the copy bandwidth."""
+
+    batch: int
+    weight_bytes: int                       # weights read once per step
+    kv_bytes: int                           # KV cache read per step, averaged over the decode, all rows
+    copy_bytes_per_s: float | None = None
+    note: str = ""
+
+    @property
+    def bytes_per_step(self) -> int:
+        return self.weight_bytes + self.kv_bytes
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Decode tokens per second (all rows of the batch) at the copy bandwidth."""
+        return self.batch * self.copy_bytes_per_s / self.bytes_per_step if self.copy_bytes_per_s else None
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "bytes_per_step": self.bytes_per_step, "tokens_per_s": self.tokens_per_s}
+
+
+def decode_bound(config: LlamaConfig, dtype: torch.dtype, *, batch: int, prompt: int, new: int,
+                 copy_bytes_per_s: float | None = None, note: str = "") -> Bound:
+    """Every matrix is read once a step, except the embedding table, of which a lookup reads one row per
+    sequence (a tied head still reads the whole table). The KV cache read is the filled part: K and V of
+    every layer for ``prompt + new / 2`` positions on average over the decode steps (the model itself
+    reads its whole preallocated cache: at prompt 512 + 256 the bound is the stricter by 0.1 GB)."""
+    size = element_size(dtype)
+    table = config.vocab_size * config.hidden_size
+    weights = config.parameter_count() - (0 if config.tie_word_embeddings else table) + batch * config.hidden_size
+    context = prompt + new / 2
+    kv = 2 * config.num_layers * config.kv_size * context * batch
+    return Bound(batch, int(weights * size), int(kv * size), copy_bytes_per_s, note)
+
+
+def copy_bandwidth(device: torch.device, *, progress: bool = False) -> tuple[float | None, str]:
+    """(bytes/s, note): the copy ceiling of this GPU (hello_gpu.bench.ceilings), measured now if not cached."""
+    if device.type != "cuda":
+        return None, (f"bandwidth bound unavailable on the {device.type}: the copy ceiling is measured on a GPU "
+                      f"(hello-gpu ceilings)")
+    from ..bench import cached_ceilings, measure_ceilings
+    ceilings = cached_ceilings(allow_partial=True)
+    if ceilings is None or not ceilings.copy_bytes_per_s:
+        ceilings = measure_ceilings(progress=progress)
+        return ceilings.copy_bytes_per_s, "copy bandwidth measured now (hello-gpu ceilings; cached for next time)"
+    return ceilings.copy_bytes_per_s, f"copy bandwidth from hello-gpu ceilings (measured {ceilings.measured_at})"
+
+
+@dataclass
+class BackendRun:
+    backend: str
+    prefill_seconds: float
+    decode_seconds: float
+    prefill_tokens_per_s: float
+    decode_tokens_per_s: float | None
+    of_bound: float | None                         # decode tokens/s over the bound's
+    peak_memory_bytes: int | None
+    memory_note: str
+    used: list[str] = field(default_factory=list)  # hello-gpu kernels swapped in
+    choices: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    tokens: list[list[int]] = field(default_factory=list)
+    agreement: str = ""                            # greedy tokens against the first backend's
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, bound: Bound | None = None,
+                force=(), on_step=None) -> BackendRun:
+    """Warm up, then time one greedy generation of ``new`` tokens after ``prompt`` with ``backend``."""
+    device, (batch, length) = model.device, prompt.shape
+    if new < 2:
+        raise ValueError(f"--new must be at least 2 (the first token comes from the prefill), got {new}")
+    on_gpu = device.type == "cuda"
+    if on_gpu:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    runner = make_runner(model, backend, batch=batch, max_seq=length + new, force=force)
+    greedy_tokens(runner, prompt, min(new, 4))              # warm-up: compiles, graph recordings
+    _synchronize(device)
+    marks = {}
+
+    def step(index: int) -> None:
+        if index == 0:
+            _synchronize(device)                            # the prefill, up to its token, is done
+            marks["prefill"] = time.perf_counter()
+        if on_step is not None:
+            on_step(index)
+
+    started = time.perf_counter()
+    tokens = greedy_tokens(runner, prompt, new, on_step=step)
+    _synchronize(device)
+    finished = time.perf_counter()
+    prefill, decode = marks["prefill"] - started, finished - marks["prefill"]
+    decode_rate = batch * (new - 1) / decode if decode > 0 else None
+    limit = bound.tokens_per_s if bound else None
+    peak = torch.cuda.max_memory_allocated(device) if on_gpu else None
+    return BackendRun(
+        backend, prefill, decode, batch * length / prefill, decode_rate,
+        decode_rate / limit if decode_rate and limit else None, peak,
+        "weights + KV cache + workspace, torch.cuda.max_memory_allocated" if on_gpu
+        else f"not measured on the {device.type} (torch.cuda.max_memory_allocated is per GPU)",
+        runner.used(), [c.to_dict() for c in runner.choices], list(runner.notes), tokens.cpu().tolist())
+
+
+def agreement(tokens: list[list[int]], reference: list[list[int]]) -> str:
+    """"same" or where the first row that differs first differs."""
+    for row, (ours, theirs) in enumerate(zip(tokens, reference)):
+        for step, (a, b) in enumerate(zip(ours, theirs)):
+            if a != b:
+                return f"row {row} differs from step {step} on"
+    return "same"
+
+
+@dataclass
+class ModelRun:
+    config: dict
+    device: str
+    dtype: str
+    batch: int
+    prompt: int
+    new: int
+    seed: int
+    bound: Bound
+    runs: list[BackendRun] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"kind": "model-run", "config": self.config, "device": self.device, "dtype": self.dtype,
+                "batch": self.batch, "prompt": self.prompt, "new": self.new, "seed": self.seed,
+                "bound": self.bound.to_dict(), "runs": [run.to_dict() for run in self.runs]}
+
+    def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "model-run.json"
+        path.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
+        return path
+
+
+def default_out_dir(kind: str, name: str) -> Path:
+    """``<user data dir>/hello-gpu/models/<kind>/<name>.<UTC time>``: never a tracked folder."""
+    import platformdirs
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return Path(platformdirs.user_data_dir("hello-gpu")) / "models" / kind / f"{name}.{stamp}"
+
+
+def format_bytes(count: float | None) -> str:
+    if count is None:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.2f} {unit}"
+    return f"{count:.0f} B"
+
+
+def run_table(result: ModelRun):
+    from rich.table import Table
+    table = Table(title=f"{result.config['name']} on {result.device} {result.dtype}, batch {result.batch}, "
+                        f"prompt {result.prompt}, {result.new} new tokens")
+    for column in ("backend", "prefill tok/s", "decode tok/s", "of bound", "peak memory", "kernels swapped in",
+                   "tokens vs first"):
+        table.add_column(column, justify="left" if column in ("backend", "kernels swapped in", "tokens vs first")
+                         else "right")
+    for run in result.runs:
+        table.add_row(run.backend, f"{run.prefill_tokens_per_s:,.1f}",
+                      f"{run.decode_tokens_per_s:,.1f}" if run.decode_tokens_per_s else "-",
+                      f"{run.of_bound:.0%}" if run.of_bound is not None else "-", format_bytes(run.peak_memory_bytes),
+                      ", ".join(run.used) if run.backend == "hello-gpu" and run.used else
+                      ("none" if run.backend == "hello-gpu" else ""), run.agreement)
+    return table
+
+
+def render_run(result: ModelRun, console) -> None:
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    console.print(run_table(result))
+    bound = result.bound
+    say(f"bandwidth bound: {format_bytes(bound.weight_bytes)} of weights + {format_bytes(bound.kv_bytes)} of KV "
+        f"cache a decode step = {format_bytes(bound.bytes_per_step)}; "
+        + (f"at {bound.copy_bytes_per_s / 1e9:,.0f} GB/s copy: {bound.tokens_per_s:,.1f} tokens/s ({bound.note})"
+           if bound.tokens_per_s else bound.note))
+    for run in result.runs:
+        for choice in run.choices:
+            say(f"  {run.backend} {choice['name']}: {'USED' if choice['used'] else 'not used'}: {choice['reason']}")
+        for note in run.notes:
+            say(f"  {run.backend}: {note}")
+    memory = next((run.memory_note for run in result.runs if run.peak_memory_bytes is None), None)
+    if memory:
+        say(f"peak memory: {memory}")
+
+
+def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: int, new: int, seed: int = 0,
+              prompt: torch.Tensor | None = None, force=(), console=None, progress: bool = False) -> ModelRun:
+    """Every backend in turn on the same model and prompt (random ids from ``seed`` unless ``prompt``)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if prompt is None:
+        generator = torch.Generator().manual_seed(seed)
+        prompt = torch.randint(0, model.config.vocab_size, (batch, prompt_length), generator=generator)
+    prompt = prompt.to(model.device)
+    batch, prompt_length = prompt.shape
+    copy, note = copy_bandwidth(model.device, progress=progress)
+    bound = decode_bound(model.config, model.dtype, batch=batch, prompt=prompt_length, new=new,
+                         copy_bytes_per_s=copy, note=note)
+    result = ModelRun(model.config.to_dict(), str(model.device), str(model.dtype).removeprefix("torch."), batch,
+                      prompt_length, new, seed, bound)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True, disable=not progress) as bar:
+        for backend in backends:
+            task = bar.add_task(f"{backend}: warm-up, prefill, decode", total=new)
+            run = run_backend(model, backend, prompt, new, bound=bound, force=force,
+                              on_step=lambda index, task=task: bar.update(task, completed=index + 1))
+            run.agreement = agreement(run.tokens, result.runs[0].tokens) if result.runs else "(reference)"
+            result.runs.append(run)
+    return result
