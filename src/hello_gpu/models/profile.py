@@ -42,9 +42,10 @@ NAME_CATEGORIES: tuple[tuple[str, re.Pattern], ...] = tuple((category, re.compil
     ("convolution", r"conv|implicit_gemm|winograd|cudnn|miopen"),
     ("GEMM/GEMV", r"gemm|gemv|nvjet|xmma|cutlass|^Cijk_|matmul|\bmm\b|aten::(mm|addmm|bmm|linear)$|triton_tem_|splitk"),
     ("norm", r"norm|rsqrt"),
-    ("pooling", r"pool"),
     ("sampling", r"argmax|topk|multinomial|sample"),
-    ("elementwise", r"elementwise|vectorized|triton_poi_|triton_per_|triton_red_|copy|cat|index|fill|silu|relu|"
+    ("reduction", r"triton_red_|triton_per_|reduce_kernel|\bsum\b|\bmean\b"),
+    ("pooling", r"pool"),
+    ("elementwise", r"elementwise|vectorized|triton_poi_|copy|cat|index|fill|silu|relu|"
                     r"mul|add|embedding|gather|scatter"),
 ))
 
@@ -244,6 +245,7 @@ REPLACEABLE = {
     "norm": "RMSNorm: hello_gpu.ops.rms_norm (a LayerNorm or BatchNorm is a different operator: no)",
     "convolution": "no: there is no convolution ladder",
     "pooling": "no: there is no pooling ladder",
+    "reduction": "a sum: hello_gpu's reduce_sum ladder (its rungs, not yet a model operation)",
     "elementwise": "no dedicated ladder; vector_add shows the pattern (fusion into the neighbour is the real fix)",
     "sampling": "softmax: hello_gpu.ops.softmax where a softmax is taken; greedy argmax: no",
     LAUNCH_GAPS: "a CUDA graph of the whole step (the hello-gpu backend captures its decode step)",
