@@ -32,7 +32,7 @@ from typing import Callable
 
 import torch
 
-from .llama import EAGER_OPS, KVCache, Llama, LlamaConfig, ModelOps
+from .llama import EAGER_OPS, OP_CATEGORIES, KVCache, Llama, LlamaConfig, ModelOps
 
 BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu")
 
@@ -45,7 +45,6 @@ class Replacement:
     """A kernel that may replace the :class:`ModelOps` operation ``name`` in the hello-gpu backend."""
 
     name: str                                       # the ModelOps field it replaces
-    category: str                                   # the profile's category (llama.OP_CATEGORIES)
     description: str
     load: Callable[[], Callable] | None = None      # the replacement function, imported when first asked for
     missing: str = ""                               # why there is no kernel yet (load is None)
@@ -54,12 +53,17 @@ class Replacement:
     # Per dtype (rtol, atol) of the kernel against the eager operation computed in float64
     tolerance: dict = field(default_factory=dict)
 
+    @property
+    def category(self) -> str:
+        """The profile's category of the operation (llama.OP_CATEGORIES)."""
+        return OP_CATEGORIES[self.name]
+
 
 REPLACEMENTS: dict[str, Replacement] = {}
 
 
 def register_replacement(replacement: Replacement) -> Replacement:
-    if replacement.name not in {f.name for f in EAGER_OPS.__dataclass_fields__.values()}:
+    if replacement.name not in OP_CATEGORIES:
         raise ValueError(f"replacement {replacement.name!r}: ModelOps has no operation of that name")
     if replacement.load is not None and replacement.example is None:
         raise ValueError(f"replacement {replacement.name!r}: a kernel needs example arguments to be checked and timed")
@@ -83,23 +87,21 @@ def _norm_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
 NORM_TOLERANCE = {torch.bfloat16: (2**-7, 1e-5), torch.float16: (2**-10, 1e-6), torch.float32: (1e-5, 1e-7)}
 
 register_replacement(Replacement(
-    "rms_norm", "norm", "RMSNorm by the fastest rms_norm rung of the ladder (hello_gpu.ops.rms_norm)",
+    "rms_norm", "RMSNorm by the fastest rms_norm rung of the ladder (hello_gpu.ops.rms_norm)",
     load=_hello_gpu_rms_norm, example=_norm_example, tolerance=NORM_TOLERANCE))
-register_replacement(Replacement(
-    "add_rms_norm", "norm", "the residual add fused into the RMSNorm that follows it (one pass over the row)",
-    missing="no fused add + RMSNorm rung yet; with the rms_norm kernel swapped in, the add stays a torch add"))
-register_replacement(Replacement(
-    "rope", "elementwise", "RoPE on q and k in one kernel",
-    missing="no RoPE rung yet"))
-register_replacement(Replacement(
-    "linear", "GEMM/GEMV", "decode GEMV for every projection (batch-1 decode reads each weight once)",
-    missing="waits for the matmul ladder's decode GEMV rungs"))
-register_replacement(Replacement(
-    "attention", "attention", "prefill and decode attention over the KV cache",
-    missing="waits for the attention ladder (decode)"))
-register_replacement(Replacement(
-    "sample", "sampling", "softmax / sampling of the next token (greedy: an argmax over the vocabulary)",
-    missing="no sampling kernel yet; greedy decode needs only torch.argmax"))
+# The operations with no kernel yet, and what each waits for.
+NOT_WRITTEN = {
+    "add_rms_norm": ("the residual add fused into the RMSNorm that follows it (one pass over the row)",
+                     "no fused add + RMSNorm rung yet; with the rms_norm kernel swapped in, the add stays a torch add"),
+    "rope": ("RoPE on q and k in one kernel", "no RoPE rung yet"),
+    "linear": ("decode GEMV for every projection (batch-1 decode reads each weight once)",
+               "waits for the matmul ladder's decode GEMV rungs"),
+    "attention": ("prefill and decode attention over the KV cache", "waits for the attention ladder (decode)"),
+    "sample": ("softmax / sampling of the next token (greedy: an argmax over the vocabulary)",
+               "no sampling kernel yet; greedy decode needs only torch.argmax"),
+}
+for _name, (_description, _missing) in NOT_WRITTEN.items():
+    register_replacement(Replacement(_name, _description, missing=_missing))
 
 
 @dataclass

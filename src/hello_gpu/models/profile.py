@@ -37,21 +37,21 @@ LAUNCH_GAPS = "launch gaps"
 HOST = "host, unlabelled"
 
 # A kernel's or an op's category from its name, first match wins; for what ran outside a labelled range.
-NAME_CATEGORIES: tuple[tuple[str, re.Pattern], ...] = tuple((category, re.compile(pattern, re.IGNORECASE)) for category, pattern in (
-    ("attention", r"flash|fmha|attention|sdpa|scaled_dot_product"),
-    ("convolution", r"conv|implicit_gemm|winograd|cudnn|miopen"),
-    ("GEMM/GEMV", r"gemm|gemv|nvjet|xmma|cutlass|^Cijk_|matmul|\bmm\b|aten::(mm|addmm|bmm|linear)$|triton_tem_|splitk"),
-    ("norm", r"norm|rsqrt"),
-    ("sampling", r"argmax|topk|multinomial|sample"),
-    ("reduction", r"triton_red_|triton_per_|reduce_kernel|\bsum\b|\bmean\b"),
-    ("pooling", r"pool"),
-    ("elementwise", r"elementwise|vectorized|triton_poi_|copy|cat|index|fill|silu|relu|"
-                    r"mul|add|embedding|gather|scatter"),
-))
+NAME_PATTERNS = {
+    "attention": r"flash|fmha|attention|sdpa|scaled_dot_product",
+    "convolution": r"conv|implicit_gemm|winograd|cudnn|miopen",
+    "GEMM/GEMV": r"gemm|gemv|nvjet|xmma|cutlass|^Cijk_|matmul|\bmm\b|aten::(mm|addmm|bmm|linear)$|triton_tem_|splitk",
+    "norm": r"norm|rsqrt",
+    "sampling": r"argmax|topk|multinomial|sample",
+    "reduction": r"triton_red_|triton_per_|reduce_kernel|\bsum\b|\bmean\b",
+    "pooling": r"pool",
+    "elementwise": r"elementwise|vectorized|triton_poi_|copy|cat|index|fill|silu|relu|mul|add|embedding|gather|scatter",
+}
+COMPILED_PATTERNS = [(category, re.compile(pattern, re.IGNORECASE)) for category, pattern in NAME_PATTERNS.items()]
 
 
 def category_of_name(name: str) -> str:
-    return next((category for category, pattern in NAME_CATEGORIES if pattern.search(name)), "other")
+    return next((category for category, pattern in COMPILED_PATTERNS if pattern.search(name)), "other")
 
 
 @dataclass
