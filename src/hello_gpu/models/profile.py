@@ -32,6 +32,7 @@ from ..profile import is_kernel_event, is_launch_event
 from ..profile.kernel_names import display_name
 from ..profile.kernel_table import CALL_LABEL
 from .llama import LABEL_PREFIX
+from .work import operation_roofline, step_work
 
 LAUNCH_GAPS = "launch gaps"
 HOST = "host, unlabelled"
@@ -74,6 +75,10 @@ class ModelProfile:
     categories: dict[str, float] = field(default_factory=dict)
     rows: list[ProfileRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Seconds of each labelled operation (ModelOps name) over all steps: its kernels' time on a GPU,
+    # its range's host time on the CPU; empty where nothing was labelled (a compiled step, a graph).
+    operations: dict[str, float] = field(default_factory=dict)
+    roofline: list[dict] = field(default_factory=list)       # hello_gpu.models.work.operation_roofline rows
 
     def share(self, category: str) -> float:
         return self.categories.get(category, 0.0) / self.wall_seconds if self.wall_seconds else 0.0
@@ -92,7 +97,8 @@ class ModelProfile:
                 "categories": [{"category": c, "seconds": s, "share": self.share(c), "amdahl_bound": self.amdahl(c),
                                 "amdahl_bound_2x": self.amdahl(c, 2.0)} for c, s in self.ranked_categories()],
                 "rows": [{**row.to_dict(), "share": row.seconds / self.wall_seconds if self.wall_seconds else 0.0}
-                         for row in self.rows]}
+                         for row in self.rows],
+                "operations": self.operations, "roofline": self.roofline}
 
 
 def _ranges(events: list[dict], prefix: str) -> list[tuple[float, float, str]]:
@@ -150,9 +156,11 @@ def categorize_trace(trace, *, title: str = "model") -> ModelProfile:
             args = kernel.get("args") if isinstance(kernel.get("args"), dict) else {}
             launch = launches.get(args.get("correlation"))
             label = _innermost(labels, float(launch["ts"])) if launch else None
-            name = str(kernel.get("name", "?"))
-            add(display_name(name), parse_label(label)[0] if label else category_of_name(name),
-                float(kernel.get("dur", 0.0)) * 1e-6)
+            name, seconds = str(kernel.get("name", "?")), float(kernel.get("dur", 0.0)) * 1e-6
+            add(display_name(name), parse_label(label)[0] if label else category_of_name(name), seconds)
+            if label:
+                operation = parse_label(label)[1]
+                profile.operations[operation] = profile.operations.get(operation, 0.0) + seconds
             intervals.append((float(kernel["ts"]), float(kernel["ts"]) + float(kernel.get("dur", 0.0))))
         gaps = max(wall - _busy(intervals) * 1e-6, 0.0)
         profile.categories[LAUNCH_GAPS] = gaps
@@ -162,6 +170,7 @@ def categorize_trace(trace, *, title: str = "model") -> ModelProfile:
         for start, end, label in labels:
             category, operation = parse_label(label)
             add(operation, category, (end - start) * 1e-6)
+            profile.operations[operation] = profile.operations.get(operation, 0.0) + (end - start) * 1e-6
         labelled = sum(profile.categories.values())
         profile.categories[HOST] = max(wall - labelled, 0.0)
         profile.notes.append("CPU: each operation's host time (its labelled range); no kernels, no launch gaps")
@@ -232,8 +241,31 @@ def profile_llama(model, *, backend: str = "eager", batch: int = 1, prompt: int 
         prefill()                      # the cache holds the prompt before the first decode step
     title = f"{model.config.name} {phase}, {backend}, batch {batch}, prompt {prompt}"
     with torch.no_grad():
-        return profile_steps(decode if phase == "decode" else prefill, steps=steps, title=title,
-                             trace_path=trace_path)
+        profile = profile_steps(decode if phase == "decode" else prefill, steps=steps, title=title,
+                                trace_path=trace_path)
+    work = step_work(model.config, model.dtype, batch=batch, tokens=1 if phase == "decode" else prompt,
+                     cache_length=runner.cache.max_seq, last_only=phase == "prefill")
+    seconds = {name: total / max(profile.steps, 1) for name, total in profile.operations.items()}
+    profile.roofline = operation_roofline(seconds, work, _roofs(model.device, model.dtype),
+                                          str(model.dtype).removeprefix("torch."))
+    if not profile.operations:
+        profile.notes.append("no labelled operations in this backend's steps (compiled or captured): no roofline "
+                             "per operation; the eager backend has one")
+    return profile
+
+
+def _roofs(device: torch.device, dtype: torch.dtype):
+    """The roofs of this GPU for ``dtype``: the ceilings hello-gpu measured here (cached) and the
+    datasheet (bench/specs.json); None on the CPU."""
+    if device.type != "cuda":
+        return None
+    from ..bench import cached_ceilings
+    from ..profile import roofs_from
+    from ..runtime.device import device_info
+    info = device_info(device.index)
+    cached = cached_ceilings(allow_partial=True)
+    ceilings = [("hello-gpu ceilings (cached)", cached.to_dict())] if cached is not None else []
+    return roofs_from({"name": info.name, "arch": info.arch}, str(dtype).removeprefix("torch."), ceilings)
 
 
 # ------------------------------------------------------------------------------------------ vision
@@ -335,7 +367,8 @@ def profile_vision(*, device="cpu", dtype=torch.float32, batch: int = 8, size: i
 
 
 def profile_table(profile: ModelProfile, top: int = 15):
-    """Two rich tables: the categories with their shares and Amdahl bounds, and the top rows."""
+    """Rich tables: the categories with their shares and Amdahl bounds, the top rows, and (where the
+    operations were labelled) each operation on the roofline."""
     from rich.table import Table
     categories = Table(title=f"{profile.title}: {profile.steps} steps, {profile.wall_seconds / profile.steps * 1e3:.3f} "
                              f"ms a step ({profile.device})" if profile.steps else profile.title)
@@ -353,4 +386,15 @@ def profile_table(profile: ModelProfile, top: int = 15):
         rows.add_row(row.name, row.category, f"{row.calls / max(profile.steps, 1):g}",
                      f"{row.seconds / profile.wall_seconds:.1%}" if profile.wall_seconds else "-",
                      f"{row.seconds / row.calls * 1e6:.1f}")
-    return categories, rows
+    if not profile.roofline:
+        return categories, rows
+    roofline = Table(title="each operation on the roofline (counted FLOPs and bytes of a step; hello_gpu.models.work)")
+    for column in ("operation", "us/step", "GFLOP/s", "GB/s", "FLOP/B", "bound", "of roof"):
+        roofline.add_column(column, justify="left" if column in ("operation", "bound") else "right")
+    for entry in profile.roofline:
+        fraction = entry["fraction_of_roof"]
+        roofline.add_row(entry["operation"], f"{entry['seconds_per_step'] * 1e6:.1f}", f"{entry['flop_per_s'] / 1e9:,.1f}",
+                         f"{entry['bytes_per_s'] / 1e9:,.1f}",
+                         f"{entry['intensity']:.3g}" if entry["intensity"] else "-",
+                         entry["bound"] or "-", f"{fraction:.0%}" if fraction is not None else "-")
+    return categories, rows, roofline

@@ -21,9 +21,10 @@ import types
 
 from .counters import CounterResult, KernelCounters, counters_for_rungs
 from .kernel_table import KernelRow, KernelTable, is_kernel_event, is_launch_event, kernel_table, table_from_trace
-from .roofline import Roofline, Roofs, Verdict, classify, load_roofline
+from .roofline import Roofline, RooflinePoint, Roofs, Verdict, classify, load_roofline, roofs_from
 
-__all__ = ["CounterResult", "KernelCounters", "KernelRow", "KernelTable", "Roofline", "Roofs", "Verdict", "classify",
+__all__ = ["CounterResult", "KernelCounters", "KernelRow", "KernelTable", "Roofline", "RooflinePoint", "Roofs", "Verdict",
+           "classify", "roofs_from",
            "counters_for_rungs", "is_kernel_event", "is_launch_event", "kernel_table", "load_roofline",
            "table_from_trace"]
 

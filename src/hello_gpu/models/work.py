@@ -1,0 +1,104 @@
+"""The work of each operation of a Llama step: FLOPs and bytes, counted from the configuration.
+
+``hello-gpu model profile`` measures the time of each labelled operation (:class:`~hello_gpu.models.llama.ModelOps`);
+with the work counted here it puts each on the roofline (:func:`operation_roofline`): FLOP/s, bytes/s,
+arithmetic intensity, and which roof holds it, as the ladders do for one rung.
+
+What is counted, per step of ``batch`` rows of ``tokens`` tokens each (a decode step: 1 token; a
+prefill: the prompt), with a cache of ``cache_length`` positions that attention reads whole (the model
+masks the positions not written yet, so every step has the same shapes):
+
+- **linear** (every projection and the output head): ``2 * rows * in * out`` FLOPs; the weight once,
+  plus the activations in and out. At decode the weights are nearly all the bytes of the step.
+- **attention**: ``4 * B * H * T * S * D`` FLOPs (scores and the weighted sum: two matmuls), as
+  ``torch.utils.flop_counter`` counts SDPA; q, the cache's keys and values, the mask and the output.
+- **the rest** (embedding, norms, RoPE, cache writes, SwiGLU): the bytes each reads and writes once
+  and a few FLOPs per element; they are memory-bound at any size.
+
+These are counted bytes (what an ideal kernel must move), not measured DRAM traffic: an operation
+whose inputs sit in L2 can run "above" the memory roof, and the verdict says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .llama import LlamaConfig
+
+
+@dataclass(frozen=True)
+class OperationWork:
+    """The work of all calls of one operation in one step."""
+
+    calls: int
+    flops: float
+    bytes: float
+
+    def __add__(self, other: "OperationWork") -> "OperationWork":
+        return OperationWork(self.calls + other.calls, self.flops + other.flops, self.bytes + other.bytes)
+
+
+def _linear(rows: int, inputs: int, outputs: int, size: int) -> OperationWork:
+    return OperationWork(1, 2.0 * rows * inputs * outputs, float(size) * (inputs * outputs + rows * (inputs + outputs)))
+
+
+def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: int, cache_length: int,
+              last_only: bool = False) -> dict[str, OperationWork]:
+    """``{operation: work}`` of one forward step (the names of :class:`~hello_gpu.models.llama.ModelOps`)."""
+    if min(batch, tokens, cache_length) < 1:
+        raise ValueError(f"step_work: batch, tokens and cache_length must be at least 1, got {batch}, {tokens}, "
+                         f"{cache_length}")
+    if tokens > cache_length:
+        raise ValueError(f"step_work: {tokens} tokens do not fit in a cache of {cache_length} positions")
+    c, e = config, torch.tensor([], dtype=dtype).element_size()
+    layers, rows, h = c.num_layers, batch * tokens, c.hidden_size
+    table = 8 if dtype == torch.float64 else 4                  # the rotation tables: float32 (float64 model: float64)
+    per_layer_linears = (_linear(rows, h, c.q_size + 2 * c.kv_size, e) + _linear(rows, c.q_size, h, e)
+                         + _linear(rows, h, 2 * c.intermediate_size, e) + _linear(rows, c.intermediate_size, h, e))
+    head_rows = batch if last_only else rows
+    linear = OperationWork(0, 0.0, 0.0)
+    for _ in range(layers):
+        linear = linear + per_layer_linears
+    linear = linear + _linear(head_rows, h, c.vocab_size, e)
+    keys_and_values = 2.0 * batch * c.num_kv_heads * cache_length * c.head_dim * e
+    attention_one = OperationWork(
+        1, 4.0 * batch * c.num_heads * tokens * cache_length * c.head_dim,
+        2.0 * rows * c.q_size * e + keys_and_values + tokens * cache_length)        # q and out, K and V, the bool mask
+    rotated = rows * (c.q_size + c.kv_size)
+    return {
+        "embed": OperationWork(1, 0.0, 2.0 * rows * h * e),
+        "rms_norm": OperationWork(1, 4.0 * rows * h, (2.0 * rows * h + h) * e),
+        "add_rms_norm": OperationWork(2 * layers, 2 * layers * 5.0 * rows * h, 2 * layers * (4.0 * rows * h + h) * e),
+        "linear": linear,
+        "rope": OperationWork(layers, layers * 3.0 * rotated, layers * (2.0 * rotated * e + 2 * tokens * c.head_dim // 2 * table)),
+        "cache_write": OperationWork(layers, 0.0, layers * 4.0 * batch * c.num_kv_heads * tokens * c.head_dim * e),
+        "attention": OperationWork(layers, layers * attention_one.flops, layers * attention_one.bytes),
+        "swiglu": OperationWork(layers, layers * 4.0 * rows * c.intermediate_size, layers * 3.0 * rows * c.intermediate_size * e),
+    }
+
+
+def operation_roofline(seconds_per_step: dict[str, float], work: dict[str, OperationWork], roofs,
+                       dtype: str) -> list[dict]:
+    """One row per operation that has both a time and a work model: achieved FLOP/s and bytes/s, the
+    intensity, and the roofline verdict (:func:`hello_gpu.profile.classify`) when ``roofs`` are known
+    (None on the CPU: the row says so). Sorted by time, largest first."""
+    from ..profile import RooflinePoint, classify
+    rows = []
+    for name, seconds in sorted(seconds_per_step.items(), key=lambda item: -item[1]):
+        counted = work.get(name)
+        if counted is None or seconds <= 0:
+            continue
+        row = {"operation": name, "seconds_per_step": seconds, "calls_per_step": counted.calls,
+               "flops": counted.flops, "bytes": counted.bytes, "flop_per_s": counted.flops / seconds,
+               "bytes_per_s": counted.bytes / seconds,
+               "intensity": counted.flops / counted.bytes if counted.bytes else None}
+        if roofs is None:
+            row.update(bound=None, fraction_of_roof=None, verdict="no roofs here (a GPU's ceilings and datasheet)")
+        else:
+            point = RooflinePoint(name, "step", dtype, None, "operation", seconds, counted.bytes, counted.flops)
+            verdict = classify(point, roofs)
+            row.update(bound=verdict.bound, fraction_of_roof=verdict.fraction, verdict=verdict.reason)
+        rows.append(row)
+    return rows

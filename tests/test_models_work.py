@@ -1,0 +1,112 @@
+"""The counted work of a Llama step (hello_gpu.models.work) against independent counts, and the
+roofline per operation in `hello-gpu model profile`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from hello_gpu.cli import main
+from hello_gpu.models import build_model
+from hello_gpu.models.llama import CONFIGS
+from hello_gpu.models.profile import profile_llama
+from hello_gpu.models.work import OperationWork, operation_roofline, step_work
+from hello_gpu.profile import Roofs
+
+
+def _explicit_attention(q, keys, values, mask):
+    """The attention the model computes, written as plain matmuls (torch's FLOP counter does not count
+    the CPU's fused SDPA kernel): heads of K and V repeated for the query heads, masked softmax."""
+    repeat = q.shape[1] // keys.shape[1]
+    keys, values = keys.repeat_interleave(repeat, dim=1), values.repeat_interleave(repeat, dim=1)
+    scores = (q @ keys.transpose(-1, -2)) / q.shape[-1] ** 0.5
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ values
+
+
+@pytest.mark.parametrize("batch, tokens, cache_length, last_only", [(1, 1, 13, False), (3, 1, 40, False),
+                                                                     (2, 9, 9, True), (1, 5, 17, False)])
+def test_the_matmul_flops_are_what_torch_counts(batch, tokens, cache_length, last_only):
+    """torch's own FLOP counter on a real forward step of the tiny model (attention written as the plain
+    matmuls it is, on the shapes the model hands it): the counted work must give the same FLOPs."""
+    from dataclasses import replace
+
+    from hello_gpu.models.llama import EAGER_OPS
+    model = build_model("tiny", dtype=torch.float32, seed=3)
+    cache = model.new_cache(batch, cache_length)
+    tokens_in = torch.randint(0, model.config.vocab_size, (batch, tokens), generator=torch.Generator().manual_seed(4))
+    positions = torch.arange(cache_length - tokens, cache_length)
+    attention_flops = []
+
+    def counted_attention(*args):
+        with FlopCounterMode(display=False) as inner:        # the attention calls' own count
+            result = _explicit_attention(*args)
+        attention_flops.append(inner.get_total_flops())
+        return result
+    ops = replace(EAGER_OPS, attention=counted_attention)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(tokens_in, positions, cache, ops=ops, last_only=last_only)
+    work = step_work(model.config, torch.float32, batch=batch, tokens=tokens, cache_length=cache_length,
+                     last_only=last_only)
+    assert len(attention_flops) == model.config.num_layers
+    assert work["attention"].flops == sum(attention_flops)
+    # every other matmul of the step is a projection or the head (mm, or bmm for the head on a sliced row)
+    assert work["linear"].flops == counter.get_total_flops() - sum(attention_flops)
+
+
+def test_a_decode_steps_bytes_are_nearly_all_weights():
+    """At decode the projections read every weight once: the counted linear bytes are the weights'
+    bytes (all but the norms' gains and, untied, the embedding table) plus a sliver of activations."""
+    config = CONFIGS["8b"]
+    work = step_work(config, torch.bfloat16, batch=1, tokens=1, cache_length=768)
+    model = torch.device("meta")
+    with model:
+        from hello_gpu.models.llama import Llama
+        meta = Llama(config, dtype=torch.bfloat16)
+    weights = sum(p.numel() * 2 for name, p in meta.named_parameters() if p.dim() == 2 and "embed_tokens" not in name)
+    assert weights <= work["linear"].bytes <= weights * 1.001
+    assert work["linear"].calls == 4 * config.num_layers + 1
+    # the KV cache a step reads: 2 (K and V) x layers x 8 heads x 768 positions x 128 x 2 bytes = 100.7 MB
+    assert work["attention"].bytes == pytest.approx(2 * 32 * 8 * 768 * 128 * 2, rel=0.01)
+    total = sum(entry.bytes for entry in work.values())
+    assert work["linear"].bytes / total > 0.98
+
+
+def test_bad_step_arguments_are_refused():
+    with pytest.raises(ValueError, match="at least 1"):
+        step_work(CONFIGS["tiny"], torch.float32, batch=0, tokens=1, cache_length=4)
+    with pytest.raises(ValueError, match="do not fit"):
+        step_work(CONFIGS["tiny"], torch.float32, batch=1, tokens=5, cache_length=4)
+
+
+def test_the_roofline_rows_place_each_operation_under_its_roof():
+    roofs = Roofs("a GPU", "bfloat16", bandwidth=4e12, compute=8e14)           # ridge at 200 FLOP/B
+    work = {"linear": OperationWork(10, 2e9, 1e9), "matmul": OperationWork(1, 4e12, 1e9),
+            "swiglu": OperationWork(2, 1e3, 1e3)}
+    rows = operation_roofline({"linear": 5e-4, "matmul": 1e-2, "swiglu": 0.0, "unknown": 1e-3}, work, roofs, "bfloat16")
+    assert [row["operation"] for row in rows] == ["matmul", "linear"]     # by time; no time or no work: no row
+    by_name = {row["operation"]: row for row in rows}
+    assert by_name["linear"]["bound"] == "memory"
+    assert by_name["linear"]["fraction_of_roof"] == pytest.approx(1e9 / 5e-4 / 4e12)      # 2 TB/s of 4
+    assert by_name["matmul"]["bound"] == "compute"
+    assert by_name["matmul"]["fraction_of_roof"] == pytest.approx(4e12 / 1e-2 / 8e14)     # 400 of 800 TFLOP/s
+    assert by_name["matmul"]["intensity"] == pytest.approx(4000)
+    cpu = operation_roofline({"linear": 5e-4}, work, None, "float32")
+    assert cpu[0]["bound"] is None and "no roofs" in cpu[0]["verdict"]
+
+
+def test_a_cpu_profile_has_a_roofline_row_per_labelled_operation(tmp_path, capsys):
+    model = build_model("tiny", dtype=torch.float32, seed=1)
+    profile = profile_llama(model, batch=1, prompt=12, phase="decode", steps=2)
+    operations = {row["operation"] for row in profile.roofline}
+    assert {"linear", "attention", "add_rms_norm", "rope", "swiglu"} <= operations
+    linear = next(row for row in profile.roofline if row["operation"] == "linear")
+    want = step_work(model.config, torch.float32, batch=1, tokens=1, cache_length=13)["linear"]
+    assert linear["flops"] == want.flops
+    assert linear["seconds_per_step"] == pytest.approx(profile.operations["linear"] / 2)
+    assert main(["model", "profile", "--config", "tiny", "--prompt", "10", "--steps", "2", "--out", str(tmp_path)]) == 0
+    assert "on the roofline" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "model-profile.json").read_text())
+    assert {row["operation"] for row in saved["roofline"]} >= {"linear", "attention"}
