@@ -16,6 +16,8 @@
 #           profile:OP:RUNG:SHAPE[:DTYPE] (one rung's kernel table and counters into OP.DTYPE.profile.json);
 #           ladder-profile:OP:ROUTE:SHAPE[:DTYPE] (`ladder --profile` at one shape; its tables kept in
 #           ladder-profile.OP.ROUTE.DTYPE.txt);
+#           model-run:CONFIG:BATCH:PROMPT:NEW:BACKENDS (e.g. model-run:8b:1:512:256:eager,compile-reduce-overhead,hello-gpu);
+#           model-profile:CONFIG:PHASE[:BATCH[:PROMPT]] (e.g. model-profile:8b:decode);
 #           notebooks (every course notebook executed; the executed .ipynb files in $OUT/notebooks/, to commit
 #           over notebooks/; needs jupytext, nbformat, nbclient and ipykernel: wheels in .whl/ where the machine lacks them);
 #           "all" = every stage but cpu-tests
@@ -211,6 +213,18 @@ agent_rerun() {   # agent_rerun OP.ROUTE: the committed run's own command again 
   echo "$command"
   COLUMNS=200 $command --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
+model_run() {   # model_run CONFIG BATCH PROMPT NEW BACKENDS: `hello-gpu model run`, its JSON kept as records/<device>/models/
+  local folder="$DEVICE_RECORDS/models/run.$1.b$2.p$3.n$4"
+  mkdir -p "$folder"
+  COLUMNS=200 hello-gpu model run --config "$1" --batch "$2" --prompt "$3" --new "$4" --backend "$5" \
+    --dtype bfloat16 --out "$folder" 2>>"$ERRORS"
+}
+model_profile() {   # model_profile CONFIG PHASE [BATCH] [PROMPT]: `hello-gpu model profile` (eager, labelled operations)
+  local folder="$DEVICE_RECORDS/models/profile.$1.$2.b${3:-1}.p${4:-512}"
+  mkdir -p "$folder"
+  COLUMNS=200 hello-gpu model profile --config "$1" --phase "$2" --batch "${3:-1}" --prompt "${4:-512}" \
+    --dtype bfloat16 --out "$folder" 2>>"$ERRORS"
+}
 agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent from START, its report and record
   local op=$1 route=$2 start=$3 shape=${4:-} dtype=${5:-}
   local run_dir="$DEVICE_RECORDS/agent/$op.$route"
@@ -220,7 +234,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
+export -f model_run model_profile notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
   reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug OUT
 
@@ -255,6 +269,12 @@ for stage in $stages; do
       IFS=: read -r _ op route start shape dtype <<<"$stage"
       run_stage "$stage" agent_run "$op" "$route" "$start" "$shape" "$dtype" ;;
     agent-rerun:*) run_stage "$stage" agent_rerun "${stage#agent-rerun:}" ;;
+    model-run:*)
+      IFS=: read -r _ config batch prompt new backends <<<"$stage"
+      run_stage "$stage" model_run "$config" "$batch" "$prompt" "$new" "$backends" ;;
+    model-profile:*)
+      IFS=: read -r _ config phase batch prompt <<<"$stage"
+      run_stage "$stage" model_profile "$config" "$phase" "$batch" "$prompt" ;;
     agent-resume:*)
       IFS=: read -r _ run seconds counters <<<"$stage"
       run_stage "$stage" agent_resume "$run" "$seconds" $counters ;;
