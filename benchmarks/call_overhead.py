@@ -40,9 +40,11 @@ from hello_gpu.bench.records import device_from_manifest, new_record, source_ent
 from hello_gpu.bench.stats import paired_ratio, summarize, verdict
 from hello_gpu.bench.timing import host_times
 from hello_gpu.ops import rms_norm, softmax
+from hello_gpu.ops import functions
 from hello_gpu.ops.functions import BEST, best_launcher
 from hello_gpu.ops.registry import load_op
 from hello_gpu.ops.sources import repository_rules
+from hello_gpu.runtime import compiled_replay
 from hello_gpu.runtime.manifest import environment_manifest
 from hello_gpu.runtime.triton_replay import plan_of
 
@@ -261,6 +263,31 @@ def graph_replay(entries: Entries, lines: list[str]) -> dict:
             "target": "replay within 1.2x of the sum of the device times"}
 
 
+def python_replay(call):
+    """``call`` with the compiled replay set aside: the public function's Python fast path, for the
+    comparison with the compiled one (swapping it costs two list stores per call, ~0.05 us)."""
+    def run():
+        saved, functions._COMPILED[0] = functions._COMPILED[0], None
+        try:
+            return call()
+        finally:
+            functions._COMPILED[0] = saved
+    return run
+
+
+def compiled_rows(name: str, *args) -> dict:
+    """The public function through the Python replay, and the compiled replay's own call, once the
+    function has made its plan for ``args`` (a call of it before); empty when it is not built."""
+    call = softmax if name == "softmax" else rms_norm
+    call(*args)
+    replay = compiled_replay.function()
+    rows = {f"hello_gpu.ops.{name}, Python replay": python_replay(lambda: call(*args))}
+    if replay is not None and replay(compiled_replay.table(name), *args) is not None:
+        table = compiled_replay.table(name)
+        rows[f"{name}: compiled replay alone"] = lambda: replay(table, *args)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="the record file to write (…/call-overhead.json)")
@@ -270,6 +297,10 @@ def main() -> int:
     args = parser.parse_args()
     torch.manual_seed(0)
     entries, lines = Entries(), []
+    # The C++ replay is built before anything is timed (~30 s the first time on a machine), so every
+    # public call below that has a plan takes it; the record says whether it was built.
+    compiled_status = compiled_replay.start(wait=True)
+    lines.append(f"compiled replay: {compiled_status}")
     liger = {op: load_op(op).rung("peer_liger") for op in ("softmax", "rms_norm")}
     liger_built = {op: rung.build() for op, rung in liger.items() if rung.skip_reason() is None}
 
@@ -301,6 +332,7 @@ def main() -> int:
     hip_prepared = captured_hip_launch(lambda: hip_built(x))
     host_comparison(entries, "16x4096", "float32",
                     {"hello_gpu.ops.softmax": lambda: softmax(x),
+                     **compiled_rows("softmax", x),
                      "softmax: replayed launch alone": replayed_launch(best_launcher("softmax"), x),
                      **replay_parts(best_launcher("softmax"), x),
                      f"HIP rung {hip_rung.id}: built rung call": lambda: hip_built(x),
@@ -309,6 +341,7 @@ def main() -> int:
     # The same calls, the host's own time only: is torch's 10 us at 16x4096 its host or its GPU?
     host_comparison(entries, "16x4096", "float32",
                     {"hello_gpu.ops.softmax": lambda: softmax(x),
+                     **compiled_rows("softmax", x),
                      "softmax: replayed launch alone": replayed_launch(best_launcher("softmax"), x),
                      **replay_parts(best_launcher("softmax"), x)},
                     {"torch.softmax(x, -1)": lambda: torch.softmax(x, -1)}, args.rounds, ENQUEUE_CALLS, lines,
@@ -326,6 +359,7 @@ def main() -> int:
         baselines[f"bare {kernel_name}[grid](...)"] = bare
         host_comparison(entries, "16x4096", str(dtype).removeprefix("torch."),
                         {"hello_gpu.ops.rms_norm": lambda: rms_norm(xr, weight),
+                         **compiled_rows("rms_norm", xr, weight, 1e-6),
                          "rms_norm: replayed launch alone": replayed_launch(best_launcher("rms_norm"), xr, weight, 1e-6)},
                         baselines, args.rounds, args.calls, lines)
 
@@ -366,7 +400,7 @@ def main() -> int:
     manifest = environment_manifest()
     record = new_record("call-overhead", "benchmark", device=device_from_manifest(manifest), environment=manifest,
                         entries=entries.items,
-                        extra={"best": dict(BEST), "cuda_graph": graph, "liger": sorted(liger_built),
+                        extra={"best": dict(BEST), "cuda_graph": graph, "compiled_replay": compiled_status, "liger": sorted(liger_built),
                                "targets": {"kernel(a, b, c) / torch.add(out=c) host time": "<= 1.5x",
                                            "ops.softmax, ops.rms_norm at 16x4096 / torch eager host time": "<= 1.2x",
                                            "Triton rung / bare kernel[grid] host time": "<= 1.2x"}})

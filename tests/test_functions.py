@@ -18,6 +18,7 @@ import torch
 
 import hello_gpu.ops as ops
 from hello_gpu.ops import load_op
+from hello_gpu.runtime import compiled_replay
 from hello_gpu.ops.functions import BEST
 from hello_gpu.runtime.device import gpu_vendor
 
@@ -92,6 +93,7 @@ def test_autograd_is_refused_up_front():
 _COMPILE_SCRIPT = """
 import torch, hello_gpu.ops as ops
 from hello_gpu.ops import load_op
+from hello_gpu.runtime import compiled_replay
 x = torch.randn(3, 5, 33) * 4
 w = 1 + 0.1 * torch.randn(33)
 f = torch.compile(lambda x, w: ops.softmax(x) * 2 + ops.rms_norm(x, w, 1e-5), fullgraph=True, backend="aot_eager")
@@ -162,7 +164,7 @@ def test_compiled_functions_follow_a_shape_change_on_the_gpu():
 @pytest.mark.gpu
 @gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_public_functions_replay_in_a_cuda_graph(dtype):
+def test_public_functions_replay_in_a_cuda_graph(dtype, replay_path):
     """Captured once, replayed on fresh data copied into the captured inputs: right every replay."""
     torch_dtype = getattr(torch, dtype)
     x = torch.randn(16, 4096, device="cuda", dtype=torch_dtype)
@@ -197,13 +199,72 @@ def _cached_plans(name: str) -> list:
     return [plan for plan in _FAST_PLANS[name].values() if plan]
 
 
+def _forget_plans() -> None:
+    from hello_gpu.ops.functions import _COMPILED_KEYS, _FAST_PLANS
+    for plans in (*_FAST_PLANS.values(), *_COMPILED_KEYS.values()):
+        plans.clear()
+    compiled_replay.clear()
+
+
+@pytest.fixture(params=["python replay", "compiled replay"])
+def replay_path(request):
+    """Each fast-path test twice: plans replayed from Python, and from the compiled replay (its C++
+    extension built here first: on the GPU machine it must build; status says why if not)."""
+    from hello_gpu.ops import functions
+    saved = functions._COMPILED[0]
+    if request.param == "compiled replay":
+        status = compiled_replay.start(wait=True)
+        assert status == "ready", f"the compiled replay did not build: {status}"
+        functions._COMPILED[0] = compiled_replay.function()
+    else:
+        functions._COMPILED[0] = None
+    _forget_plans()
+    yield request.param
+    functions._COMPILED[0] = saved
+    _forget_plans()
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("shape", [(16, 4096), (4, 4, 4096), (1, 1), (1823, 781)])
+def test_the_compiled_replay_serves_a_cached_signature_from_cpp(shape):
+    """After one checked call, the next calls of the signature come from the C++ extension: it returns
+    the result itself (not None), right on fresh inputs, also on a side stream."""
+    from hello_gpu.ops import functions
+    status = compiled_replay.start(wait=True)
+    assert status == "ready", f"the compiled replay did not build: {status}"
+    functions._COMPILED[0] = compiled_replay.function()
+    _forget_plans()
+    replay = compiled_replay.function()
+    for dtype in ("float32", "bfloat16"):
+        torch_dtype = getattr(torch, dtype)
+        w = (1 + 0.1 * torch.randn(shape[-1], device="cuda")).to(torch_dtype)
+        x = (3 * torch.randn(shape, device="cuda")).to(torch_dtype)
+        ops.softmax(x), ops.rms_norm(x, w, 1e-5)                         # checked calls: the plans are made
+        for name in ("softmax", "rms_norm"):
+            if load_op(name).rung(BEST[name]).route != "triton":
+                continue
+            fresh = (3 * torch.randn(shape, device="cuda")).to(torch_dtype)
+            args = (fresh,) if name == "softmax" else (fresh, w, 1e-5)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                got = replay(compiled_replay.table(name), *args)
+            side.synchronize()
+            assert isinstance(got, torch.Tensor), f"{name} {dtype}: no compiled plan ({compiled_replay.last_refusal()})"
+            if name == "softmax":
+                want, tolerance = torch.softmax(fresh.double(), -1), load_op(name).spec.TOLERANCE[dtype]
+            else:
+                want = torch.nn.functional.rms_norm(fresh.double(), (shape[-1],), w.double(), 1e-5)
+                tolerance = load_op(name).spec.TOLERANCE[dtype]
+            assert got.shape == fresh.shape and got.dtype == fresh.dtype
+            assert torch.allclose(got.double(), want, *tolerance), f"{name} {dtype}"
+
+
 @pytest.mark.gpu
 @gpu
 @pytest.mark.parametrize("shape", [(16, 4096), (4, 4, 4096), (2, 3, 5, 781)])
-def test_the_fast_path_matches_torch_on_fresh_inputs(shape):
-    from hello_gpu.ops.functions import _FAST_PLANS
-    for plans in _FAST_PLANS.values():
-        plans.clear()                       # earlier tests cached (16, 4096) signatures of their own
+def test_the_fast_path_matches_torch_on_fresh_inputs(shape, replay_path):
     for dtype in ("float32", "bfloat16"):
         torch_dtype = getattr(torch, dtype)
         softmax_tolerance = load_op("softmax").spec.TOLERANCE[dtype]
@@ -231,7 +292,7 @@ def _message(call, error=Exception) -> str:
 
 @pytest.mark.gpu
 @gpu
-def test_every_check_still_refuses_after_a_signature_was_cached():
+def test_every_check_still_refuses_after_a_signature_was_cached(replay_path):
     x = torch.randn(16, 4096, device="cuda")
     w = torch.randn(4096, device="cuda")
     for _ in range(2):
@@ -263,7 +324,7 @@ def test_every_check_still_refuses_after_a_signature_was_cached():
 
 @pytest.mark.gpu
 @gpu
-def test_a_triton_launch_hook_sees_the_launches_of_cached_calls():
+def test_a_triton_launch_hook_sees_the_launches_of_cached_calls(replay_path):
     """A profiler's launch hook must see every launch: a cached signature runs its launcher as written
     while a hook is set."""
     try:

@@ -14,7 +14,10 @@ graph instead of breaking the graph or tracing into Triton.
 An eager call whose signature (dtype, shape, strides, device, alignment, eps) has passed the checks
 once goes straight to the replay plan of that signature (``_FAST_PLANS``; runtime.triton_replay):
 one key per call, no view for N-D input. Everything else takes the checked path, so every error is
-the one it always was.
+the one it always was. Once runtime.compiled_replay has built its C++ extension (in the background,
+started by the first plan), the same plans run from C++: the key, the result's allocation and the
+argument substitution in one call (``_COMPILED``); a call it holds no plan for returns None there and
+goes on as above.
 
 Forward only: the ladders have no backward pass. A call that autograd would have to differentiate
 (an input that requires grad, with grad mode on) is refused at once with an error that says so,
@@ -31,7 +34,8 @@ import torch
 from torch.compiler import is_compiling
 
 from .registry import load_op
-from ..runtime.triton_replay import launch_hooks_set, plan_of, replayable
+from ..runtime import compiled_replay
+from ..runtime.triton_replay import launch_hooks_set, plain_tensor_types, plan_of, replayable
 from .rung import triton_interpreter_on
 
 # Within noise of the fastest candidate at every shape of the H200 records (softmax.float32, rms_norm.bfloat16).
@@ -133,13 +137,33 @@ def _rms_norm_eager(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
 # call, then replayable's own signature: 3.7 us of Python over the replay at 16x4096 on the H200.
 _FAST_PLANS: dict[str, dict] = {"softmax": {}, "rms_norm": {}}
 FAST_PLANS = 256              # signatures remembered per function (a shape sweep stays within it)
-_TENSOR = torch.Tensor
+_PLAIN_TENSORS = plain_tensor_types()     # Tensor and nn.Parameter: what a plan replays for
+# The compiled replay (runtime.compiled_replay), once built: its replay(table, *args), and per function
+# the keys of _FAST_PLANS it holds a plan for (a plan made before it was built is added at the next
+# call of its signature, with that call's arguments).
+_COMPILED: list = [None]
+_COMPILED_KEYS: dict[str, set] = {"softmax": set(), "rms_norm": set()}
+_SOFTMAX_TABLE, _RMS_NORM_TABLE = compiled_replay.table("softmax"), compiled_replay.table("rms_norm")
 
 
-def _remember(name: str, key: tuple, shape, *args) -> None:
+def _compiled_ready() -> None:
+    _COMPILED[0] = compiled_replay.function()
+
+
+def _add_compiled(name: str, key: tuple, call_args: tuple, plan) -> None:
+    """Give the compiled replay the plan of ``key`` for calls like ``call_args`` (as the public function
+    receives them: its key is computed from those, in C++)."""
+    keys = _COMPILED_KEYS[name]
+    compiled_replay.add(name, call_args, plan)    # a refusal (status says why) leaves the Python replay
+    keys.add(key)                                 # tried once either way
+    if len(keys) > FAST_PLANS:
+        keys.intersection_update(_FAST_PLANS[name])     # keys _FAST_PLANS has let go of
+
+
+def _remember(name: str, key: tuple, shape, call_args: tuple, *args) -> None:
     """After the first checked eager call of a signature (contiguous tensors): keep the plan its launch
     was replayed by, or False when it has none (not replayable, not a Triton rung), so that later
-    calls of the signature skip this look-up."""
+    calls of the signature skip this look-up. The first plan starts the compiled replay's build."""
     plan = plan_of(best_launcher(name), *args) or False
     if plan and plan.result_shape != tuple(shape):
         try:
@@ -150,6 +174,12 @@ def _remember(name: str, key: tuple, shape, *args) -> None:
     plans[key] = plan
     if len(plans) > FAST_PLANS:
         plans.pop(next(iter(plans)), None)         # the oldest: a dict keeps insertion order
+    if plan:
+        if compiled_replay.status() == "not started":
+            compiled_replay.start()
+            compiled_replay.when_ready(_compiled_ready)
+        if _COMPILED[0] is not None:
+            _add_compiled(name, key, call_args, plan)
 
 
 @torch.library.custom_op("hello_gpu::softmax", mutates_args=())
@@ -184,14 +214,21 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     A non-contiguous ``x`` is copied to a contiguous one first (the kernels read rows of stride
     ``x.shape[-1]``). Forward only.
     """
+    compiled = _COMPILED[0]
+    if compiled is not None and not is_compiling():
+        result = compiled(_SOFTMAX_TABLE, x)
+        if result is not None:
+            return result
     key = plan = None
-    if not is_compiling() and type(x) is _TENSOR:
+    if not is_compiling() and type(x) in _PLAIN_TENSORS:
         try:
             key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0)
         except RuntimeError:        # no strides or no storage (sparse, nested): the checked path
             key = None
         plan = _FAST_PLANS["softmax"].get(key)
         if plan and not (x.requires_grad and torch.is_grad_enabled()) and not launch_hooks_set():
+            if compiled is not None and key not in _COMPILED_KEYS["softmax"]:
+                _add_compiled("softmax", key, (x,), plan)
             return plan((x,))
     _check("softmax", x)
     if is_compiling():
@@ -199,7 +236,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     if plan is not None or key is None or not x.is_contiguous():      # seen before, or not to be remembered
         return _softmax_eager(x.contiguous())
     result = _softmax_eager(x)
-    _remember("softmax", key, x.shape, x if x.dim() == 2 else x.view(-1, x.shape[-1]))
+    _remember("softmax", key, x.shape, (x,), x if x.dim() == 2 else x.view(-1, x.shape[-1]))
     return result
 
 
@@ -209,8 +246,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     ``weight`` has one element per column of ``x`` and the same dtype and device. Float32
     accumulation whatever the dtype. Forward only.
     """
+    compiled = _COMPILED[0]
+    if compiled is not None and not is_compiling():
+        result = compiled(_RMS_NORM_TABLE, x, weight, eps)
+        if result is not None:
+            return result
     key = plan = None
-    if not is_compiling() and type(x) is _TENSOR and type(weight) is _TENSOR and type(eps) in (float, int):
+    if not is_compiling() and type(x) in _PLAIN_TENSORS and type(weight) in _PLAIN_TENSORS and type(eps) in (float, int):
         try:
             key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0,
                    weight.dtype, weight.shape, weight.stride(), weight.get_device(), weight.data_ptr() % 16 == 0,
@@ -220,6 +262,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
         plan = _FAST_PLANS["rms_norm"].get(key)
         if (plan and not ((x.requires_grad or weight.requires_grad) and torch.is_grad_enabled())
                 and not launch_hooks_set()):
+            if compiled is not None and key not in _COMPILED_KEYS["rms_norm"]:
+                _add_compiled("rms_norm", key, (x, weight, eps), plan)
             return plan((x, weight, eps))
     _check("rms_norm", x)
     if not isinstance(weight, torch.Tensor) or weight.shape != (x.shape[-1],):
@@ -239,5 +283,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     if plan is not None or key is None or not (x.is_contiguous() and weight.is_contiguous()):
         return _rms_norm_eager(x.contiguous(), weight.contiguous(), float(eps))
     result = _rms_norm_eager(x, weight, float(eps))
-    _remember("rms_norm", key, x.shape, x if x.dim() == 2 else x.view(-1, x.shape[-1]), weight, float(eps))
+    _remember("rms_norm", key, x.shape, (x, weight, eps), x if x.dim() == 2 else x.view(-1, x.shape[-1]), weight,
+              float(eps))
     return result

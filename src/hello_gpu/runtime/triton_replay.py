@@ -94,6 +94,12 @@ def _hook_chains() -> tuple:
 _HOOK_CHAINS: list = []         # _hook_chains(), looked up at the first launch_hooks_set()
 
 
+def hook_lists() -> tuple | None:
+    """The lists of Triton's launch hook chains (a profiler's hooks land in them), for a replay that
+    watches them from C++ (compiled_replay); None where this Triton keeps its hooks elsewhere."""
+    return _hook_chains() or None
+
+
 def launch_hooks_set() -> bool:
     """Whether a Triton launch hook (a profiler's) is set now: a replay would skip it, so a caller
     holding a plan (:func:`plan_of`) must run the launcher as written while this is true."""
@@ -276,6 +282,14 @@ class _Plan:
                 return index
         return None
 
+    def compiled_launches(self) -> list | None:
+        """The launches as compiled_replay takes them: (Triton's C launch function, its recorded
+        arguments, [(position, input index or -1 for the result)]), the stream at position 3; None
+        when a launch is replayed at the Python level (it allocates scratch per call)."""
+        if not all(as_pointers for *_, as_pointers in self.launches):
+            return None
+        return [(call, tuple(recorded), [tuple(slot) for slot in slots]) for call, recorded, slots, _ in self.launches]
+
     def launch_into(self, inputs, result):
         """The recorded launches alone, with ``inputs`` and a ``result`` the caller allocated like the
         plan's (on the current device): what a replay costs besides its allocation (call_overhead.py)."""
@@ -311,12 +325,19 @@ class _NotReplayable(Exception):
 _UNKNOWN = object()
 
 
-def _signature(args: tuple, tensor_type) -> tuple | None:
+def plain_tensor_types() -> tuple:
+    """torch.Tensor and nn.Parameter (a model's weights): a Parameter behaves as a tensor does; any other
+    subclass may override anything, so its calls are not keyed (they run the launcher as written)."""
+    torch = torch_module()
+    return (torch.Tensor, torch.nn.Parameter)
+
+
+def _signature(args: tuple, tensor_types: tuple) -> tuple | None:
     """The key of a call: per tensor dtype, shape, strides, device and 16-byte alignment (what Triton
     specialises on); other arguments by value. None when an argument is neither."""
     parts = []
     for value in args:
-        if type(value) is tensor_type:
+        if type(value) in tensor_types:
             parts.append((value.dtype, value.shape, value.stride(), value.get_device(), value.data_ptr() % 16 == 0))
         elif value is None or type(value) in (int, float, bool, str):
             parts.append((type(value), value))
@@ -331,12 +352,12 @@ def replayable(launcher: Callable) -> Callable:
     signature seen to its plan, or to the reason it is not replayable."""
     launcher_class = _launcher_class()
     plans: dict = {}
-    tensor_type = None if launcher_class is None else torch_module().Tensor
+    tensor_types = None if launcher_class is None else plain_tensor_types()
 
     def call(*args, **kwargs):
         if launcher_class is None or kwargs:
             return launcher(*args, **kwargs)
-        key = _signature(args, tensor_type)
+        key = _signature(args, tensor_types)
         if key is None:
             return launcher(*args)
         plan = plans.get(key)
@@ -363,7 +384,7 @@ def plan_of(launcher: Callable, *args) -> _Plan | None:
     plans = getattr(launcher, "plans", None)
     if not isinstance(plans, dict) or not plans:
         return None
-    key = _signature(args, torch_module().Tensor)
+    key = _signature(args, plain_tensor_types())
     plan = plans.get(key) if key is not None else None
     return plan if type(plan) is _Plan else None
 
