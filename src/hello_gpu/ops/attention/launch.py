@@ -16,6 +16,7 @@ from hello_gpu.ops.attention.spec import Dims, dims_of
 
 LOG2E = 1.4426950408889634       # exp(x) = exp2(x * log2(e)): the kernels work in base 2 (one ex2 instruction)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+MAX_SCORE_BYTES = 2**40   # beyond any GPU: a sanity bound for the materialising rungs (t01, v01)
 
 
 def prepare(q, k, v, causal, out=None) -> tuple[Dims, torch.Tensor]:
@@ -44,3 +45,41 @@ def dot_precision(q: torch.Tensor) -> str:
     """Triton's tl.dot input precision: "ieee" for float32 (tf32's 10-bit mantissa would miss the
     float32 tolerance by ~100x), "tf32" otherwise (ignored for 16-bit inputs)."""
     return "ieee" if q.dtype == torch.float32 else "tf32"
+
+
+def check_scores_fit(score_bytes: int, device: torch.device) -> None:
+    """Refuse, naming the sizes, where the scores buffer cannot be allocated (not an out-of-memory crash)."""
+    gib = score_bytes / 2**30
+    if score_bytes > MAX_SCORE_BYTES:
+        raise ValueError(f"attention: the float32 scores would take {gib:.1f} GiB; a materialising rung refuses past {MAX_SCORE_BYTES / 2**30:.0f} GiB: use a fused rung")
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        if score_bytes > free:
+            raise ValueError(f"attention: the float32 scores (B x H x S_q x S_kv x 4 bytes) would take "
+                             f"{gib:.1f} GiB and the GPU has {free / 2**30:.1f} GiB free: this rung materialises "
+                             f"them; use a fused rung, which never does")
+
+
+_SIBLINGS: dict = {}
+# The C type of an entry's template argument -> the suffix of the per-dtype sibling kernels.
+SIBLING_SUFFIXES = {"float": "float", "__half": "half", "hip_bfloat16": "bfloat16"}
+
+
+def sibling(kernel, function: str):
+    """Another kernel of the same .hip source as ``kernel`` (a rung's entry), for the same arch, compiled once
+    per process (and cached on disk by hello_gpu's compiler). ``function`` is a plain name, or one ending in
+    ``_{T}``, which becomes the suffix of the entry's dtype: ``attention_weighted_values_{T}`` for the entry
+    ``attention_scores<__half>`` is ``attention_weighted_values_half`` (one non-template kernel per dtype,
+    so that the compile gate compiles each of them)."""
+    template = kernel.entry[kernel.entry.index("<") + 1:-1] if "<" in kernel.entry else None
+    if "{T}" in function:
+        if template not in SIBLING_SUFFIXES:
+            raise ValueError(f"attention: {kernel.entry} has no dtype suffix for {function}")
+        function = function.replace("{T}", SIBLING_SUFFIXES[template])
+    key = (id(kernel), function)
+    if key not in _SIBLINGS:
+        from hello_gpu.runtime.kernel import Kernel
+        _SIBLINGS[key] = Kernel(kernel.source, function, dialect=kernel.dialect, arch=kernel.arch,
+                                include_dirs=kernel.options.include_dirs, name=kernel.file_name)
+    return _SIBLINGS[key]

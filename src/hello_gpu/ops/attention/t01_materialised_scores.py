@@ -23,12 +23,11 @@ import torch
 import triton
 import triton.language as tl
 
-from hello_gpu.ops.attention.launch import dot_precision, prepare, softmax_scale_log2
+from hello_gpu.ops.attention.launch import check_scores_fit, dot_precision, prepare, softmax_scale_log2
 
 BLOCK_M = 64            # query rows per program (kernels 1 and 3)
 BLOCK_N = 64            # keys per program (kernel 1) or per step (kernel 3)
 ROW_TILE = 1024         # scores per step of the softmax kernel
-MAX_SCORE_BYTES = 2**40  # beyond any GPU: the index arithmetic is int64, this is a sanity bound
 
 
 @triton.jit
@@ -95,21 +94,6 @@ def weighted_values_kernel(p_ptr, v_ptr, out_ptr, heads, kv_heads, q_len, kv_len
         acc += tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
     out = out_ptr + (bh.to(tl.int64) * q_len + rows[:, None]) * HEAD_DIM + dim[None, :]
     tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=rows[:, None] < q_len)
-
-
-def check_scores_fit(score_bytes: int, device: torch.device) -> None:
-    """Refuse, naming the sizes, where the scores buffer cannot be allocated (not an out-of-memory crash)."""
-    gib = score_bytes / 2**30
-    if score_bytes > MAX_SCORE_BYTES:
-        raise ValueError(f"attention t01: the float32 scores would take {gib:.1f} GiB; this rung materialises "
-                         f"them and refuses past {MAX_SCORE_BYTES / 2**30:.0f} GiB: use a fused rung (t02 on)")
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        if score_bytes > free:
-            raise ValueError(f"attention t01: the float32 scores (B x H x S_q x S_kv x 4 bytes) would take "
-                             f"{gib:.1f} GiB and the GPU has {free / 2**30:.1f} GiB free: this rung materialises "
-                             f"them; use a fused rung (t02 on), which never does")
 
 
 def run(q, k, v, causal, out=None):
