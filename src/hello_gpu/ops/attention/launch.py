@@ -51,7 +51,8 @@ def check_scores_fit(score_bytes: int, device: torch.device) -> None:
     """Refuse, naming the sizes, where the scores buffer cannot be allocated (not an out-of-memory crash)."""
     gib = score_bytes / 2**30
     if score_bytes > MAX_SCORE_BYTES:
-        raise ValueError(f"attention: the float32 scores would take {gib:.1f} GiB; a materialising rung refuses past {MAX_SCORE_BYTES / 2**30:.0f} GiB: use a fused rung")
+        raise ValueError(f"attention: the float32 scores would take {gib:.1f} GiB; a materialising rung refuses "
+                         f"past {MAX_SCORE_BYTES / 2**30:.0f} GiB: use a fused rung")
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)

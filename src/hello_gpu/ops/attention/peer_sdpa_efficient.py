@@ -3,7 +3,8 @@
 parent: none
 change: sdpa(q, k, v, causal, "efficient") from sdpa.py: the efficient backend only (edge shapes with a bottom-right
   mask and S_q != S_kv run on the math backend, see sdpa.py)
-hypothesis: the memory-efficient (xformers/cutlass, Ampere-era) kernels: fused, but without Hopper's instructions; expect well under the flash backend
+hypothesis: the memory-efficient (xformers/cutlass, Ampere-era) kernels: fused, but without Hopper's
+  instructions; expect well under the flash backend
 prediction: ~0.6x the flash backend at 4x32x32x4096x4096x128 bfloat16
 deterministic: yes, SDPA's forward kernels reduce each row in a fixed order
 dtypes: bfloat16 float16 float32

@@ -3,7 +3,8 @@
 parent: none
 change: sdpa(q, k, v, causal, "flash") from sdpa.py: the flash backend only (edge shapes with a bottom-right
   mask and S_q != S_kv run on the math backend, see sdpa.py)
-hypothesis: the FlashAttention-2 kernels PyTorch ships: the issue measured 343 TFLOP/s at 4x32x4096x128 bf16 (causal 315) on this H200
+hypothesis: the FlashAttention-2 kernels PyTorch ships: the issue measured 343 TFLOP/s at 4x32x4096x128 bf16
+  (causal 315) on this H200
 prediction: ~343 TFLOP/s at 4x32x32x4096x4096x128 bfloat16, ~315 causal
 deterministic: yes, SDPA's forward kernels reduce each row in a fixed order
 dtypes: bfloat16 float16

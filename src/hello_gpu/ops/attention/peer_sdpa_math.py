@@ -3,7 +3,8 @@
 parent: none
 change: sdpa(q, k, v, causal, "math") from sdpa.py: the math backend only (edge shapes with a bottom-right
   mask and S_q != S_kv run on the math backend, see sdpa.py)
-hypothesis: the unfused composite (two matmuls and a softmax over materialised S x S scores): reads and writes 4x32x4096x4096 scores several times, expect it far below the fused backends
+hypothesis: the unfused composite (two matmuls and a softmax over materialised S x S scores): reads and writes
+  4x32x4096x4096 scores several times, expect it far below the fused backends
 prediction: ~0.1x the flash backend at 4x32x32x4096x4096x128 bfloat16
 deterministic: yes, SDPA's forward kernels reduce each row in a fixed order
 dtypes: bfloat16 float16 float32

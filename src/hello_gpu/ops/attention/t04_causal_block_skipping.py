@@ -26,20 +26,21 @@ from hello_gpu.ops.attention.tuning import autotuned, first_point, interpreted
 
 
 @triton.jit
-def key_tile(q, k_base, v_base, start, query, row_max, row_sum, acc, q_len, kv_len, scale_log2,
+def key_tile(q, k_base, v_base, start, key_end, query, row_max, row_sum, acc, q_len, kv_len, scale_log2,
              MASKED: tl.constexpr, CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
              PRECISION: tl.constexpr):
-    """One online-softmax step over keys start .. start + BLOCK_N (see t02 for the derivation).
-    ``query`` is each row's query index (its position for the causal mask)."""
+    """One online-softmax step over keys start .. start + BLOCK_N (see t02 for the derivation), keys from
+    ``key_end`` on left out (S_kv, or the end of a flash-decoding chunk). ``query`` is each row's query
+    index (its position for the causal mask)."""
     keys = start + tl.arange(0, BLOCK_N)
     dim = tl.arange(0, HEAD_DIM)
     if MASKED:
-        k = tl.load(k_base + keys[None, :] * HEAD_DIM + dim[:, None], mask=keys[None, :] < kv_len, other=0.0)
+        k = tl.load(k_base + keys[None, :] * HEAD_DIM + dim[:, None], mask=keys[None, :] < key_end, other=0.0)
     else:
         k = tl.load(k_base + keys[None, :] * HEAD_DIM + dim[:, None])
     s = tl.dot(q, k, input_precision=PRECISION) * scale_log2
     if MASKED:
-        visible = keys[None, :] < kv_len
+        visible = keys[None, :] < key_end
         if CAUSAL:
             visible = visible & (keys[None, :] <= query[:, None] + (kv_len - q_len))
         s = tl.where(visible, s, float("-inf"))
@@ -49,7 +50,7 @@ def key_tile(q, k_base, v_base, start, query, row_max, row_sum, acc, q_len, kv_l
     p = tl.exp2(s - safe[:, None])
     row_sum = row_sum * alpha + tl.sum(p, axis=1)
     if MASKED:
-        v = tl.load(v_base + keys[:, None] * HEAD_DIM + dim[None, :], mask=keys[:, None] < kv_len, other=0.0)
+        v = tl.load(v_base + keys[:, None] * HEAD_DIM + dim[None, :], mask=keys[:, None] < key_end, other=0.0)
     else:
         v = tl.load(v_base + keys[:, None] * HEAD_DIM + dim[None, :])
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
@@ -88,10 +89,10 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, heads, kv_heads, q_len, kv_le
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     unmasked_end, end = key_range(first, first + BLOCK_M - 1, q_len, kv_len, CAUSAL, BLOCK_N)
     for start in range(0, unmasked_end, BLOCK_N):
-        row_max, row_sum, acc = key_tile(q, k_base, v_base, start, rows, row_max, row_sum, acc, q_len, kv_len,
+        row_max, row_sum, acc = key_tile(q, k_base, v_base, start, kv_len, rows, row_max, row_sum, acc, q_len, kv_len,
                                          scale_log2, False, CAUSAL, HEAD_DIM, BLOCK_N, PRECISION)
     for start in range(unmasked_end, end, BLOCK_N):
-        row_max, row_sum, acc = key_tile(q, k_base, v_base, start, rows, row_max, row_sum, acc, q_len, kv_len,
+        row_max, row_sum, acc = key_tile(q, k_base, v_base, start, kv_len, rows, row_max, row_sum, acc, q_len, kv_len,
                                          scale_log2, True, CAUSAL, HEAD_DIM, BLOCK_N, PRECISION)
     out = tl.where(row_sum[:, None] > 0, acc / row_sum[:, None], 0.0)
     tl.store(out_ptr + (bh.to(tl.int64) * q_len + rows[:, None]) * HEAD_DIM + dim[None, :],

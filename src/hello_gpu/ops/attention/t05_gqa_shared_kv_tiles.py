@@ -53,10 +53,10 @@ def grouped_kernel(q_ptr, k_ptr, v_ptr, out_ptr, heads, kv_heads, q_len, kv_len,
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     unmasked_end, end = key_range(first // group, (first + BLOCK_M - 1) // group, q_len, kv_len, CAUSAL, BLOCK_N)
     for start in range(0, unmasked_end, BLOCK_N):
-        row_max, row_sum, acc = key_tile(q, k_base, v_base, start, query, row_max, row_sum, acc, q_len, kv_len,
+        row_max, row_sum, acc = key_tile(q, k_base, v_base, start, kv_len, query, row_max, row_sum, acc, q_len, kv_len,
                                          scale_log2, False, CAUSAL, HEAD_DIM, BLOCK_N, PRECISION)
     for start in range(unmasked_end, end, BLOCK_N):
-        row_max, row_sum, acc = key_tile(q, k_base, v_base, start, query, row_max, row_sum, acc, q_len, kv_len,
+        row_max, row_sum, acc = key_tile(q, k_base, v_base, start, kv_len, query, row_max, row_sum, acc, q_len, kv_len,
                                          scale_log2, True, CAUSAL, HEAD_DIM, BLOCK_N, PRECISION)
     out = tl.where(row_sum[:, None] > 0, acc / row_sum[:, None], 0.0)
     tl.store(out_ptr + row_offsets[:, None] + dim[None, :], out.to(out_ptr.dtype.element_ty), mask=live[:, None])

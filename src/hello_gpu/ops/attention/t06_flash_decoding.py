@@ -30,6 +30,7 @@ from hello_gpu.ops.attention.launch import dot_precision, prepare, softmax_scale
 from hello_gpu.ops.rung import load_module
 
 _t05 = load_module(Path(__file__).resolve().parent / "t05_gqa_shared_kv_tiles.py", "attention_t05_for_t06")
+key_tile = _t05.key_tile           # t04's online-softmax step, with the chunk's end as the keys' end
 
 DECODE_ROWS = 64          # (query, head) rows of a KV head up to which the keys are split
 BLOCK_N = 64              # keys per step
@@ -60,22 +61,8 @@ def chunk_kernel(q_ptr, k_ptr, v_ptr, part_acc_ptr, part_stats_ptr, heads, kv_he
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     stop = tl.minimum(kv_len, (c + 1) * chunk)
     for start in range(c * chunk, stop, BLOCK_N):
-        keys = start + tl.arange(0, BLOCK_N)
-        inside = keys < stop
-        k = tl.load(k_base + keys[None, :] * HEAD_DIM + dim[:, None], mask=inside[None, :], other=0.0)
-        s = tl.dot(q, k, input_precision=PRECISION) * scale_log2
-        visible = inside[None, :]
-        if CAUSAL:
-            visible = visible & (keys[None, :] <= query[:, None] + (kv_len - q_len))
-        s = tl.where(visible, s, float("-inf"))
-        new_max = tl.maximum(row_max, tl.max(s, axis=1))
-        safe = tl.where(new_max == float("-inf"), 0.0, new_max)
-        alpha = tl.exp2(row_max - safe)
-        p = tl.exp2(s - safe[:, None])
-        row_sum = row_sum * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_base + keys[:, None] * HEAD_DIM + dim[None, :], mask=inside[:, None], other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        row_max = new_max
+        row_max, row_sum, acc = key_tile(q, k_base, v_base, start, stop, query, row_max, row_sum, acc, q_len, kv_len,
+                                         scale_log2, True, CAUSAL, HEAD_DIM, BLOCK_N, PRECISION)
     part = (bkv.to(tl.int64) * chunks + c) * BLOCK_M + rows                      # this program's rows
     tl.store(part_acc_ptr + part[:, None] * HEAD_DIM + dim[None, :], acc)
     tl.store(part_stats_ptr + part * 2, row_max)
