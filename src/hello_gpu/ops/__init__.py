@@ -24,8 +24,9 @@ A ``spec.py`` defines:
 - ``NAME``: the folder's name. ``DTYPES``: the dtypes the operator is defined for (``"float32"``, ...).
 - ``reference(*inputs) -> Tensor``: the answer in float64 (on the inputs' device or the CPU). The
   output of a rung has the reference's shape and the first input's dtype.
-- ``make_inputs(shape, dtype, *, seed, distribution, device) -> tuple[Tensor, ...]``: fresh inputs per
-  seed, from ``distribution`` in ``"normal"``, ``"large"`` (magnitudes far from 1) and
+- ``make_inputs(shape, dtype, *, seed, distribution, device) -> tuple``: fresh tensors per seed, optionally
+  followed by plain Python options the rungs take by position (attention's ``causal``, a bool: see
+  :mod:`.checking`), drawn from ``distribution`` in ``"normal"``, ``"large"`` (magnitudes far from 1) and
   ``"near_overflow"`` (close to the dtype's range where that can break a rung). Never zeros: a kernel
   that writes nothing must not pass.
 - ``EDGE_SHAPES``: the shapes correctness is checked on: 1, 31, 4097 and a 2-D shape like

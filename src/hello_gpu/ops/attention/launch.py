@@ -2,8 +2,8 @@
 
 ``prepare`` checks a call the way every kernel of this ladder reads it: q (B, H, S_q, D), k and v
 (B, H_kv, S_kv, D), contiguous (row r of a head at r * D), one dtype, D in {64, 128}, H a multiple of
-H_kv, and ``out`` (when given) contiguous and shaped like q. Anything else is a ValueError naming
-the problem, never a silent copy (a copy would be timed too).
+H_kv, causal a Python bool, and ``out`` (when given) contiguous and shaped like q. Anything else is a
+ValueError (a TypeError for causal) naming the problem, never a silent copy (a copy would be timed too).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ MAX_SCORE_BYTES = 2**40   # beyond any GPU: a sanity bound for the materialising
 
 def prepare(q, k, v, causal, out=None) -> tuple[Dims, torch.Tensor]:
     """(the call's dimensions, the output tensor), after the checks above."""
-    d = dims_of(q, k, v, bool(causal))
+    check_causal(causal)
+    d = dims_of(q, k, v, causal)
     if q.dtype not in DTYPES:
         raise ValueError(f"attention: q is {q.dtype}; these kernels take float32, bfloat16 or float16")
     for name, tensor in (("q", q), ("k", k), ("v", v)):
@@ -34,6 +35,14 @@ def prepare(q, k, v, causal, out=None) -> tuple[Dims, torch.Tensor]:
         raise ValueError(f"attention: out must be a contiguous {tuple(q.shape)} {q.dtype} tensor on {q.device}; "
                          f"got {tuple(out.shape)} {out.dtype} on {out.device}")
     return d, out
+
+
+def check_causal(causal) -> None:
+    """causal must be a Python bool: a tensor would be read on the host by a PyTorch operation on every
+    call (a GPU sync on a CUDA tensor), which no replay can repeat (see spec.py)."""
+    if type(causal) is not bool:
+        raise TypeError(f"attention: causal must be True or False (a Python bool), got {type(causal).__name__}"
+                        + (": pass bool(causal)" if isinstance(causal, torch.Tensor) else ""))
 
 
 def softmax_scale_log2(d: Dims) -> float:

@@ -12,7 +12,10 @@ A shape is ``(B, H, H_kv, S_q, S_kv, D)`` for full attention and ``(B, H, H_kv, 
 for causal attention: the seventh entry is the causal flag (written ``4x32x8x4096x4096x128x1`` in
 tables and on the command line; a 0 there means not causal, as the six-entry form). Shapes must
 be tuples of integers (hello_gpu.ops.shapes), so the flag lives in the shape; the rungs receive it
-as a fourth input, ``causal``, a 0-d bool tensor on the CPU (reading it costs no GPU sync).
+as a fourth input, ``causal``, a plain Python bool (an option, in hello_gpu.ops.checking's words:
+passed by position, never copied or re-laid out). A bool, not a tensor: a rung reads it without a
+PyTorch operation, and runtime.triton_replay keys each call on its value, so the launches of a
+(shape, dtype, causal) replay without the rung's Python.
 
 Causal, for S_q != S_kv: bottom-right aligned
 ---------------------------------------------
@@ -47,17 +50,20 @@ NAME = "attention"
 DTYPES = ("bfloat16", "float16", "float32")
 HEAD_DIMS = (64, 128)
 
-# Sequence lengths 1, 127 and 1000 (multiples of no tile), S_q != S_kv both ways, GQA groups of 1, 2 and
-# 4, both head sizes, causal and not. Causal with S_q > S_kv gives fully masked rows (873 of them at
-# 1000 x 127, 126 at 127 x 1). The first four are small enough for the Triton interpreter
-# (hello_gpu.ops.checking.INTERPRETER_MAX_ELEMENTS counts the shape's product, here at most 2^16):
-# they cross 16-key tiles, hold fully masked rows and a query group of 2.
+# Sequence lengths 1, 127 and 1000 (multiples of no tile), S_q != S_kv both ways (causal too: a
+# bottom-right offset of +200 at 100 x 300), GQA groups of 1, 2 and 4, both head sizes, batches of 1 and
+# 2, causal and not. Causal with S_q > S_kv gives fully masked rows (873 of them at 1000 x 127, 126 at
+# 127 x 1). The first four are what the Triton interpreter checks (hello_gpu.ops.checking's
+# INTERPRETER_MAX_ELEMENTS caps the shape's product at 2^16): D = 128, a batch of 2, a GQA group of 2,
+# two 64-key tiles (the last partial), two 64-row query blocks (the first sees no key), fully masked
+# rows. tests/test_attention.py checks larger shapes in the interpreter (several tiles both ways).
 EDGE_SHAPES = (
-    (1, 2, 1, 1, 1, 64),                 # one query, one key
+    (1, 2, 1, 1, 1, 128),                # one query, one key; D 128, GQA 2
     (1, 1, 1, 33, 31, 64, 1),            # causal, S_q > S_kv: 2 fully masked rows; tiles of 16 cut mid-row
-    (1, 1, 1, 1, 127, 64),               # a decode step: one query over 127 keys
+    (2, 2, 1, 1, 127, 64),               # a decode step over two 64-key tiles, batch 2, GQA 2
     (1, 2, 1, 127, 1, 64, 1),            # causal over one key: 126 fully masked rows, the last sees key 0
     (1, 2, 2, 127, 127, 64, 1),          # causal square, 127
+    (1, 4, 2, 100, 300, 64, 1),          # causal S_q < S_kv: query i sees keys up to i + 200
     (2, 4, 2, 127, 1000, 128),           # S_q < S_kv, GQA 2, D 128
     (1, 4, 1, 1000, 127, 64, 1),         # causal S_q > S_kv: 873 fully masked rows, GQA 4
     (1, 2, 1, 1000, 1000, 128, 1),       # causal square, 1000
@@ -156,11 +162,6 @@ def dims_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal) -> Dims:
     return dims((int(batch), int(heads), int(kv_heads), int(q_len), int(kv_len), int(head_dim), int(bool(causal))))
 
 
-def causal_flag(causal: bool) -> torch.Tensor:
-    """The fourth input of every rung: a 0-d bool tensor on the CPU (read on the host, no GPU sync)."""
-    return torch.tensor(bool(causal))
-
-
 def first_visible_rows(d: Dims) -> int:
     """How many leading query rows see no key at all (causal, S_q > S_kv); 0 otherwise."""
     return max(0, d.q_len - d.kv_len) if d.causal else 0
@@ -194,7 +195,7 @@ def make_inputs(shape, dtype: str, *, seed: int, distribution: str = "normal", d
     elif distribution != "normal":
         raise ValueError(f"unknown distribution {distribution!r}: normal or large")
     torch_dtype = getattr(torch, dtype)
-    return q.to(torch_dtype), k.to(torch_dtype), v.to(torch_dtype), causal_flag(d.causal)
+    return q.to(torch_dtype), k.to(torch_dtype), v.to(torch_dtype), d.causal
 
 
 def visible_mask(q_len: int, kv_len: int, device, rows: slice | None = None) -> torch.Tensor:
@@ -238,7 +239,7 @@ def _reference_batch(q, k, v, causal: bool, b: int) -> torch.Tensor:
     return out
 
 
-def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """Attention in float64 (bottom-right causal; fully masked rows exactly 0), on the inputs' device."""
     d = dims_of(q, k, v, bool(causal))
     return torch.stack([_reference_batch(q, k, v, d.causal, b) for b in range(d.batch)])

@@ -2,9 +2,9 @@
 
 parent: none
 change: three launches over a float32 scores buffer of B x H x S_q x S_kv: (1) a 64x64 tile of
-  scores per program, the causal mask applied as -inf; (2) one program per score row: an online
-  max/sum pass over tiles of 1024, then a pass writing exp(s - max) / sum (a row with no visible key
-  gets 0); (3) a 64-row block of O per program, P V over 64-key tiles. K and V are read through
+  scores per program, the causal mask applied as -inf; (2) 16 score rows per program: an online
+  max/sum pass over tiles of 256 keys, then a pass writing exp(s - max) / sum (a row with no visible
+  key gets 0); (3) a 64-row block of O per program, P V over 64-key tiles. K and V are read through
   kv_head = h // (H / H_kv): no repeated copy of them. Refused with a ValueError, before anything is
   allocated, where the scores would not fit in the GPU's free memory or pass 2^40 bytes
 hypothesis: the scores are 4 S_q S_kv bytes a head: at 4x32x4096x4096 8.6 GB written, read, written
@@ -27,7 +27,8 @@ from hello_gpu.ops.attention.launch import check_scores_fit, dot_precision, prep
 
 BLOCK_M = 64            # query rows per program (kernels 1 and 3)
 BLOCK_N = 64            # keys per program (kernel 1) or per step (kernel 3)
-ROW_TILE = 1024         # scores per step of the softmax kernel
+SOFTMAX_ROWS = 16       # score rows per program of the softmax kernel (16 x 256 float32: 32 a thread at 4 warps)
+ROW_TILE = 256          # scores of each row per step of the softmax kernel
 
 
 @triton.jit
@@ -53,26 +54,31 @@ def scores_kernel(q_ptr, k_ptr, s_ptr, heads, kv_heads, q_len, kv_len, scale_log
 
 
 @triton.jit
-def softmax_kernel(s_ptr, kv_len, TILE: tl.constexpr):
-    """One score row in place: base-2 online max and sum, then 2^(s - max) / sum; a row of -inf gets 0."""
-    row = s_ptr + tl.program_id(0).to(tl.int64) * kv_len
-    running_max = tl.full([TILE], float("-inf"), tl.float32)
-    running_sum = tl.zeros([TILE], tl.float32)
+def softmax_kernel(s_ptr, rows, kv_len, ROWS: tl.constexpr, TILE: tl.constexpr):
+    """ROWS score rows in place: base-2 online max and sum, then 2^(s - max) / sum; a row of -inf gets 0.
+    Several rows a program rather than one: the grid of (4 x 32 x 4096) rows is 32768 programs, not
+    half a million (and the Triton interpreter, which pays ~5 ms a program, runs 16x fewer)."""
+    row_ids = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_starts = s_ptr + row_ids.to(tl.int64)[:, None] * kv_len
+    live = row_ids[:, None] < rows
+    running_max = tl.full([ROWS, TILE], float("-inf"), tl.float32)
+    running_sum = tl.zeros([ROWS, TILE], tl.float32)
     for start in range(0, kv_len, TILE):
-        keys = start + tl.arange(0, TILE)
-        s = tl.load(row + keys, mask=keys < kv_len, other=float("-inf"))
+        keys = start + tl.arange(0, TILE)[None, :]
+        s = tl.load(row_starts + keys, mask=live & (keys < kv_len), other=float("-inf"))
         new_max = tl.maximum(running_max, s)
         safe = tl.where(new_max == float("-inf"), 0.0, new_max)     # no -inf - (-inf)
         running_sum = running_sum * tl.exp2(running_max - safe) + tl.exp2(s - safe)
         running_max = new_max
-    row_max = tl.max(running_max, axis=0)
-    safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
-    row_sum = tl.sum(running_sum * tl.exp2(running_max - safe_max), axis=0)
-    inverse = tl.where(row_sum > 0, 1.0 / row_sum, 0.0)                # no visible key: every weight 0
+    row_max = tl.max(running_max, axis=1)
+    safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)[:, None]
+    row_sum = tl.sum(running_sum * tl.exp2(running_max - safe_max), axis=1)
+    inverse = tl.where(row_sum > 0, 1.0 / row_sum, 0.0)[:, None]      # no visible key: every weight 0
     for start in range(0, kv_len, TILE):
-        keys = start + tl.arange(0, TILE)
-        s = tl.load(row + keys, mask=keys < kv_len, other=float("-inf"))
-        tl.store(row + keys, tl.exp2(s - safe_max) * inverse, mask=keys < kv_len)
+        keys = start + tl.arange(0, TILE)[None, :]
+        inside = live & (keys < kv_len)
+        s = tl.load(row_starts + keys, mask=inside, other=float("-inf"))
+        tl.store(row_starts + keys, tl.exp2(s - safe_max) * inverse, mask=inside)
 
 
 @triton.jit
@@ -105,7 +111,8 @@ def run(q, k, v, causal, out=None):
     grid = (triton.cdiv(d.q_len, BLOCK_M), triton.cdiv(d.kv_len, BLOCK_N), d.batch * d.heads)
     scores_kernel[grid](q, k, scores, d.heads, d.kv_heads, d.q_len, d.kv_len, softmax_scale_log2(d),
                         CAUSAL=d.causal, HEAD_DIM=d.head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, PRECISION=precision)
-    softmax_kernel[(rows,)](scores, d.kv_len, TILE=min(ROW_TILE, triton.next_power_of_2(d.kv_len)))
+    softmax_kernel[(triton.cdiv(rows, SOFTMAX_ROWS),)](scores, rows, d.kv_len, ROWS=SOFTMAX_ROWS,
+                                                       TILE=min(ROW_TILE, max(16, triton.next_power_of_2(d.kv_len))))
     grid = (triton.cdiv(d.q_len, BLOCK_M), d.batch * d.heads)
     weighted_values_kernel[grid](scores, v, out, d.heads, d.kv_heads, d.q_len, d.kv_len, HEAD_DIM=d.head_dim,
                                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, PRECISION=precision)
