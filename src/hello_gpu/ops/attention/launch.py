@@ -71,6 +71,35 @@ def check_scores_fit(score_bytes: int, device: torch.device) -> None:
                              f"them; use a fused rung, which never does")
 
 
+# The fused HIP rungs (v02-v04): kFusedWarps warps a block, kBlockRows query rows a block (their .hip files).
+FUSED_WARPS = 4
+FUSED_BLOCK_ROWS = 16
+MAX_GRID_Y = 65535          # the largest second grid dimension on both vendors
+
+
+def warp_size(tensor: torch.Tensor) -> int:
+    """32 on NVIDIA (and AMD RDNA), 64 on AMD CDNA: the fused HIP rungs' blocks are whole warps."""
+    from hello_gpu.runtime.device import device_info
+    return device_info(tensor.device.index).warp_size
+
+
+def run_fused(kernel, q, k, v, causal, out=None, *, heads_first: bool = False):
+    """Launch a fused HIP rung (v02-v04): one block of FUSED_WARPS warps per (16 query rows, b x H + h); grid
+    (query blocks, B x H), or (B x H, query blocks) with ``heads_first`` (v04 walks its query blocks in
+    reverse order along y). The kernels hold D = 64 or 128 (spec.dims refuses any other)."""
+    d, out = prepare(q, k, v, causal, out)
+    blocks = -(-d.q_len // FUSED_BLOCK_ROWS)
+    heads = d.batch * d.heads
+    grid = (heads, blocks) if heads_first else (blocks, heads)
+    if grid[1] > MAX_GRID_Y:
+        raise ValueError(f"attention: {grid[1]} {'query blocks' if heads_first else 'batch x heads'} exceed the "
+                         f"grid's second dimension ({MAX_GRID_Y}); this rung launches one block per "
+                         f"{FUSED_BLOCK_ROWS} query rows per head")
+    kernel(q, k, v, out, d.heads, d.kv_heads, d.q_len, d.kv_len, d.head_dim, softmax_scale_log2(d), int(d.causal),
+           block=FUSED_WARPS * warp_size(q), grid=grid)
+    return out
+
+
 _SIBLINGS: dict = {}
 # The C type of an entry's template argument -> the suffix of the per-dtype sibling kernels.
 SIBLING_SUFFIXES = {"float": "float", "__half": "half", "hip_bfloat16": "bfloat16"}
