@@ -153,3 +153,34 @@ def test_a_replay_allocates_like_an_input_only_where_one_is_laid_out_as_the_resu
     (plan,) = fast.plans.values()
     assert plan._like == like
     assert all(as_pointers for _, _, _, as_pointers in plan.launches), "the C entry point is replayed with int pointers"
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 1024})], key=["n"])
+@triton.jit
+def _tuned_scaled_add(x_ptr, y_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * scale + tl.load(y_ptr + offsets, mask=mask),
+             mask=mask)
+
+
+def tuned_scaled_add(x, y, scale):
+    out = torch.empty_like(x)
+    _tuned_scaled_add[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, out, x.numel(), scale)
+    return out
+
+
+def test_an_autotuned_launch_is_recorded_again_after_its_tuning_call():
+    """The first call of a key times every configuration (launches and a cache flush the replay must not
+    repeat): that recording is refused, the second call's (the chosen configuration alone) replays."""
+    fast = replayable(tuned_scaled_add)
+    n = 4097 + int(torch.randint(0, 1000, ()).item())        # a key no other test tuned in this process
+    for call in range(4):
+        x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        got = fast(x, y, 0.5)
+        assert torch.allclose(got.double(), 0.5 * x.double() + y.double(), rtol=1e-6, atol=1e-6), f"call {call}"
+        plan = plan_of(fast, x, y, 0.5)
+        if call == 0:
+            assert plan is None, "the tuning call's launches must not be replayed"
+        else:
+            assert type(plan) is _Plan and len(plan.launches) == 1, (call, fast.plans)

@@ -24,8 +24,9 @@ A ``spec.py`` defines:
 - ``NAME``: the folder's name. ``DTYPES``: the dtypes the operator is defined for (``"float32"``, ...).
 - ``reference(*inputs) -> Tensor``: the answer in float64 (on the inputs' device or the CPU). The
   output of a rung has the reference's shape and the first input's dtype.
-- ``make_inputs(shape, dtype, *, seed, distribution, device) -> tuple[Tensor, ...]``: fresh inputs per
-  seed, from ``distribution`` in ``"normal"``, ``"large"`` (magnitudes far from 1) and
+- ``make_inputs(shape, dtype, *, seed, distribution, device) -> tuple``: fresh tensors per seed, optionally
+  followed by plain Python options the rungs take by position (attention's ``causal``, a bool: see
+  :mod:`.checking`), drawn from ``distribution`` in ``"normal"``, ``"large"`` (magnitudes far from 1) and
   ``"near_overflow"`` (close to the dtype's range where that can break a rung). Never zeros: a kernel
   that writes nothing must not pass.
 - ``EDGE_SHAPES``: the shapes correctness is checked on: 1, 31, 4097 and a 2-D shape like
@@ -41,8 +42,9 @@ A ``spec.py`` defines:
 Use: ``load_op("vector_add").rungs``, :func:`check_rung`, :func:`run_ladder`, or the command line
 (``hello-gpu list``, ``hello-gpu run``, ``hello-gpu ladder``).
 
-The best rungs of two operators are plain functions (:mod:`.functions`): ``hello_gpu.ops.softmax(x)``
-and ``hello_gpu.ops.rms_norm(x, weight, eps)``. Their names are also the names of the operator
+The best rungs of three operators are plain functions (:mod:`.functions`): ``hello_gpu.ops.softmax(x)``,
+``hello_gpu.ops.rms_norm(x, weight, eps)`` and ``hello_gpu.ops.attention(q, k, v, causal)`` (with
+``attention_rung``, which says the rung it runs). Their names are also the names of the operator
 folders; the folders are imported first below, so that a later ``from hello_gpu.ops.softmax.spec
 import ...`` finds them in ``sys.modules`` and leaves the attribute ``hello_gpu.ops.softmax`` (the
 function) alone.
@@ -58,11 +60,12 @@ from .registry import Op, SpecError, list_ops, load_op, ops_root
 from .rung import BuiltRung, Rung, RungError
 from .shapes import numel, parse_shape, shape_label
 
-for _folder in ("softmax", "rms_norm"):
+for _folder in ("softmax", "rms_norm", "attention"):
     importlib.import_module(f"{__name__}.{_folder}")
-from .functions import rms_norm, softmax  # noqa: E402 - after the folders, so these names stay the functions
+from .functions import attention, attention_rung, rms_norm, softmax  # noqa: E402 - after the folders: the functions
 
-__all__ = ["INTERPRETER_MAX_ELEMENTS", "BuiltRung", "CaseResult", "CheckReport", "Header", "HeaderError",
-           "LadderResult", "Op", "Rung", "RungError", "SpecError", "check_ladder", "check_rung", "compare_outputs",
-           "evaluate_grid", "list_ops", "load_op", "numel", "ops_root", "parse_header", "parse_shape",
-           "poison_value", "rms_norm", "run_ladder", "shape_label", "softmax", "synchronize_device", "tensor_bits"]
+__all__ = ["BuiltRung", "CaseResult", "CheckReport", "Header", "HeaderError", "INTERPRETER_MAX_ELEMENTS",
+           "LadderResult", "Op", "Rung", "RungError", "SpecError", "attention", "attention_rung", "check_ladder",
+           "check_rung", "compare_outputs", "evaluate_grid", "list_ops", "load_op", "numel", "ops_root",
+           "parse_header", "parse_shape", "poison_value", "rms_norm", "run_ladder", "shape_label", "softmax",
+           "synchronize_device", "tensor_bits"]

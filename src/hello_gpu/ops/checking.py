@@ -26,13 +26,19 @@ Besides the spec's distributions, every (dtype, shape) gets:
 
 - a **probe** case (:mod:`.probes`): inputs whose answer a kernel that drops, repeats or misplaces one
   block of work cannot match (reduce_sum's is exact in float32, with zero tolerance);
-- **layout** cases: the same values as non-contiguous tensors (every input a strided ``x[..., ::2]``
+- **layout** cases: the same values as non-contiguous tensors (every tensor input a strided ``x[..., ::2]``
   view; the first 2-D input transposed). The rung must either give the right answer or refuse before
   launching with a :class:`~.rung.LayoutError` naming the tensor and its strides (what
   :class:`~.rung.BuiltRung` does for every rung that indexes raw pointers); a wrong answer fails.
 
 The report's "error / allowed" is the worst element's error over the error its tolerance allows: a
 pass is at most 1, whatever the magnitudes (a sum of 2^60-scaled values errs by 1e30 and passes).
+
+Options. A spec's inputs are tensors, optionally followed by plain Python options (a bool, an int, a
+float: attention's ``causal``), passed to the rung by position like the tensors. Options are what they
+are: never copied, re-laid out or poisoned, and immutable, so "inputs unchanged" concerns the tensors
+only. Plain values, not 0-d tensors, because a rung then reads them without a PyTorch operation, and
+runtime.triton_replay keys a call on their values: its launches stay replayable.
 """
 
 from __future__ import annotations
@@ -317,14 +323,21 @@ def _strided(tensor):
     return view
 
 
+def is_tensor(value) -> bool:
+    """A tensor input, as opposed to a plain option (a bool, an int, a float) passed alongside the tensors."""
+    return isinstance(value, _torch().Tensor)
+
+
 def _layout_inputs(inputs: tuple, layout: str) -> tuple | None:
-    """``inputs`` re-laid out as ``layout`` (same values), or None when the layout does not apply to them."""
+    """``inputs`` re-laid out as ``layout`` (same values; options as they are), or None when the layout
+    does not apply to them."""
+    tensors = [value for value in inputs if is_tensor(value)]
     if layout == STRIDED:        # a 1-element tensor is contiguous under any stride: nothing to check there
-        if all(tensor.numel() <= 1 for tensor in inputs):
+        if all(tensor.numel() <= 1 for tensor in tensors):
             return None
-        return tuple(_strided(tensor) if tensor.numel() > 1 else tensor for tensor in inputs)
+        return tuple(_strided(value) if is_tensor(value) and value.numel() > 1 else value for value in inputs)
     for index, tensor in enumerate(inputs):        # TRANSPOSED: the first 2-D input with more than one row and column
-        if tensor.dim() == 2 and min(tensor.shape) > 1:
+        if is_tensor(tensor) and tensor.dim() == 2 and min(tensor.shape) > 1:
             return (*inputs[:index], tensor.t().contiguous().t(), *inputs[index + 1:])
     return None
 
@@ -360,7 +373,7 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
     if made is None:
         return None
     inputs, tolerance = made
-    before = [_kept_copy(tensor) for tensor in inputs]
+    before = [_kept_copy(value) if is_tensor(value) else value for value in inputs]
     # A spec with large outputs gives its reference in row chunks, computed after the call and compared
     # one at a time (see the module's notes); the placeholder on the meta device only carries the shape.
     chunked = (spec.reference_chunks(*inputs, max_bytes=CHECK_CHUNK_BYTES // 8)
@@ -379,7 +392,8 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
         return case
     except Exception as error:  # noqa: BLE001 - a rung that raises fails this case, with what it raised
         return result(f"raised {type(error).__name__}: {error}")
-    changed = [index for index, (old, new) in enumerate(zip(before, inputs)) if not _same_bits(old, new)]
+    changed = [index for index, (old, new) in enumerate(zip(before, inputs))
+               if is_tensor(new) and not _same_bits(old, new)]
     del before
     if changed:
         return result(f"wrote into its input(s) {changed}: inputs must be read-only")

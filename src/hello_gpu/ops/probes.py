@@ -23,6 +23,15 @@ re-measurement on the GPU. The checker (:mod:`.checking`) asks this module, by t
   * ``rms_norm``: rows of +-2^-5 with spikes of +-4 at the head, the tail and ~6 random columns: the
     spikes hold most of the sum of squares, so dropping one moves the row's scale by ~5%.
 
+  * ``attention``: every query is 128 e_0 (plus noise in the other columns), every key +-1 or -3
+    times e_0 (zeros elsewhere): a "live" key (k_0 = 1) scores 128 scale (16 at D = 64), a dead one
+    (k_0 = -3) 64 scale lower, a weight of e^-45 ~ 3e-20. One live key sits in each aligned block of
+    16 keys, plus the first and the last key; live values are +-1 or +-2, dead ones +-1/8. So each
+    output row is the plain mean of the values of the live keys it may see, and a key tile (16 keys
+    or more) left out, or read twice, removes or doubles at least one of ~S_kv / 16 live keys:
+    at S_kv = 1000 a 64-key tile moves outputs by ~0.1, 10x bfloat16's tolerance there; with
+    normal inputs that tile moves them by ~0.01, about the bfloat16 tolerance.
+
 - :func:`tolerance_override`: reduce_sum's (rtol, atol) for random inputs. The spec's
   ``2 * sqrt(n) * eps * sum|x|`` is ~50x the sum itself at 2^28 normal inputs (issue 19), because
   sum|x| ~ 0.8 n while the sum is ~sqrt(n). A correct kernel's rounding error is driven instead by the
@@ -125,6 +134,31 @@ def _rms_norm_probe(spec, shape, dtype: str, generator, device):
         spec.TOLERANCE[dtype]
 
 
+def _attention_probe(spec, shape, dtype: str, generator, device):
+    torch = _torch()
+    d = spec.dims(shape)
+    q, k, v, causal = spec.make_inputs(shape, "float32", seed=int(torch.randint(0, 2**31, (1,), generator=generator)),
+                                       distribution="normal", device="cpu")
+    q[..., 0] = 128.0
+    k.zero_()
+    k[..., 0] = -3.0
+    live = torch.zeros((d.batch, d.kv_heads, d.kv_len), dtype=torch.bool)
+    for start in range(0, d.kv_len, 16):          # one live key in each aligned block of 16
+        width = min(16, d.kv_len - start)
+        live[..., start:start + width].scatter_(
+            -1, torch.randint(0, width, (d.batch, d.kv_heads, 1), generator=generator), True)
+    live[..., 0] = True
+    live[..., -1] = True
+    k[..., 0][live] = 1.0
+    live_values = torch.tensor([-2.0, -1.0, 1.0, 2.0])[torch.randint(0, 4, v.shape, generator=generator)]
+    dead_values = torch.where(torch.rand(v.shape, generator=generator) < 0.5, -0.125, 0.125)
+    v = torch.where(live[..., None], live_values, dead_values)
+    torch_dtype = getattr(torch, dtype)
+    inputs = (q.to(device=device, dtype=torch_dtype), k.to(device=device, dtype=torch_dtype),
+              v.to(device=device, dtype=torch_dtype), causal)
+    return inputs, spec.tolerance(inputs, dtype)
+
+
 def probe_inputs(spec, shape, dtype: str, *, seed: int, device: str):
     """``(inputs, (rtol, atol))`` of the block probe for ``spec`` at ``shape``, or None where this module
     has none for the operator (see the module docstring for what each probe holds)."""
@@ -139,6 +173,8 @@ def probe_inputs(spec, shape, dtype: str, *, seed: int, device: str):
         return _softmax_probe(spec, shape, dtype, generator, device)
     if name == "rms_norm":
         return _rms_norm_probe(spec, shape, dtype, generator, device)
+    if name == "attention":
+        return _attention_probe(spec, shape, dtype, generator, device)
     return None
 
 

@@ -19,6 +19,11 @@ or the tensor it returns, and nothing but allocations and views ran besides the 
 calls of that signature then allocate the result like the first one and call the recorded compiled
 launchers with the new pointers and the current stream: no Python of the rung, no Triton binder.
 
+A signature whose first call is not replayable is recorded once more, on its second call: a first
+call may do work later calls do not. ``triton.autotune`` times every configuration on the first call
+of a key (extra launches, and its benchmark's cache flush runs a ``zero_``); the second call makes the
+chosen configuration's launch alone, which is what the plan must hold.
+
 A signature that is not replayable (scratch buffers, a ``zeros`` or ``copy_``, ``.item()``, a tensor
 descriptor, a launch hook, the Triton interpreter, a Triton whose launcher looks unlike the one this
 was written against) simply keeps calling the launcher as written: slower, never wrong.
@@ -352,6 +357,7 @@ def replayable(launcher: Callable) -> Callable:
     signature seen to its plan, or to the reason it is not replayable."""
     launcher_class = _launcher_class()
     plans: dict = {}
+    recorded_twice: set = set()          # signatures whose second call was recorded too (see the module's notes)
     tensor_types = None if launcher_class is None else plain_tensor_types()
 
     def call(*args, **kwargs):
@@ -363,8 +369,10 @@ def replayable(launcher: Callable) -> Callable:
         plan = plans.get(key)
         if type(plan) is _Plan and not launch_hooks_set():
             return plan(args)
-        if plan is not None:                          # known not replayable: the launcher as written
-            return launcher(*args)
+        if type(plan) is _Plan or (plan is not None and key in recorded_twice):
+            return launcher(*args)                    # a hook is set, or known not replayable: as written
+        if plan is not None:
+            recorded_twice.add(key)
         with _Recorder(launcher_class) as recorder:
             result = launcher(*args)
         plans[key] = _make_plan(recorder, args, result, torch_module())
