@@ -37,12 +37,13 @@ from hello_gpu.bench import Work
 NAME = "matmul"
 DTYPES = ("float32", "bfloat16", "float16")
 
-# Multiples of no tile: a single element; N = 4095 with M = 1 (a decode row); K = 4095 (a long
-# reduction ending in a partial tile); M = 4095 (a last tile row of one); a small odd cube; the
-# issue's 1823x781x517; 1000^3. The first five have M N K <= 2^16, what the Triton interpreter
-# checks on the CPU tier (hello_gpu.ops.checking.INTERPRETER_MAX_ELEMENTS); the last two run on a GPU.
-EDGE_SHAPES = ((1, 1, 1), (1, 4095, 16), (3, 5, 4095), (4095, 7, 2), (39, 41, 37), (1823, 781, 517),
-               (1000, 1000, 1000))
+# Multiples of no tile: a single element; M = 1 (a decode row) with N = 1025; a K loop ending in a
+# partial tile (517); a small odd cube; then N = 4095 with M = 1, M = 4095 (a last tile row of one),
+# K = 4095, the 1823x781x517, and 1000^3. The first four have M N K <= 2^16, which the Triton
+# interpreter checks on the CPU tier (hello_gpu.ops.checking.INTERPRETER_MAX_ELEMENTS; a call there
+# costs ~1-5 s at 2^16, mostly per-program overhead); the GPU tier checks every shape here.
+EDGE_SHAPES = ((1, 1, 1), (1, 1025, 16), (3, 5, 517), (39, 41, 37), (1, 4095, 17), (4095, 7, 3), (3, 7, 4095),
+               (1823, 781, 517), (1000, 1000, 1000))
 
 # Square 1024^3 .. 8192^3; LLM prefill (M = 4096 tokens through Llama-3-8B-sized layers: attention
 # 4096x4096, MLP up 14336x4096 and down 4096x14336, the 128256-word output head); decode (M = 1 and
