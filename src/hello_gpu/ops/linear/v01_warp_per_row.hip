@@ -9,8 +9,8 @@ change: block of 8 warps, warp w of block (x, y) computes C[m][n] for n = 8x + w
   same walk goes element by element
 hypothesis: at M = 1 and 16 the work is reading the weight (117 MB in bf16 for 14336x4096) once:
   every weight byte is loaded by exactly one lane in 512-byte coalesced warp loads, A (8 KiB a row)
-  stays in L1/L2. 14336 warps of 8 KiB each, 32 per SM at once (64 registers a thread: 4 blocks of
-  256), 512 bytes a warp per load, ~16-32 KiB in flight per SM where ~26 KiB covers DRAM latency
+  stays in L1/L2. 14336 warps of 8 KiB each, 24-32 per SM at once (64 registers a thread in bf16 /
+  fp16, 80 in float32: 4 or 3 blocks of 256), 512 bytes a warp per load, ~16-32 KiB in flight per SM where ~26 KiB covers DRAM latency
   (4.8 TB/s x ~700 ns / 132 SMs): near copy bandwidth: ~0.85 of copy on the weight bytes at 14336x4096 and 4096x14336 (1.3x
   F.linear's 0.64-0.67), ~0.6 at 4096x4096 (only 4096 warps: 31 per SM, one wave, the tail shows),
   ~0.9 for the 128256x4096 head (0.95x F.linear). At M = 16 each pack of the weight meets 16 rows of
@@ -32,7 +32,7 @@ constexpr int kRows = 16;      // rows of A per warp: a whole M = 16 decode step
 
 // a is M x K, weight N x K, out M x N, contiguous (the launcher checks). blockDim.x = 8 warps.
 template <typename T>
-__global__ void __launch_bounds__(kWarpsPerBlock * 64)
+__global__ void __launch_bounds__(kWarpsPerBlock * HG_WARP_SIZE)
 linear_warp_per_row(const T* __restrict__ a, const T* __restrict__ weight, T* __restrict__ out, int M, int N, int K) {
   const int warp = threadIdx.x / HG_WARP_SIZE, lane = threadIdx.x % HG_WARP_SIZE;
   const int n = blockIdx.x * kWarpsPerBlock + warp;
