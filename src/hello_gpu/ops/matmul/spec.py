@@ -105,9 +105,10 @@ def random_operands(rows_a: int, k: int, rows_b: int, dtype: str, *, seed: int, 
     scale_a, scale_b = _scales(dtype, distribution)
     values = []
     for rows, scale in ((rows_a, scale_a), (rows_b, scale_b)):
-        x = torch.randn((rows, k), generator=generator, device=device, dtype=torch.float32)
-        x[x == 0] = 1
-        values.append((x * scale).to(getattr(torch, dtype)))
+        x = (torch.randn((rows, k), generator=generator, device=device, dtype=torch.float32) * scale)
+        x = x.to(getattr(torch, dtype))
+        x[x == 0] = scale       # an exact 0 of randn, or (float16 "large") one that underflowed
+        values.append(x)
     return values[0], values[1]
 
 
