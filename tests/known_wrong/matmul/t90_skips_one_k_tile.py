@@ -17,8 +17,8 @@ BLOCK_M, BLOCK_N, BLOCK_K = 32, 32, 32
 
 
 @triton.jit
-def skips_one_k_tile_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                            BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
+def skips_one_k_tile_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_bk, stride_bn, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     columns = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -31,8 +31,8 @@ def skips_one_k_tile_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr,
         live = k0 < k_end
         a = tl.load(a_ptr + rows[:, None] * K + k[None, :], mask=(rows[:, None] < M) & (k[None, :] < K) & live,
                     other=0.0)
-        b = tl.load(b_ptr + k[:, None] * N + columns[None, :], mask=(k[:, None] < K) & (columns[None, :] < N) & live,
-                    other=0.0)
+        b = tl.load(b_ptr + k[:, None] * stride_bk + columns[None, :] * stride_bn,
+                    mask=(k[:, None] < K) & (columns[None, :] < N) & live, other=0.0)
         if IEEE:
             acc = tl.dot(a, b, acc, input_precision="ieee")
         else:
@@ -41,11 +41,18 @@ def skips_one_k_tile_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr,
              mask=(rows[:, None] < M) & (columns[None, :] < N))
 
 
+def launch(a, b, out, stride_bk, stride_bn):
+    """B's element (k, n) at k * stride_bk + n * stride_bn: (N, 1) for matmul's B, (1, K) for linear's weight."""
+    m, k = a.shape
+    n = out.shape[1]
+    grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N))
+    skips_one_k_tile_kernel[grid](a, b, out, m, n, k, stride_bk, stride_bn, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                                  BLOCK_K=BLOCK_K, IEEE=a.dtype == torch.float32)
+    return out
+
+
 def run(a, b, out=None):
     m, k = a.shape
     n = b.shape[1]
     out = torch.empty((m, n), dtype=a.dtype, device=a.device) if out is None else out
-    grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N))
-    skips_one_k_tile_kernel[grid](a, b, out, m, n, k, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-                                  IEEE=a.dtype == torch.float32)
-    return out
+    return launch(a, b, out, n, 1)
