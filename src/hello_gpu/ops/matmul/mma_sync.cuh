@@ -186,4 +186,55 @@ __device__ __forceinline__ void require_dynamic_shared(uint32_t bytes) {
   if (given < bytes) __trap();
 }
 
+// The multi-stage body of v10 and v11. Dynamic shared memory holds STAGES slots, each a BM x (BK + 8) tile
+// of A and a BK x (BN + 8) tile of B (tensor_cores.pipelined_shared_bytes). While the warps multiply the
+// tile in slot t % STAGES, the copies of the next STAGES - 1 tiles are in flight; one __syncthreads a
+// step both publishes tile t and frees the slot that tile t + STAGES - 1 is copied into.
+template <typename T, int BM, int BN, int BK, int WM, int WN, int STAGES, int THREADS>
+__device__ __forceinline__ void pipelined_matmul(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                                 int M, int N, int K, int ldb) {
+  constexpr int kSA = BK + 8, kSB = BN + 8;           // padded rows, as v09
+  constexpr int kMI = WM / 16, kNI = WN / 8;
+  constexpr int kSlotA = BM * kSA, kSlotB = BK * kSB;  // elements
+  static_assert((BM / WM) * (BN / WN) * 32 == THREADS, "one warp tile per warp");
+  static_assert(STAGES >= 2, "a pipeline needs a slot to fill while another is read");
+  require_dynamic_shared(2u * STAGES * (kSlotA + kSlotB));
+  extern __shared__ uint4 dynamic_shared[];           // 16-byte aligned: every cp.async target is
+  T* As = reinterpret_cast<T*>(dynamic_shared);
+  T* Bs = As + STAGES * kSlotA;
+  const int row0 = blockIdx.y * BM, column0 = blockIdx.x * BN;
+  const int warp = threadIdx.x / 32;
+  const int warp_row = (warp / (BN / WN)) * WM, warp_column = (warp % (BN / WN)) * WN;
+  const int tiles = (K + BK - 1) / BK;
+
+  // Prologue: tiles 0 .. STAGES - 2, one commit group each (empty groups past the last tile keep the count).
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles) {
+      copy_tiles_async<T, BM, BN, BK, kSA, kSB, THREADS>(As + s * kSlotA, Bs + s * kSlotB, A, B, M, K, ldb, row0,
+                                                          column0, s * BK);
+    }
+    cp_async_commit();
+  }
+  float sums[kMI][kNI][4] = {};
+  for (int t = 0; t < tiles; ++t) {
+    // Groups committed so far: STAGES - 1 + t, the one of tile t being number t; letting the newest
+    // STAGES - 2 stay pending means tile t's has landed (for this thread's copies; the barrier: for all).
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    // Every warp is past tile t - 1 (the barrier), so its slot, (t + STAGES - 1) % STAGES, can be refilled.
+    const int next = t + STAGES - 1;
+    if (next < tiles) {
+      const int slot = next % STAGES;
+      copy_tiles_async<T, BM, BN, BK, kSA, kSB, THREADS>(As + slot * kSlotA, Bs + slot * kSlotB, A, B, M, K, ldb,
+                                                          row0, column0, next * BK);
+    }
+    cp_async_commit();
+    const int slot = t % STAGES;
+    warp_tile_mma<T, kMI, kNI, BK, kSA, kSB>(sums, As + slot * kSlotA + warp_row * kSA, Bs + slot * kSlotB + warp_column);
+  }
+  cp_async_wait<0>();                                 // only empty groups remain; leave none behind
+  store_warp_tile<T, kMI, kNI>(C, M, N, row0 + warp_row, column0 + warp_column, sums);
+}
+
 #endif  // HG_MATMUL_MMA_SYNC_CUH
