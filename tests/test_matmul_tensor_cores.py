@@ -144,6 +144,162 @@ def test_padded_rows_make_ldmatrix_conflict_free(rung_id):
     assert len(groups(tiles["BK"])) < 8
 
 
+# ---------------------------------------------------------------- Hopper: TMA swizzle and wgmma descriptors
+
+tensor_maps = load_module(MATMUL.path / "tensor_maps.py", "test_matmul_tensor_maps_module")
+WGMMA_HEADER = (MATMUL.path / "wgmma_tma.cuh").read_text()
+
+
+def swizzle_128(address: int) -> int:
+    """The 128-byte swizzle of a shared-memory byte address: bits 4-6 (16-byte piece of a 128-byte row)
+    XOR bits 7-9 (row within a 1024-byte atom)."""
+    return address ^ (((address >> 7) & 7) << 4)
+
+
+def tma_write(shared: np.ndarray, base: int, box: np.ndarray) -> None:
+    """A TMA box (rows x 64 16-bit elements) landing at ``base`` with CU_TENSOR_MAP_SWIZZLE_128B."""
+    for row in range(box.shape[0]):
+        for column in range(box.shape[1]):
+            shared[swizzle_128(base + row * 128 + column * 2) // 2] = box[row, column]
+
+
+def descriptor(address: int, leading: int, stride: int) -> int:
+    """wgmma_tma.cuh's matrix_descriptor."""
+    return ((address & 0x3FFFF) >> 4) | ((leading >> 4) << 16) | ((stride >> 4) << 32) | (1 << 62)
+
+
+def fields(desc: int) -> tuple[int, int, int, int]:
+    """(start, leading, stride) bytes and the swizzle mode, as the hardware decodes a descriptor."""
+    return (desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4, desc >> 62
+
+
+def wgmma_read_a(shared: np.ndarray, desc: int) -> np.ndarray:
+    """A (64 x 16) of a K-major, 128-byte swizzled operand: row m in 8-row atoms SBO apart, 128 bytes a row."""
+    start, _, stride, mode = fields(desc)
+    assert mode == 1
+    return np.array([[shared[swizzle_128(start + (m // 8) * stride + (m % 8) * 128 + 2 * k) // 2] for k in range(16)]
+                     for m in range(64)])
+
+
+def wgmma_read_b(shared: np.ndarray, desc: int, n: int = 128) -> np.ndarray:
+    """B (16 x n) of an MN-major, 128-byte swizzled operand: 64-column blocks LBO apart, 8-row k atoms SBO apart."""
+    start, leading, stride, mode = fields(desc)
+    assert mode == 1
+    return np.array([[shared[swizzle_128(start + (j // 64) * leading + (k // 8) * stride + (k % 8) * 128
+                                         + 2 * (j % 64)) // 2] for j in range(n)] for k in range(16)])
+
+
+def test_the_descriptors_are_the_headers():
+    """The model's offsets are the ones wgmma_tma.cuh passes (a drift in either fails here)."""
+    assert "matrix_descriptor(static_cast<const char*>(rows) + 32 * kk, 16, kAtomBytes)" in WGMMA_HEADER
+    assert ("matrix_descriptor(static_cast<const char*>(columns) + 2048 * kk, kColumnBlockBytes, kAtomBytes)"
+            in WGMMA_HEADER)
+    assert "kAtomBytes = 1024" in WGMMA_HEADER and "kColumnBlockBytes = kTileK * 128" in WGMMA_HEADER
+    assert f"kBarrierBytes = {tensor_maps.BARRIER_BYTES};" in WGMMA_HEADER
+
+
+@pytest.mark.parametrize("rung_id", WGMMA_RUNGS)
+def test_tma_tiles_read_through_the_descriptors_give_the_tile_product(rung_id):
+    """One stage of each Hopper rung, in the second slot of a 1024-aligned buffer: TMA writes A (BM x 64)
+    and B (64 x BN in 64-column boxes 8192 bytes apart), swizzled; each consumer's wgmmas read their 64
+    rows and 128-column halves through the descriptors the kernel builds; the sums are A B exactly."""
+    tiles = _tiles(rung_id)
+    bm, bn, bk = tiles["BM"], tiles["BN"], tiles["BK"]
+    rng = np.random.default_rng(5)
+    a = rng.integers(-3, 4, (bm, bk)).astype(np.float64)
+    b = rng.integers(-3, 4, (bk, bn)).astype(np.float64)
+    stage = 2 * (bm * bk + bk * bn)
+    assert stage % 1024 == 0, "every slot starts on a swizzle atom"
+    base = 3 * 1024 + stage                           # slot 1 of a buffer aligned to 1024 at 3072
+    shared = np.full((base + stage) // 2 + 64, np.nan)
+    tma_write(shared, base, a)
+    for block in range(bn // 64):
+        tma_write(shared, base + 2 * bm * bk + block * 64 * 128, b[:, 64 * block:64 * block + 64])
+    product = np.zeros((bm, bn))
+    for rows in range(0, bm, 64):                   # a consumer warpgroup (v12: one warpgroup, both halves)
+        for half in range(bn // 128):
+            for kk in range(bk // 16):
+                a_desc = descriptor(base + rows * 128 + 32 * kk, 16, 1024)
+                b_desc = descriptor(base + 2 * bm * bk + half * 2 * 64 * 128 + 2048 * kk, 64 * 128, 1024)
+                product[rows:rows + 64, 128 * half:128 * half + 128] += wgmma_read_a(shared, a_desc) @ wgmma_read_b(
+                    shared, b_desc)
+    np.testing.assert_array_equal(product, a @ b)
+
+
+def test_the_swizzle_model_is_not_vacuous():
+    """Reading the B operand as K-major (no LBO jump) or without the swizzle gives a different matrix."""
+    rng = np.random.default_rng(6)
+    b = rng.integers(-3, 4, (64, 128)).astype(np.float64)
+    shared = np.full(64 * 128 + 64, np.nan)
+    for block in range(2):
+        tma_write(shared, block * 8192, b[:, 64 * block:64 * block + 64])
+    assert np.array_equal(wgmma_read_b(shared, descriptor(0, 8192, 1024)), b[:16])
+    assert not np.array_equal(wgmma_read_b(shared, descriptor(0, 1024, 8192)), b[:16])
+    plain = [[shared[(j // 64) * 4096 + k * 64 + j % 64] for j in range(128)] for k in range(16)]
+    assert not np.array_equal(np.array(plain), b[:16])
+
+
+def test_wgmma_accumulator_stores_cover_the_block_once():
+    """store_wgmma_block's positions for the 128 threads x 64 registers: each of the 64 x 128 outputs once,
+    and the position PTX gives register i of the m64nNk16 D fragment (row 16 w + g + 8 [i % 4 >= 2],
+    column 8 (i // 4) + 2 t + i % 2)."""
+    seen = {}
+    for thread in range(128):
+        warp, lane = thread // 32, thread % 32
+        g, t = lane // 4, lane % 4
+        for j in range(16):
+            for index, (row, column) in zip((4 * j, 4 * j + 1, 4 * j + 2, 4 * j + 3),
+                                            ((16 * warp + g, 8 * j + 2 * t), (16 * warp + g, 8 * j + 2 * t + 1),
+                                             (16 * warp + g + 8, 8 * j + 2 * t), (16 * warp + g + 8, 8 * j + 2 * t + 1))):
+                ptx = (16 * warp + g + 8 * ((index % 4) >= 2), 8 * (index // 4) + 2 * t + index % 2)
+                assert (row, column) == ptx
+                seen[(row, column)] = seen.get((row, column), 0) + 1
+    assert len(seen) == 64 * 128 and set(seen.values()) == {1}
+
+
+def tile_order(tile: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
+    """v14_persistent_grouped.cu's tile_order."""
+    per_group = group * tiles_n
+    first_row = (tile // per_group) * group
+    rows = min(tiles_m - first_row, group)
+    in_group = tile % per_group
+    return first_row + in_group % rows, in_group // rows
+
+
+@pytest.mark.parametrize("tiles_m, tiles_n", ((32, 16), (64, 32), (13, 5), (1, 502), (9, 1), (8, 3)))
+def test_grouped_order_visits_every_tile_once(tiles_m, tiles_n):
+    group = _tiles("v14_persistent_grouped")["GroupRows"]
+    assert "const int rows = min(tiles_m - first_row, kGroupRows);" in MATMUL.rung("v14_persistent_grouped").path.read_text()
+    order = [tile_order(tile, tiles_m, tiles_n, group) for tile in range(tiles_m * tiles_n)]
+    assert sorted(order) == [(m, n) for m in range(tiles_m) for n in range(tiles_n)]
+    if tiles_m >= group:
+        assert {m for m, _ in order[:group * min(2, tiles_n)]} == set(range(group))     # down a group's rows first
+
+
+def test_shared_memory_fits_the_sm_and_blocks_per_sm_are_as_the_headers_say():
+    """227 KiB is the most one block may take on sm_90 (232,448 bytes); v10 is said to fit two blocks,
+    v12 two, v11, v13 and v14 one (228 KiB an SM, 1 KiB of it reserved per block)."""
+    limit, per_sm = 232_448, 233_472
+    for rung_id, blocks in (("v10_cp_async_pipeline", 2), ("v11_large_warp_tiles", 1)):
+        shared = tensor_cores.pipelined_shared_bytes(_tiles(rung_id))
+        assert shared <= limit and blocks * (shared + 1024) <= per_sm, rung_id
+    for rung_id, blocks in (("v12_wgmma_tma", 2), ("v13_warp_specialized", 1), ("v14_persistent_grouped", 1)):
+        shared = tensor_maps.hopper_shared_bytes(_tiles(rung_id))
+        assert shared <= limit and blocks * (shared + 1024) <= per_sm, rung_id
+    assert tensor_maps.hopper_shared_bytes(_tiles("v13_warp_specialized")) == 4 * 49152 + 256 + 1024
+
+
+def test_tensor_map_parameters_and_refusals():
+    a = torch.empty(1000, 520, dtype=torch.bfloat16)
+    assert tensor_maps.map_parameters(a, 64, 128) == {"dims": (520, 1000), "strides": (1040,), "box": (64, 128)}
+    with pytest.raises(ValueError, match="16-byte aligned rows"):
+        tensor_maps.map_parameters(torch.empty(4, 517, dtype=torch.bfloat16), 64, 128)
+    with pytest.raises(ValueError, match="contiguous 2-D"):
+        tensor_maps.map_parameters(torch.empty(16, 8, dtype=torch.bfloat16).t(), 64, 128)
+    with pytest.raises(ValueError, match="at most 128 bytes"):
+        tensor_maps.map_parameters(a, 128, 64)
+
+
 # ---------------------------------------------------------------- SASS and registers, no GPU needed
 
 
