@@ -258,7 +258,7 @@ def test_wgmma_accumulator_stores_cover_the_block_once():
 
 
 def tile_order(tile: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
-    """v14_persistent_grouped.cu's tile_order."""
+    """wgmma_tma.cuh's block_tile for a persistent block (v14)."""
     per_group = group * tiles_n
     first_row = (tile // per_group) * group
     rows = min(tiles_m - first_row, group)
@@ -269,7 +269,7 @@ def tile_order(tile: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, 
 @pytest.mark.parametrize("tiles_m, tiles_n", ((32, 16), (64, 32), (13, 5), (1, 502), (9, 1), (8, 3)))
 def test_grouped_order_visits_every_tile_once(tiles_m, tiles_n):
     group = _tiles("v14_persistent_grouped")["GroupRows"]
-    assert "const int rows = min(tiles_m - first_row, kGroupRows);" in MATMUL.rung("v14_persistent_grouped").path.read_text()
+    assert "const int rows = min(tiles_m - first_row, kGroupRows);" in WGMMA_HEADER
     order = [tile_order(tile, tiles_m, tiles_n, group) for tile in range(tiles_m * tiles_n)]
     assert sorted(order) == [(m, n) for m in range(tiles_m) for n in range(tiles_n)]
     if tiles_m >= group:

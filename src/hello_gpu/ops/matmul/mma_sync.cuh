@@ -91,13 +91,13 @@ __device__ __forceinline__ const T* piece_address(const T* matrix, int rows, int
 }
 
 // Two neighbouring outputs C[row][column], C[row][column + 1] (column even), rounded once from float32;
-// whatever lies inside the M x N matrix. One 4-byte store when N is even (then row * N + column is even
-// and the pair is 4-byte aligned), else element by element.
+// whatever lies inside the M x N matrix. One 4-byte store when N is even and C 4-byte aligned (then the
+// pair is), else element by element (N = 781; an out= view starting at an odd element).
 template <typename T>
 __device__ __forceinline__ void store_pair(T* C, int M, int N, int row, int column, float x, float y) {
   if (row >= M || column >= N) return;
   T* at = C + static_cast<int64_t>(row) * N + column;
-  if ((N & 1) == 0) {
+  if ((N & 1) == 0 && (reinterpret_cast<uintptr_t>(C) & 3) == 0) {
     *reinterpret_cast<decltype(TensorCore<T>::two(x, y))*>(at) = TensorCore<T>::two(x, y);
     return;
   }

@@ -34,58 +34,34 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads, 2)
 matmul_wgmma_tma(const int64_t* __restrict__ maps, T* __restrict__ C, int M, int N, int K) {
   static_assert(kBK == kTileK && kBM == 128 && kBN == 128, "two m64n128 wgmmas cover the tile");
-  constexpr uint32_t kBytesA = kBM * kBK * 2, kBytesB = kBK * kBN * 2, kStageBytes = kBytesA + kBytesB;
+  constexpr uint32_t kStageBytes = 2 * (kBM + kBN) * kBK;           // 32 KiB
   char* shared = aligned_dynamic_shared(kStages * kStageBytes + kBarrierBytes);
   uint64_t* full = reinterpret_cast<uint64_t*>(shared + kStages * kStageBytes);    // tile t landed in its slot
-  const int64_t* map_a = maps;
-  const int64_t* map_b = maps + 16;                  // 128 bytes a map
   const int row0 = blockIdx.y * kBM, column0 = blockIdx.x * kBN;
   const int tiles = (K + kBK - 1) / kBK;
-
-  auto load = [&](int t) {                           // k tile t into slot t % kStages; thread 0 only
-    char* slot = shared + (t % kStages) * kStageBytes;
-    uint64_t* barrier = &full[t % kStages];
-    mbarrier_arrive_expect_bytes(barrier, kStageBytes);      // whole boxes, zeros past the edges included
-    tma_load_tile(slot, map_a, barrier, t * kBK, row0);
-#pragma unroll
-    for (int j = 0; j < kBN / 64; ++j) {
-      tma_load_tile(slot + kBytesA + j * kColumnBlockBytes, map_b, barrier, column0 + 64 * j, t * kBK);
-    }
-  };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) mbarrier_init(&full[s], 1);
     mbarrier_init_fence();
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    tensor_map_acquire(map_a);
-    tensor_map_acquire(map_b);
-    for (int t = 0; t < kStages && t < tiles; ++t) load(t);
+    tensor_map_acquire(maps);
+    tensor_map_acquire(maps + 16);
+    for (int t = 0; t < kStages && t < tiles; ++t) {
+      load_stage<kBM, kBN>(shared + t * kStageBytes, maps, &full[t], t * kBK, row0, column0);
+    }
   }
 
-  float sums[2][64] = {};                            // rows 0-63 and 64-127 of the tile
+  float sums[2][1][64] = {};                         // rows 0-63 and 64-127 of the tile
   for (int t = 0; t < tiles; ++t) {
     const int slot = t % kStages;
     mbarrier_wait(&full[slot], (t / kStages) & 1);   // the slot's (t / kStages)-th fill has landed
-    const char* tile_a = shared + slot * kStageBytes;
-    const char* tile_b = tile_a + kBytesA;
-    fence_accumulators(sums[0]);
-    fence_accumulators(sums[1]);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        Wgmma<T>::m64n128k16(sums[half], a_descriptor(tile_a + half * 64 * 128, kk), b_descriptor(tile_b, kk));
-      }
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(sums[0]);
-    fence_accumulators(sums[1]);
+    const char* stage = shared + slot * kStageBytes;
+    multiply_stage<T, 2, 1>(sums, stage, stage + 2 * kBM * kBK);
     __syncthreads();                                 // every warp's wgmmas are done reading the slot
-    if (threadIdx.x == 0 && t + kStages < tiles) load(t + kStages);
+    if (threadIdx.x == 0 && t + kStages < tiles) {
+      load_stage<kBM, kBN>(shared + slot * kStageBytes, maps, &full[slot], (t + kStages) * kBK, row0, column0);
+    }
   }
-#pragma unroll
-  for (int half = 0; half < 2; ++half) store_wgmma_block(C, M, N, row0 + 64 * half, column0, sums[half]);
+  store_tile<T, 2, 1>(C, M, N, row0, column0, sums);
 }

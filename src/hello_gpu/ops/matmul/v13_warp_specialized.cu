@@ -27,75 +27,12 @@ dtypes: bfloat16 float16
 #include "wgmma_tma.cuh"
 
 // Read by the launcher (tensor_cores.tile_constants): grid, block, TMA boxes and shared bytes come from here.
+// The body, with v14's, is specialized_matmul in wgmma_tma.cuh: here each block computes its own tile once.
 constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4, kThreads = 384;
-constexpr int kConsumerWarps = 8;                  // 2 consumer warpgroups: the empty barriers' arrival count
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 1)
 matmul_warp_specialized(const int64_t* __restrict__ maps, T* __restrict__ C, int M, int N, int K) {
-  static_assert(kBK == kTileK && kBM == 128 && kBN == 256, "2 consumers x 64 rows, 2 x m64n128 each");
-  constexpr uint32_t kBytesA = kBM * kBK * 2, kBytesB = kBK * kBN * 2, kStageBytes = kBytesA + kBytesB;
-  char* shared = aligned_dynamic_shared(kStages * kStageBytes + kBarrierBytes);
-  uint64_t* full = reinterpret_cast<uint64_t*>(shared + kStages * kStageBytes);    // the slot's tile landed
-  uint64_t* empty = full + kStages;                                                 // every consumer is done with it
-  const int row0 = blockIdx.y * kBM, column0 = blockIdx.x * kBN;
-  const int tiles = (K + kBK - 1) / kBK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], kConsumerWarps);
-    }
-    mbarrier_init_fence();
-  }
-  __syncthreads();                                 // the last block-wide barrier: the roles part here
-
-  const int warpgroup = threadIdx.x / 128;
-  if (warpgroup == 0) {
-    registers_decrease<40>();
-    if (threadIdx.x != 0) return;
-    const int64_t* map_a = maps;
-    const int64_t* map_b = maps + 16;
-    tensor_map_acquire(map_a);
-    tensor_map_acquire(map_b);
-    for (int t = 0; t < tiles; ++t) {
-      const int slot = t % kStages, use = t / kStages;
-      if (use > 0) mbarrier_wait(&empty[slot], (use - 1) & 1);    // the consumers freed its previous fill
-      char* to = shared + slot * kStageBytes;
-      mbarrier_arrive_expect_bytes(&full[slot], kStageBytes);
-      tma_load_tile(to, map_a, &full[slot], t * kBK, row0);
-#pragma unroll
-      for (int j = 0; j < kBN / 64; ++j) {
-        tma_load_tile(to + kBytesA + j * kColumnBlockBytes, map_b, &full[slot], column0 + 64 * j, t * kBK);
-      }
-    }
-    return;
-  }
-
-  registers_increase<232>();
-  const int rows = 64 * (warpgroup - 1);           // this consumer's 64 rows of the tile
-  float sums[2][64] = {};                          // columns 0-127 and 128-255
-  for (int t = 0; t < tiles; ++t) {
-    const int slot = t % kStages;
-    mbarrier_wait(&full[slot], (t / kStages) & 1);
-    const char* tile_a = shared + slot * kStageBytes + rows * 128;
-    const char* tile_b = shared + slot * kStageBytes + kBytesA;
-    fence_accumulators(sums[0]);
-    fence_accumulators(sums[1]);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        Wgmma<T>::m64n128k16(sums[half], a_descriptor(tile_a, kk),
-                             b_descriptor(tile_b + half * 2 * kColumnBlockBytes, kk));
-      }
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(sums[0]);
-    fence_accumulators(sums[1]);
-    if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[slot]);
-  }
-#pragma unroll
-  for (int half = 0; half < 2; ++half) store_wgmma_block(C, M, N, row0 + rows, column0 + 128 * half, sums[half]);
+  static_assert(kBM == 128 && kBK == kTileK && kThreads == 384, "2 consumer warpgroups x 64 rows, 1 producer");
+  specialized_matmul<T, kBN, kStages, false, 1>(maps, C, M, N, K);
 }

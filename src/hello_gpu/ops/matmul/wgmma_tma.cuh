@@ -196,4 +196,146 @@ __device__ __forceinline__ char* aligned_dynamic_shared(uint32_t needed) {
   return base + (((address + kAtomBytes - 1) & ~(kAtomBytes - 1)) - address);
 }
 
+// ------------------------------------------------------------------------------------ stage helpers
+
+// The TMA copies of one stage, issued by one thread: A's BM x 64 box at (k0, row0) into `to`, then B's
+// BN / 64 boxes of 64 x 64 at (column0 + 64 j, k0), 8192 bytes apart, all completing on `barrier`, which
+// is told to expect the whole stage (boxes past the edges arrive as zeros and count).
+template <int BM, int BN>
+__device__ __forceinline__ void load_stage(char* to, const int64_t* maps, uint64_t* barrier, int k0, int row0,
+                                           int column0) {
+  mbarrier_arrive_expect_bytes(barrier, 2 * (BM + BN) * kTileK);
+  tma_load_tile(to, maps, barrier, k0, row0);                      // A's map: maps[0..15]
+#pragma unroll
+  for (int j = 0; j < BN / 64; ++j) {
+    tma_load_tile(to + 2 * BM * kTileK + j * kColumnBlockBytes, maps + 16, barrier, column0 + 64 * j, k0);
+  }
+}
+
+// One 64-deep stage for a warpgroup: kRows x kColumns blocks of 64 x 128 sums, block (r, c) from rows
+// 64 r.. of `tile_a` and columns 128 c.. of `tile_b`; returns when the wgmmas are complete (their shared
+// memory may be overwritten).
+template <typename T, int kRows, int kColumns>
+__device__ __forceinline__ void multiply_stage(float (&sums)[kRows][kColumns][64], const char* tile_a,
+                                               const char* tile_b) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kColumns; ++c) fence_accumulators(sums[r][c]);
+  }
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kTileK / 16; ++kk) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int c = 0; c < kColumns; ++c) {
+        Wgmma<T>::m64n128k16(sums[r][c], a_descriptor(tile_a + r * 64 * 128, kk),
+                             b_descriptor(tile_b + c * 2 * kColumnBlockBytes, kk));
+      }
+    }
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kColumns; ++c) fence_accumulators(sums[r][c]);
+  }
+}
+
+template <typename T, int kRows, int kColumns>
+__device__ __forceinline__ void store_tile(T* C, int M, int N, int row0, int column0,
+                                           const float (&sums)[kRows][kColumns][64]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kColumns; ++c) store_wgmma_block(C, M, N, row0 + 64 * r, column0 + 128 * c, sums[r][c]);
+  }
+}
+
+// ------------------------------------------------------------------- warp-specialised body (v13, v14)
+
+// The tile a block computes in round `round` (0, 1, ...); false when it has no more. Launched per tile
+// (v13): its own (blockIdx.y, blockIdx.x), once. Persistent (v14): tiles blockIdx.x + round * gridDim.x in
+// grouped order: groups of kGroupRows tile rows (the last may have fewer), numbered down the rows of a
+// group first, then across its columns. Python's model: tests/test_matmul_tensor_cores.py::tile_order.
+template <bool kPersistent, int kGroupRows>
+__device__ __forceinline__ bool block_tile(int round, int tiles_m, int tiles_n, int& tile_m, int& tile_n) {
+  if (!kPersistent) {
+    tile_m = blockIdx.y;
+    tile_n = blockIdx.x;
+    return round == 0;
+  }
+  const int tile = blockIdx.x + round * gridDim.x;
+  if (tile >= tiles_m * tiles_n) return false;
+  const int per_group = kGroupRows * tiles_n;
+  const int first_row = (tile / per_group) * kGroupRows;
+  const int rows = min(tiles_m - first_row, kGroupRows);
+  const int in_group = tile % per_group;
+  tile_m = first_row + in_group % rows;
+  tile_n = in_group / rows;
+  return true;
+}
+
+// 3 warpgroups: warpgroup 0 loads (one thread issues every TMA copy), warpgroups 1 and 2 each multiply 64
+// rows of a 128 x BN tile. Per stage two mbarriers: `full` (1 arrival + the stage's bytes: the tiles
+// landed) and `empty` (8 arrivals, one per consumer warp: every wgmma reading the slot is complete). The
+// k-tile counter `step` runs on across a block's tiles, so the slots and their phases do too.
+template <typename T, int BN, int STAGES, bool kPersistent, int kGroupRows>
+__device__ __forceinline__ void specialized_matmul(const int64_t* __restrict__ maps, T* __restrict__ C, int M,
+                                                   int N, int K) {
+  constexpr int kBM = 128, kConsumerWarps = 8;
+  constexpr uint32_t kStageBytes = 2 * (kBM + BN) * kTileK;
+  char* shared = aligned_dynamic_shared(STAGES * kStageBytes + kBarrierBytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(shared + STAGES * kStageBytes);
+  uint64_t* empty = full + STAGES;
+  const int tiles_m = (M + kBM - 1) / kBM, tiles_n = (N + BN - 1) / BN, k_tiles = (K + kTileK - 1) / kTileK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], kConsumerWarps);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();                                 // the last block-wide barrier: the roles part here
+
+  const int warpgroup = threadIdx.x / 128;
+  int tile_m, tile_n, step = 0;
+  if (warpgroup == 0) {
+    registers_decrease<40>();
+    if (threadIdx.x != 0) return;
+    tensor_map_acquire(maps);
+    tensor_map_acquire(maps + 16);
+    for (int round = 0; block_tile<kPersistent, kGroupRows>(round, tiles_m, tiles_n, tile_m, tile_n); ++round) {
+      for (int t = 0; t < k_tiles; ++t, ++step) {
+        const int slot = step % STAGES, use = step / STAGES;
+        if (use > 0) mbarrier_wait(&empty[slot], (use - 1) & 1);   // the consumers freed its previous fill
+        load_stage<kBM, BN>(shared + slot * kStageBytes, maps, &full[slot], t * kTileK, tile_m * kBM, tile_n * BN);
+      }
+    }
+    return;
+  }
+
+  registers_increase<232>();
+  const int rows = 64 * (warpgroup - 1);           // this consumer's 64 rows of the tile
+  for (int round = 0; block_tile<kPersistent, kGroupRows>(round, tiles_m, tiles_n, tile_m, tile_n); ++round) {
+    float sums[1][BN / 128][64];
+#pragma unroll
+    for (int c = 0; c < BN / 128; ++c) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) sums[0][c][i] = 0.0f;
+    }
+    for (int t = 0; t < k_tiles; ++t, ++step) {
+      const int slot = step % STAGES;
+      mbarrier_wait(&full[slot], (step / STAGES) & 1);
+      const char* stage = shared + slot * kStageBytes;
+      multiply_stage<T, 1, BN / 128>(sums, stage + rows * 128, stage + 2 * kBM * kTileK);
+      if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[slot]);
+    }
+    // Persistent: the producer is already filling the freed slots with the next tile while these stores run.
+    store_tile<T, 1, BN / 128>(C, M, N, tile_m * kBM + rows, tile_n * BN, sums);
+  }
+}
+
 #endif  // HG_MATMUL_WGMMA_TMA_CUH
