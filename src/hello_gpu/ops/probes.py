@@ -22,6 +22,10 @@ re-measurement on the GPU. The checker (:mod:`.checking`) asks this module, by t
     0.4% of the mass, which bfloat16's tolerance cannot see.
   * ``rms_norm``: rows of +-2^-5 with spikes of +-4 at the head, the tail and ~6 random columns: the
     spikes hold most of the sum of squares, so dropping one moves the row's scale by ~5%.
+  * ``matmul`` and ``linear``: A and B of +-1 and +-2. Every product is +-1, 2 or 4 and every partial
+    sum an integer of magnitude <= 4K (16380 at K = 4095), exact in float32 in any order: the float32
+    answer is exact (tolerance zero), and bfloat16 / float16 outputs are one rounding of it (rtol
+    2u). One dropped or repeated K tile moves an element by a nonzero integer almost everywhere.
 
   * ``attention``: every query is 128 e_0 (plus noise in the other columns), every key +-1 or -3
     times e_0 (zeros elsewhere): a "live" key (k_0 = 1) scores 128 scale (16 at D = 64), a dead one
@@ -159,6 +163,22 @@ def _attention_probe(spec, shape, dtype: str, generator, device):
     return inputs, spec.tolerance(inputs, dtype)
 
 
+def _matmul_probe(spec, shape, dtype: str, generator, device):
+    torch = _torch()
+    m, n, k = (int(d) for d in shape)
+
+    def operand(rows, columns):
+        signs = torch.where(torch.rand((rows, columns), generator=generator) < 0.5, -1.0, 1.0)
+        return signs * 2.0 ** torch.randint(0, 2, (rows, columns), generator=generator).to(torch.float32)
+
+    a = operand(m, k)
+    # matmul takes B as (K, N); linear takes the weight as (N, K): the same values either way.
+    b = operand(n, k) if spec.NAME == "linear" else operand(n, k).t().contiguous()
+    torch_dtype = getattr(torch, dtype)
+    rtol = 0.0 if dtype == "float32" else spec.TOLERANCE[dtype][0]
+    return (a.to(device=device, dtype=torch_dtype), b.to(device=device, dtype=torch_dtype)), (rtol, 0.0)
+
+
 def probe_inputs(spec, shape, dtype: str, *, seed: int, device: str):
     """``(inputs, (rtol, atol))`` of the block probe for ``spec`` at ``shape``, or None where this module
     has none for the operator (see the module docstring for what each probe holds)."""
@@ -175,6 +195,8 @@ def probe_inputs(spec, shape, dtype: str, *, seed: int, device: str):
         return _rms_norm_probe(spec, shape, dtype, generator, device)
     if name == "attention":
         return _attention_probe(spec, shape, dtype, generator, device)
+    if name in ("matmul", "linear"):
+        return _matmul_probe(spec, shape, dtype, generator, device)
     return None
 
 

@@ -1,0 +1,171 @@
+"""The matmul and linear specs, their launchers' refusals and v08's tile plumbing (CPU tier), and the
+tile sweep's candidates and t04's autotuner on the GPU (GPU tier). Every rung's own correctness is
+checked by tests/test_ops_ladders.py (interpreter, compile gate, GPU) and the known-wrong rungs by
+tests/test_known_wrong.py."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hello_gpu.ops import load_op
+from hello_gpu.ops.checking import compare_outputs
+from hello_gpu.ops.rung import load_module
+from hello_gpu.runtime.device import gpu_vendor
+
+HAS_GPU = gpu_vendor() is not None
+MATMUL, LINEAR = load_op("matmul"), load_op("linear")
+SHAPES = ((1, 1, 1), (3, 5, 517), (39, 41, 37), (17, 9, 4095))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16", "float16"))
+@pytest.mark.parametrize("distribution", ("normal", "large"))
+def test_torch_in_the_inputs_dtype_passes_both_bounds(shape, dtype, distribution):
+    """What PyTorch computes in the operator's own dtype (float32 accumulation) is within the element
+    and the Frobenius bounds: the bounds admit honest rounding."""
+    spec = MATMUL.spec
+    a, b = spec.make_inputs(shape, dtype, seed=5, distribution=distribution)
+    assert a.shape == (shape[0], shape[2]) and b.shape == (shape[2], shape[1]) and a.dtype == getattr(torch, dtype)
+    assert bool((a != 0).all()) and bool((b != 0).all()) and a.is_contiguous() and b.is_contiguous()
+    expected = spec.reference(a, b)
+    native = (a.float() @ b.float()).to(a.dtype)
+    rtol, atol = spec.tolerance((a, b), dtype)
+    assert compare_outputs(native, expected, rtol, atol)[2] is None
+    assert spec.invariants((a, b), native) == []
+
+
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16"))
+def test_one_skipped_k_tile_of_one_tile_row_fails_both_bounds(dtype):
+    """The rows of C a last tile row owns (32 of 129), without their last K step of 32: the element
+    bound and the Frobenius bound each reject it on their own, at 129x131x4095 as at 129x131x64."""
+    spec = MATMUL.spec
+    for k in (64, 4095):
+        a, b = spec.make_inputs((129, 131, k), dtype, seed=9)
+        expected = spec.reference(a, b)
+        wrong = expected.clone()
+        last = (k - 1) // 32 * 32
+        wrong[96:] -= a[96:, last:].double() @ b[last:].double()
+        wrong = wrong.to(a.dtype)
+        rtol, atol = spec.tolerance((a, b), dtype)
+        assert compare_outputs(wrong, expected, rtol, atol)[2] is not None, k
+        problems = spec.invariants((a, b), wrong)
+        assert problems and "relative Frobenius error" in problems[0], k
+
+
+def test_tf32_fails_the_float32_bound():
+    """Inputs rounded to TF32's 10 mantissa bits (what TF32 tensor cores multiply) fail float32."""
+    spec = MATMUL.spec
+    a, b = spec.make_inputs((64, 64, 1024), "float32", seed=2)
+    tf32 = lambda x: (x.view(torch.int32) & ~0x1FFF).view(torch.float32)       # noqa: E731 - truncate 13 bits
+    assert spec.invariants((a, b), tf32(a) @ tf32(b))
+
+
+def test_bounds_grow_with_k_as_stated():
+    spec = MATMUL.spec
+    assert spec.frobenius_bound("float32", 4096) == 1e-5
+    assert spec.frobenius_bound("float32", 14336) == pytest.approx(2 * 2**-24 * math.sqrt(14336))
+    assert spec.frobenius_bound("bfloat16", 14336) == 1e-2
+
+
+def test_work_model_and_shapes():
+    spec = MATMUL.spec
+    work = spec.work((4096, 14336, 4096), "bfloat16")
+    assert work.flops == 2 * 4096 * 14336 * 4096
+    assert work.bytes == 2 * (4096 * 4096 + 4096 * 14336 + 4096 * 14336)
+    assert spec.work((1, 1, 1), "float32").bytes == 12
+    assert {(1, 14336, 4096), (16, 4096, 14336), (8192, 8192, 8192), (4096, 128256, 4096)} <= set(spec.BENCH_SHAPES)
+    assert {(1, 1, 1), (1823, 781, 517), (1000, 1000, 1000)} <= set(spec.EDGE_SHAPES)
+    assert any(4095 in shape for shape in spec.EDGE_SHAPES)
+    with pytest.raises(ValueError, match=r"matmul takes an \(M, N, K\) shape"):
+        spec.work((4096, 4096), "float32")
+    with pytest.raises(ValueError, match="unknown distribution"):
+        spec.make_inputs((2, 2, 2), "float32", seed=1, distribution="zeros")
+
+
+def test_inputs_are_fresh_per_seed_and_linear_sees_matmuls_numbers():
+    a1, b1 = MATMUL.spec.make_inputs((5, 7, 9), "float32", seed=1)
+    a2, b2 = MATMUL.spec.make_inputs((5, 7, 9), "float32", seed=2)
+    assert not torch.equal(a1, a2) and not torch.equal(b1, b2)
+    x, weight = LINEAR.spec.make_inputs((5, 7, 9), "float32", seed=1)
+    assert torch.equal(x, a1) and torch.equal(weight, b1.t()) and weight.is_contiguous()
+    assert torch.allclose(LINEAR.spec.reference(x, weight), MATMUL.spec.reference(a1, b1), rtol=1e-13, atol=0)
+
+
+def test_launchers_refuse_what_the_kernels_cannot_read_by_name():
+    """Before any kernel is touched (None stands in for it)."""
+    matmul_launch = load_module(MATMUL.path / "v01_naive.py", "test_matmul_v01").run
+    linear_launch = load_module(LINEAR.path / "v01_warp_per_row.py", "test_linear_v01").run
+    weight = torch.randn(6, 4)
+    with pytest.raises(ValueError, match=r"b must be contiguous row-major.*use the linear operator"):
+        matmul_launch(None, torch.randn(3, 4), weight.t())
+    with pytest.raises(ValueError, match="a's columns must equal b's rows"):
+        matmul_launch(None, torch.randn(3, 4), torch.randn(5, 6))
+    with pytest.raises(ValueError, match="these kernels take float32"):
+        matmul_launch(None, torch.randn(3, 4, dtype=torch.bfloat16), torch.randn(4, 6, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match=r"out must be a contiguous \(3, 6\) float32"):
+        matmul_launch(None, torch.randn(3, 4), torch.randn(4, 6), out=torch.empty(6, 3).t())
+    with pytest.raises(ValueError, match=r"weight must be contiguous row-major.*\(N, K\)"):
+        linear_launch(None, torch.randn(3, 4), torch.randn(4, 6).t().t().t())
+    with pytest.raises(ValueError, match=r"both need K = 4 columns"):
+        linear_launch(None, torch.randn(3, 4), torch.randn(6, 5))
+    with pytest.raises(ValueError, match="they must match"):
+        linear_launch(None, torch.randn(3, 4), torch.randn(6, 4, dtype=torch.float16))
+
+
+def test_v08_launcher_reads_the_tiles_the_kernel_was_compiled_with():
+    launcher = load_module(MATMUL.path / "v08_tuned_tiles.py", "test_matmul_v08")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import matmul_tile_sweep as sweep
+    finally:
+        sys.path.pop(0)
+    assert tuple(launcher.DEFAULTS[name] for name in sweep.NAMES) in sweep.CANDIDATES
+    kernel = MATMUL.rung("v08_tuned_tiles").kernel(arch="sm_90")
+    assert launcher.tiles_of(kernel) == launcher.DEFAULTS
+    from hello_gpu import hip
+    from hello_gpu.ops.rung import include_dirs_for
+    path = MATMUL.rung("v08_tuned_tiles").path
+    other = hip(path.read_text(), entry="matmul_tuned_tiles", include_dirs=include_dirs_for(path),
+                defines={f"HG_MATMUL_{n}": v for n, v in zip(sweep.NAMES, sweep.CANDIDATES[0])})
+    assert launcher.tiles_of(other) == dict(zip(sweep.NAMES, sweep.CANDIDATES[0]))
+
+
+# ------------------------------------------------------------------------------------------ GPU tier
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+def test_every_sweep_candidate_is_correct_on_the_gpu():
+    """Each candidate of benchmarks/matmul_tile_sweep.py, compiled with its defines, on every edge path."""
+    from hello_gpu import hip
+    from hello_gpu.ops.checking import output_failure
+    from hello_gpu.ops.rung import include_dirs_for
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import matmul_tile_sweep as sweep
+    finally:
+        sys.path.pop(0)
+    rung = MATMUL.rung("v08_tuned_tiles")
+    launcher = load_module(rung.companion, "test_matmul_v08_gpu")
+    for candidate in sweep.CANDIDATES:
+        kernel = hip(rung.path.read_text(), entry="matmul_tuned_tiles", include_dirs=include_dirs_for(rung.path),
+                     defines={f"HG_MATMUL_{n}": v for n, v in zip(sweep.NAMES, candidate)})
+        for shape in ((1, 1, 1), (1823, 781, 517), (257, 132, 52), (4095, 7, 3)):
+            inputs = MATMUL.spec.make_inputs(shape, "float32", seed=3, device="cuda")
+            assert output_failure(MATMUL.spec, inputs, launcher.run(kernel, *inputs), "float32") is None, (candidate, shape)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+def test_the_autotuned_rung_names_its_winner(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    module = load_module(MATMUL.rung("t04_autotuned").path, "test_matmul_t04_gpu")
+    a, b = MATMUL.spec.make_inputs((512, 384, 256), "bfloat16", seed=4, device="cuda")
+    module.run(a, b)
+    winners = module.winners()
+    assert len(winners) == 1 and "BLOCK_M" in next(iter(winners.values()))
