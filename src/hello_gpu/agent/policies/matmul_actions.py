@@ -220,14 +220,7 @@ def t01_sizes(source: str, t01_text: str) -> dict | None:
     if structure_signature(_strip_launch_options(source), None, "triton") != \
             structure_signature(_strip_launch_options(t01_text), None, "triton"):
         return None
-    tree = ast.parse(source)
-    found = {}
-    for statement in tree.body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Tuple) and isinstance(statement.value, ast.Tuple):
-            for target, value in zip(statement.targets[0].elts, statement.value.elts):
-                if isinstance(target, ast.Name) and isinstance(value, ast.Constant) and type(value.value) is int:
-                    found[target.id] = value.value
+    found = {name: site.value for name, site in python_constant_sites(source, "source").items()}
     if not {"BLOCK_M", "BLOCK_N", "BLOCK_K"} <= set(found):
         return None
     warps = re.search(r"num_warps\s*=\s*(\d+)", source)
@@ -326,8 +319,15 @@ class TritonMatmulMove(Action):
         _, table, description, old_sizes = plan
         group = dtype_class(self.dtype)
         reasoning, prediction = self.explain(old_sizes, table[group])
+        self._last = (description, reasoning, prediction)
         text = render_triton(table, description, reasoning, prediction)
         return text, companion, description
+
+    def hypothesis(self, description: str) -> str:
+        last = getattr(self, "_last", None)
+        if last is None or last[0] != description:
+            return super().hypothesis(description)
+        return f"{description}: {last[1]}. Prediction: {last[2]}"
 
     def explain(self, old: dict, new: dict) -> tuple[str, str]:
         """(hypothesis, prediction) of this move, with the FLOPs / bytes behind it."""
@@ -432,6 +432,41 @@ def triton_matmul_actions(t01_text: str, dtype: str, shape: tuple | None = None)
 WARP_TILE_NAMES = ("kBM", "kBN", "kBK", "kWM", "kWN", "kWNITER", "kTM", "kTN", "kThreads")
 LAUNCHER_NAMES = {"kBM": "TILE_M", "kBN": "TILE_N", "kThreads": "THREADS"}
 LANES = 32
+REGISTERS_BESIDE_SUMS = 75
+
+
+_CONSTEXPR_LIST = re.compile(r"\bconstexpr\s+int\s+([^;]+);")
+_DECLARATOR = re.compile(r"\s*(\w+)\s*=\s*(\d+)\s*$")
+
+
+def constexpr_sites(source: str) -> dict[str, Site]:
+    """``constexpr int a = 1, b = 2;`` declarations with literal values (comments masked): name -> site.
+    A declarator with an expression (``kThreads = kBM * kBN / kTM``) is not a site."""
+    code = HipFile(source).code
+    found: dict[str, Site] = {}
+    for match in _CONSTEXPR_LIST.finditer(code):
+        offset = match.start(1)
+        for part in match.group(1).split(","):
+            declared = _DECLARATOR.match(part)
+            if declared:
+                start = offset + declared.start(2)
+                found[declared.group(1)] = Site("source", start, start + len(declared.group(2)),
+                                                int(declared.group(2)), declared.group(1))
+            offset += len(part) + 1
+    return found
+
+
+def python_constant_sites(text: str, file: str) -> dict[str, Site]:
+    """Module-level ``NAME = 1`` and ``A, B = 1, 2`` integer assignments: name -> site."""
+    parsed = PythonFile(text, file)
+    found = parsed.constants()
+    for statement in parsed.tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Tuple) and isinstance(statement.value, ast.Tuple):
+            for target, value in zip(statement.targets[0].elts, statement.value.elts):
+                if isinstance(target, ast.Name) and isinstance(value, ast.Constant) and type(value.value) is int:
+                    found[target.id] = parsed.site(value, target.id)
+    return found
 
 
 def warp_tiles_valid(t: dict) -> bool:
@@ -456,7 +491,11 @@ def warp_tiles_valid(t: dict) -> bool:
     if threads % a_pieces or bm % (threads // a_pieces) or threads % b_pieces or bk % (threads // b_pieces):
         return False
     sums = wmiter * tm * wniter * tn
-    return sums <= MAX_ACCUMULATORS_PER_THREAD and bk * (bm + bn) * 4 <= STATIC_SHARED_BYTES
+    # Registers: the sums plus ~75 for the operands and addresses (v07: 128 sums, 203 registers), under
+    # what __launch_bounds__(threads) leaves a thread: 65536 / threads, at most 255.
+    registers = sums + REGISTERS_BESIDE_SUMS
+    return sums <= MAX_ACCUMULATORS_PER_THREAD and registers <= min(255, 65536 // threads) \
+        and bk * (bm + bn) * 4 <= STATIC_SHARED_BYTES
 
 
 def warp_tile_facts(t: dict) -> str:
@@ -472,14 +511,15 @@ def warp_tile_facts(t: dict) -> str:
 
 def solve_warp_tiles(t: dict) -> dict | None:
     """A valid configuration with ``t``'s BM, BN, BK, TM, TN and threads: the warp tile (WM, WN, WNITER)
-    nearest the current one (same WNITER first, then the squarest warp tile)."""
+    nearest the current one (WNITER nearest on a log scale, then the squarest warp tile)."""
     options = []
     for wm in (16, 32, 64, 128, 256):
         for wn in (16, 32, 64, 128, 256):
             for wniter in (1, 2, 4, 8):
                 trial = {**t, "kWM": wm, "kWN": wn, "kWNITER": wniter}
                 if warp_tiles_valid(trial):
-                    options.append((wniter != t["kWNITER"], abs(math.log2(wm / wn)), wm != t["kWM"], trial))
+                    options.append((abs(math.log2(wniter / t["kWNITER"])), abs(math.log2(wm / wn)), wm != t["kWM"],
+                                    trial))
     return min(options, key=lambda option: option[:3])[3] if options else None
 
 
@@ -493,7 +533,11 @@ def _warp_moves(t: dict, what: str, direction: int) -> dict | None:
         trial = {**t, name: t[name] * 2 if direction > 0 else t[name] // 2}
     if trial["kTM"] not in (4, 8) or trial["kBK"] not in (8, 16, 32) or trial["kThreads"] not in (64, 128, 256, 512):
         return None
-    return solve_warp_tiles(trial)
+    solved = solve_warp_tiles(trial)
+    if solved is None and what in ("BM", "BN") and direction > 0 and trial["kThreads"] < 512:
+        # twice the tile over the same threads would pass the accumulator budget: twice the warps too
+        solved = solve_warp_tiles({**trial, "kThreads": trial["kThreads"] * 2})
+    return solved
 
 
 @dataclass
@@ -505,10 +549,10 @@ class HipWarpTiles(Action):
     family = "matmul"
 
     def sites(self, source: str, companion: str | None) -> tuple[dict, dict[str, Site], dict[str, Site]] | None:
-        constants = HipFile(source).constants()
+        constants = constexpr_sites(source)
         if not all(name in constants for name in WARP_TILE_NAMES) or companion is None:
             return None
-        launcher = PythonFile(companion, "companion").constants()
+        launcher = python_constant_sites(companion, "companion")
         if not all(name in launcher for name in LAUNCHER_NAMES.values()):
             return None
         values = {name: constants[name].value for name in WARP_TILE_NAMES}
