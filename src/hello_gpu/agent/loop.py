@@ -323,6 +323,9 @@ def run_agent(task=None, policy="scripted", run_dir: str | Path = "agent-run", *
                     stop_reason = f"the policy failed {policy_failures_running} rounds running; last: {failure}"
                 continue
             policy_failures_running = 0
+            suggestions = list(getattr(policy, "suggestions", None) or [])
+            if suggestions and suggestions != store.run_info()["extra"].get("policy_suggestions"):
+                store.update_run_extra(policy_suggestions=suggestions)     # moves it names but cannot write
             accepted_this_round = False
             for proposal in proposals:
                 best = store.best_accepted()

@@ -145,7 +145,8 @@ def report_data(run_dir: str | Path) -> dict:
                            for state in sorted({c.state for c in candidates})},
                 "candidates": [_candidate_entry(store, c, rounds) for c in candidates],
                 "step_seconds": step_seconds(candidates),
-                "final": final, "agreement": agreement, "diff": diff, "rerun": rerun_command(info)}
+                "final": final, "agreement": agreement, "diff": diff, "rerun": rerun_command(info),
+                "suggestions": info["extra"].get("policy_suggestions", [])}
 
 
 def _agreement_text(final: dict | None) -> str:
@@ -195,7 +196,9 @@ def _markdown(data: dict, images: list[str]) -> str:
              f"- claimed vs re-measured: {data['agreement']}",
              f"- against the hand-written ladder: {_hand_written_text(final.get('vs_hand_written'))}",
              f"- rerun: `{data['rerun']}`",
-             f"- seconds per candidate: {_seconds_text(data.get('step_seconds'))}", ""]
+             f"- seconds per candidate: {_seconds_text(data.get('step_seconds'))}",
+             *(f"- the policy suggests (not a candidate it can write): {text}" for text in data.get("suggestions", [])),
+             ""]
     if final.get("clock") == "wall":
         lines += ["> Timed with the wall clock on the CPU (Triton interpreter): these figures test the loop; "
                   "they say nothing about a GPU.", ""]

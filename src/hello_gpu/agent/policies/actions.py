@@ -411,7 +411,7 @@ def grid_per_sm_sites(expression: str, offset: int) -> list[Site]:
 # --------------------------------------------------------------------------------------------- actions
 # What each action is for: the scripted policy's rule table picks actions by these kinds.
 KINDS = ("vectorise", "bytes_in_flight", "fewer_passes", "work_per_thread", "fewer_programs", "tile",
-         "pipelining", "block_size", "num_warps", "registers", "restructure")
+         "pipelining", "block_size", "num_warps", "registers", "restructure", "l2_reuse", "split_k")
 
 
 @dataclass
@@ -423,6 +423,14 @@ class Action:
     kind: str
     direction: int = +1
     reason: str = ""            # why this move can make the kernel faster, with numbers where known
+    # An operator's own moves (matmul_actions: "matmul") stand in for the generic parameter moves where
+    # they apply: the generic ones would edit the same numbers without the operator's budgets.
+    family = ""
+
+    def preference(self, analysis: dict, source: str, companion: str | None = None) -> float | None:
+        """None where the analysis says this move does not fit (the policy skips it); else a rank inside
+        its kind, lower first."""
+        return 0.0
 
     def applies(self, source: str, companion: str | None = None) -> bool:
         try:
@@ -764,6 +772,8 @@ def structure_signature(source: str, companion: str | None, route: str) -> str:
 
 # Keywords of a rung's "change:" line -> the kind of move it is (first match wins).
 STRUCTURAL_KINDS = (
+    # matmul's SIMT steps raise the FLOPs per loaded byte (the compute-bound rule's first kind)
+    ("tile", ("register blocking", "shared-memory tiling", "warp tiling")),
     ("vectorise", ("128-bit", "128 bit", "vector", "float4", "pack", "16-byte")),
     ("bytes_in_flight", ("in flight", "unroll", "loads first")),
     ("fewer_passes", ("one pass", "single pass", "online", "one launch", "fewer launches", "last block",

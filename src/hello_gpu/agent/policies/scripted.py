@@ -23,9 +23,21 @@ Rule table, with the reasoning:
   launch instead of two, measured 1.37x torch.sum at 2^20); 2) *work per thread* (elements, rows or
   packs per thread/program: fewer blocks or programs to schedule); 3) *fewer programs* (rows per
   program, programs per SM down); 4) tile size.
-- **compute-bound** (right of the ridge): 1) *tiling* (bigger tiles reuse each loaded value more
-  times); 2) *pipelining* (num_stages: the next tile's loads overlap this one's math); 3) num_warps.
-- **occupancy-limited** (any bound, when the analysis reports occupancy under 50% or register spills):
+- **compute-bound** (right of the ridge; a 4096^3 matmul does ~680 FLOP per float32 byte, the H200's
+  ridge is ~14 for FMAs and ~200 for bf16 tensor cores): 1) *tiling*: a BM x BN tile does 2 BM BN BK
+  FLOPs per (BM + BN) BK elements loaded, so 64x64 -> 128x128 doubles the FLOPs per byte (matmul's
+  shared-memory tiles, register blocking, warp tiles, Triton's BLOCK_M/N/K); 2) *L2 reuse* (grouped
+  tile order: programs running together share slabs of A and B); 3) *pipelining* (num_stages / a
+  deeper K step: the next tile's loads overlap this one's math); 4) vectorised loads, 5) num_warps; then
+  split-K, which only pays where the tiles cannot fill the SMs. The tensor-core path is a .cu rung
+  family (no transform here): the policy names it in ``suggestions``.
+- **matmul's shapes** (``preference`` of :mod:`.matmul_actions`): decode (M = 1, 16) is memory-bound on
+  the weights: rows beyond M are wasted (BLOCK_M down first, ranked ahead of every kind), and with few
+  output tiles split-K puts more programs (weight bytes) in flight; a tile taller than M, a K step
+  deeper than half of K, or a GROUP_M spanning every tile row is not proposed.
+- **occupancy-limited** (any bound, when the analysis reports occupancy under 50% or register spills;
+  compute-bound kernels only on spills: big register tiles run at 12-25% occupancy by design, v07's
+  2 blocks of 4 warps an SM):
   resident warps hide latency, so first 1) *block size* (finer blocks pack the register file better:
   at vector_add v05's 56 registers a thread, 65536 / (56 x 256) = 4 blocks of 256, 1024 threads, but
   65536 / (56 x 128) = 9 blocks of 128, 1152 threads), 2) *registers* (``__launch_bounds__``
@@ -44,15 +56,18 @@ from __future__ import annotations
 
 import random
 
+from ...ops.registry import load_op
 from ..candidate import Candidate
 from .actions import Action, ActionError, LadderStep, catalogue
+from .matmul_actions import matmul_actions, shape_of, tensor_core_suggestion
 
 RULES: dict[str, tuple[str, ...]] = {
-    "memory": ("vectorise", "bytes_in_flight", "fewer_passes", "work_per_thread", "tile", "num_warps",
-               "block_size", "pipelining", "restructure"),
-    "latency": ("fewer_passes", "work_per_thread", "fewer_programs", "tile", "restructure", "num_warps",
+    "memory": ("vectorise", "bytes_in_flight", "split_k", "fewer_passes", "work_per_thread", "tile", "num_warps",
+               "block_size", "pipelining", "restructure", "l2_reuse"),
+    "latency": ("fewer_passes", "work_per_thread", "fewer_programs", "split_k", "tile", "restructure", "num_warps",
                 "block_size", "bytes_in_flight", "vectorise"),
-    "compute": ("tile", "pipelining", "num_warps", "restructure", "work_per_thread", "block_size"),
+    "compute": ("tile", "l2_reuse", "pipelining", "vectorise", "num_warps", "restructure", "work_per_thread",
+                "block_size", "split_k"),
     "occupancy": ("block_size", "registers", "num_warps"),
 }
 RULES["unknown"] = RULES["memory"]
@@ -74,8 +89,8 @@ def analysis_value(analysis: dict, *names: str):
 def occupancy_limited(analysis: dict) -> bool:
     occupancy = analysis_value(analysis, "occupancy_pct", "achieved_occupancy_pct")
     spills = analysis_value(analysis, "spill_bytes", "spills", "spill_stores", "spill_loads")
-    return (isinstance(occupancy, (int, float)) and occupancy < OCCUPANCY_LIMIT_PCT) or \
-        (isinstance(spills, (int, float)) and spills > 0)
+    low = isinstance(occupancy, (int, float)) and occupancy < OCCUPANCY_LIMIT_PCT and analysis.get("bound") != "compute"
+    return low or (isinstance(spills, (int, float)) and spills > 0)
 
 
 def kind_order(analysis: dict) -> tuple[str, ...]:
@@ -107,13 +122,24 @@ class ScriptedPolicy:
             raise ValueError(f"per_round must be at least 1, got {per_round}")
         self.per_round = per_round
         self.exhausted = False
+        self.suggestions: list[str] = []        # what it would do but cannot write as a candidate
         self._proposed: set[str] = set()
-        self._catalogues: dict[tuple[str, str | None, str | None], list[Action]] = {}
+        self._catalogues: dict[tuple, list[Action]] = {}
 
-    def actions_for(self, route: str, op: str | None, ops_root: str | None = None) -> list[Action]:
-        key = (route, op, ops_root)
+    def actions_for(self, route: str, op: str | None, ops_root: str | None = None, dtype: str | None = None,
+                    shape: tuple | None = None) -> list[Action]:
+        """The catalogue (ladder steps, generic moves) and, for matmul, its own moves for the timed dtype
+        and shape."""
+        key = (route, op, ops_root, dtype if op == "matmul" else None, shape if op == "matmul" else None)
         if key not in self._catalogues:
-            self._catalogues[key] = catalogue(route, op, ops_root)
+            actions = catalogue(route, op, ops_root)
+            if op == "matmul":
+                try:
+                    t01 = load_op(op, ops_root).rung("t01_block_tile").path.read_text(encoding="utf-8")
+                except (KeyError, ValueError, OSError):
+                    t01 = ""
+                actions = [*actions, *matmul_actions(route, t01, dtype, shape)]
+            self._catalogues[key] = actions
         return self._catalogues[key]
 
     def ranked(self, actions: list[Action], analysis: dict, seed: int, current: Candidate | None = None) -> list[Action]:
@@ -123,14 +149,21 @@ class ScriptedPolicy:
         rng = random.Random(seed)
         tie = {id(action): rng.random() for action in actions}
 
+        preferences = {}
+        for action in actions:
+            preferences[id(action)] = 0.0 if current is None else \
+                action.preference(analysis, current.source, current.companion)
+
         def key(action: Action):
             rank = order.index(action.kind) if action.kind in order else len(order)
+            if preferences[id(action)] < 0:         # the analysis calls for it now (decode: BLOCK_M down)
+                rank = -1
             structural = 0 if isinstance(action, LadderStep) else 1
             depth = 0
             if isinstance(action, LadderStep) and current is not None:
                 depth = action.distance(current.source, current.companion) or 0
-            return (rank, structural, depth, tie[id(action)])
-        return sorted(actions, key=key)
+            return (rank, structural, depth, preferences[id(action)], tie[id(action)])
+        return sorted((a for a in actions if preferences[id(a)] is not None), key=key)
 
     def propose(self, context: dict) -> list[Candidate]:
         task, current = context["task"], context["current"]
@@ -139,11 +172,21 @@ class ScriptedPolicy:
         seed = int(context.get("seed", 0))
         tried = {candidate.source_sha256 for candidate in history} | {current.source_sha256} | self._proposed
         op = None if getattr(task, "problem_path", None) else task.op
+        dtype = analysis.get("dtype") or (task.dtypes[0] if task.dtypes else None)
+        shape = shape_of(analysis) or (tuple(task.bench_shape) if isinstance(task.bench_shape, (tuple, list))
+                                       and len(task.bench_shape) == 3 else None)
+        actions = [a for a in self.actions_for(task.route, op, task.extra.get("ops_root"), dtype, shape)
+                   if a.applies(current.source, current.companion)]
+        if any(a.family for a in actions):
+            # The operator's own moves edit these numbers within its budgets (shared memory, registers,
+            # the kernel's static_asserts); the generic moves would edit them blindly.
+            actions = [a for a in actions if a.family or isinstance(a, LadderStep)]
+        if op == "matmul":
+            suggestion = tensor_core_suggestion(task.route, analysis)
+            if suggestion and suggestion not in self.suggestions:
+                self.suggestions.append(suggestion)
         proposals: list[Candidate] = []
-        for action in self.ranked(self.actions_for(task.route, op, task.extra.get("ops_root")), analysis, seed,
-                                  current):
-            if not action.applies(current.source, current.companion):
-                continue
+        for action in self.ranked(actions, analysis, seed, current):
             try:
                 source, companion, description = action.apply(current.source, current.companion)
             except ActionError:
