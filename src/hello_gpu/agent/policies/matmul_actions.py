@@ -75,9 +75,14 @@ def accumulators_per_thread(sizes: dict) -> float:
 
 
 def fits(sizes: dict, itemsize: int) -> bool:
+    """Shared memory within the block's 227 KiB; accumulators within MAX_ACCUMULATORS_PER_THREAD and,
+    with ~40 registers for operands and addresses, within the register file's share of a thread
+    (65536 / threads, at most 255: 16 warps leave 128, so a 256x256 tile there would spill)."""
+    accumulators = accumulators_per_thread(sizes)
+    threads = 32 * sizes["num_warps"]
     return (shared_bytes(sizes, itemsize) <= SHARED_BYTES_PER_BLOCK
-            and accumulators_per_thread(sizes) <= MAX_ACCUMULATORS_PER_THREAD
-            and 32 * sizes["num_warps"] <= 1024)
+            and accumulators <= MAX_ACCUMULATORS_PER_THREAD
+            and accumulators + 40 <= min(255, 65536 // threads) and threads <= 1024)
 
 
 def tile_intensity(sizes: dict, itemsize: int) -> float:
@@ -255,6 +260,13 @@ def template_sizes(source: str) -> dict[str, dict] | None:
     return table
 
 
+def code_key(source: str) -> str | None:
+    """What makes two written Triton sources the same kernel: their size table (the header's prose
+    differs with the move that wrote it, so a move back would hash as new). None for other sources."""
+    table = template_sizes(source)
+    return None if table is None else repr(sorted((group, sorted(sizes.items())) for group, sizes in table.items()))
+
+
 @dataclass
 class TritonMatmulMove(Action):
     """One size of the Triton matmul, for the dtype class being timed, one step along its ladder.
@@ -411,7 +423,7 @@ TRITON_MOVES = (
     ("num_stages", STAGES_LADDER, "pipelining", "registers",
      "one more stage of tile loads in flight while the current K step multiplies (latency hidden)",
      "one stage fewer: less shared memory a program, so more programs resident"),
-    ("num_warps", WARPS_LADDER, "num_warps", "registers",
+    ("num_warps", WARPS_LADDER, "num_warps", "num_warps",     # fewer warps: more registers a thread, not fewer
      "twice the warps a program: half the accumulators a thread and more warps to hide load latency",
      "half the warps: more accumulators a thread, fewer warps to synchronise"),
 )

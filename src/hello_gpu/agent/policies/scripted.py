@@ -59,7 +59,7 @@ import random
 from ...ops.registry import load_op
 from ..candidate import Candidate
 from .actions import Action, ActionError, LadderStep, catalogue
-from .matmul_actions import matmul_actions, shape_of, tensor_core_suggestion
+from .matmul_actions import code_key, matmul_actions, shape_of, tensor_core_suggestion
 
 RULES: dict[str, tuple[str, ...]] = {
     "memory": ("vectorise", "bytes_in_flight", "split_k", "fewer_passes", "work_per_thread", "tile", "num_warps",
@@ -171,6 +171,8 @@ class ScriptedPolicy:
         analysis = context.get("analysis") or {}
         seed = int(context.get("seed", 0))
         tried = {candidate.source_sha256 for candidate in history} | {current.source_sha256} | self._proposed
+        # written matmul sources: the same size table is the same kernel, whatever its header says
+        tried |= {key for key in (code_key(c.source) for c in [*history, current]) if key is not None}
         op = None if getattr(task, "problem_path", None) else task.op
         dtype = analysis.get("dtype") or (task.dtypes[0] if task.dtypes else None)
         shape = shape_of(analysis) or (tuple(task.bench_shape) if isinstance(task.bench_shape, (tuple, list))
@@ -194,10 +196,14 @@ class ScriptedPolicy:
             candidate = Candidate(id=None, parent_id=current.id, route=current.route, source=source,
                                   companion=companion, action=description,
                                   hypothesis=f"{action.hypothesis(description)}. Why now: {_predicted(analysis)}.")
-            if candidate.source_sha256 in tried:
+            key = code_key(candidate.source)
+            if candidate.source_sha256 in tried or key in tried:
                 continue
             tried.add(candidate.source_sha256)
             self._proposed.add(candidate.source_sha256)
+            if key is not None:
+                tried.add(key)
+                self._proposed.add(key)
             proposals.append(candidate)
             if len(proposals) >= self.per_round:
                 break
