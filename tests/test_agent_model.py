@@ -165,6 +165,22 @@ def test_the_flow_refuses_what_it_cannot_run(tmp_path):
         optimise_model(double, tmp_path / "fp64", prompt=8, new=4, steps=1)
 
 
+def test_the_command_line_says_what_goes_with_model(capsys, tmp_path):
+    from hello_gpu.cli import main
+
+    assert main(["agent"]) == 2
+    assert "give an operator, a problem file, 'resume RUN' / 'report RUN', or --model CONFIG" in capsys.readouterr().out
+    assert main(["agent", "softmax", "--model", "tiny"]) == 2
+    assert "give an operator or --model, not both" in capsys.readouterr().out
+    assert main(["agent", "--model", "tiny", "--shape", "4x48"]) == 2
+    assert "the operator's shape is the one the model calls it with" in capsys.readouterr().out
+    assert main(["agent", "--model", "huge", "--run-dir", str(tmp_path / "run")]) == 2
+    assert "no model configuration 'huge'" in capsys.readouterr().out
+    assert main(["agent", "--model", "tiny", "--prompt", "300", "--run-dir", str(tmp_path / "run")]) == 2
+    assert "exceed the model's 256 positions" in capsys.readouterr().out
+    assert not (tmp_path / "run").exists()
+
+
 # ------------------------------------------------------------------------------------------ the whole flow
 
 
