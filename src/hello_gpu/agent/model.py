@@ -476,6 +476,13 @@ class ModelAgentResult:
             "graph_only": self.graph_only.to_dict() if self.graph_only else None,
             "speedups": self.speedups(), "limits": self.limits(), "notes": self.notes}
 
+    def _recheck_text(self) -> str:
+        rechecked = self.swap.rechecked if self.swap else {}
+        if not rechecked:
+            return "not run"
+        seeds = f" (seeds {rechecked['seeds']})" if rechecked.get("seeds") else ""
+        return ("passed" if rechecked.get("passed") else f"FAILED: {rechecked.get('reason')}") + seeds
+
     def markdown(self) -> str:
         def figure(value, digits=3, suffix="x"):
             return "-" if value is None else f"{value:.{digits}f}{suffix}"
@@ -530,13 +537,9 @@ class ModelAgentResult:
             lines.append("The agent did not run.")
         lines += ["", "## 4. The swap", ""]
         if self.swap is not None:
-            rechecked = self.swap.rechecked
             lines += [f"- candidate {self.swap.candidate_id} (sha256 `{(self.swap.source_sha256 or '')[:16]}`), "
                       f"file `{self.swap.file or '-'}`",
-                      f"- the agent's checker, run again before the swap: "
-                      + (("passed" if rechecked.get("passed") else f"FAILED: {rechecked.get('reason')}")
-                         + (f" (seeds {rechecked.get('seeds')})" if rechecked.get("seeds") else "") if rechecked
-                         else "not run")]
+                      "- the agent's checker, run again before the swap: " + self._recheck_text()]
             if self.swap.refused:
                 lines.append(f"- refused: {self.swap.refused}")
         choice = self.choice()
@@ -628,6 +631,9 @@ def optimise_model(model: Llama, run_dir: str | Path, *, phase: str = "decode", 
     ranking = rank_operations(profile, model, batch=batch, tokens=tokens, cache_length=prompt + 1, ops_root=ops_root)
     result = ModelAgentResult(run_dir, model.config.to_dict(), str(model.device), str(model.dtype).removeprefix("torch."),
                               batch, prompt, new, phase, gpu, profile, ranking)
+    for row in ranking:
+        say(f"  {row.name:<13} {row.share:6.1%} of a step (bound {row.bound_if_free:.3f}x if free, "
+            f"{row.bound_if_2x:.3f}x if 2x faster): {row.note}")
     result.target = choose_target(ranking, model, batch * tokens, ops_root)
     if result.target is None:
         result.write()
