@@ -414,7 +414,8 @@ class ModelAgentResult:
         if not self.gpu:
             lines.append("No GPU here: no figure in this report is a GPU measurement. Times are the host's wall "
                          "clock (eager PyTorch on the CPU, our kernels in the Triton interpreter), so the ranking is "
-                         "where a CPU spends a step, not an H200, and the swap decision is 'not measured'.")
+                         "where a CPU spends a step, not an H200; no kernel is swapped in by a measurement here (the "
+                         "registry's decision says 'not measured', or 'forced' with --force-swap: checked, untimed).")
         if self.target is None:
             lines.append("No operation of the model has an operator ladder yet: nothing for the agent to optimise.")
         else:
