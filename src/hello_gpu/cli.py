@@ -525,9 +525,9 @@ def _exercise(args: argparse.Namespace, console: Console) -> int:
 
 
 def _agent_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("words", nargs="+", metavar="OP | PROBLEM.py | resume RUN | report RUN",
+    parser.add_argument("words", nargs="*", metavar="OP | PROBLEM.py | resume RUN | report RUN",
                         help="an operator to optimise (e.g. softmax), a KernelBench-style problem file (with "
-                             "--from KERNEL_FILE), or 'resume RUN' / 'report RUN' for a run folder")
+                             "--from KERNEL_FILE), or 'resume RUN' / 'report RUN' for a run folder; none with --model")
     parser.add_argument("--from", dest="start", metavar="RUNG",
                         help="the rung the search starts from (new runs); for a problem file, a rung file")
     parser.add_argument("--route", choices=("hip", "triton"), help="hip or triton (new runs; default: the start rung's)")
@@ -557,6 +557,22 @@ def _agent_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hardware counters (ncu / rocprofv3) in each accepted candidate's analysis (default: on, "
                              "on resume the run's own; off saves ~15 s an accept on the H200, and the roofline still "
                              "classifies from the time)")
+    model = parser.add_argument_group(
+        "a whole model (--model)", "profile the model, rank its operations by time share, run the agent on the top "
+        "one that has an operator ladder (at the shape and dtype the model calls it with), swap the result in and "
+        "re-measure the model; --from, --rounds, --policy, --seed ... apply to that operator run, --dtype is the "
+        "model's dtype")
+    model.add_argument("--model", metavar="CONFIG", help="tiny, 1b or 8b (random weights), or a Hugging Face Llama "
+                                                         "folder")
+    model.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
+    model.add_argument("--prompt", type=int, default=512, help="prompt tokens (default 512)")
+    model.add_argument("--new", type=int, default=256, help="new tokens of the re-measurement (default 256)")
+    model.add_argument("--phase", choices=("decode", "prefill"), default="decode",
+                       help="the step profiled and optimised (default decode)")
+    model.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+    model.add_argument("--force-swap", action="store_true",
+                       help="swap the agent's kernel into the model checked but not timed against eager (correctness "
+                            "runs, e.g. on the CPU, where nothing is timed and the decision is 'not measured')")
     parser.add_argument("--side-streams", action="store_true",
                         help="allow candidates to run kernels on other CUDA streams, provided every call joins them "
                              "to the caller's stream before it returns (checked in the device trace, each call queued "

@@ -1,8 +1,9 @@
 """``hello-gpu agent ...``: what the command does once its arguments are parsed.
 
 ``cli.py`` parses the words and options into :class:`AgentOptions` and calls :func:`run_command`; the
-choices (a new run on an operator or a problem file, ``resume RUN``, ``report RUN``), their checks and
-their messages live here, beside the loop they drive. Every message starts with ``agent:``; the exit
+choices (a new run on an operator or a problem file, ``resume RUN``, ``report RUN``, or ``--model
+CONFIG``: the agent pointed at a whole model, :mod:`hello_gpu.agent.model`), their checks and their
+messages live here, beside the loop they drive. Every message starts with ``agent:``; the exit
 status is 0 (done), 1 (no record written, or no candidate could run here), 2 (a usage error or a run
 that cannot start) or 130 (Ctrl-C: everything so far is stored, and ``resume`` continues it).
 """
@@ -44,6 +45,14 @@ class AgentOptions:
     record: Path | None = None             # the records folder; None: no record
     counters: bool | None = None
     side_streams: bool = False             # --side-streams: kernels on streams joined before return allowed
+    # --model CONFIG: the agent pointed at a whole model (a configuration name or a checkpoint folder)
+    model: str | None = None
+    batch: int = 1
+    prompt: int = 512
+    new: int = 256
+    phase: str = "decode"
+    steps: int = 5                         # profiled steps
+    force_swap: bool = False               # swap the agent's kernel in checked but untimed (CPU correctness runs)
 
 
 def default_runs_dir() -> Path:
@@ -81,6 +90,14 @@ def run_command(words: list[str], options: AgentOptions, console) -> int:
     def say(text: str) -> None:
         console.print(f"agent: {text}", markup=False, highlight=False, soft_wrap=True)
 
+    if options.model:
+        if words:
+            say(f"give an operator or --model, not both (got {' '.join(words)} and --model {options.model})")
+            return 2
+        return _model_run(options, console, say)
+    if not words:
+        say("give an operator, a problem file, 'resume RUN' / 'report RUN', or --model CONFIG")
+        return 2
     if words[0] in ("resume", "report"):
         if len(words) != 2:
             say(f"usage: hello-gpu agent {words[0]} RUN")
@@ -223,3 +240,67 @@ def _problem(problem: Path, options: AgentOptions, console, say) -> int:
         return 2
     task.side_streams = options.side_streams
     return _search(task, options, run_dir, console, say)
+
+
+def _model_run(options: AgentOptions, console, say) -> int:
+    """``hello-gpu agent --model CONFIG``: profile, rank, optimise the top operator with a ladder, swap it
+    in, re-measure the model (:func:`hello_gpu.agent.model.optimise_model`)."""
+    import os
+
+    from ..models.checkpoint import CheckpointError
+    from ..models.command import default_dtype, load_model
+    from ..models.llama import parse_dtype
+    from ..runtime.device import gpu_vendor
+    from .model import ModelAgentError, optimise_model
+
+    if options.shape is not None:
+        say("--shape is not used with --model: the operator's shape is the one the model calls it with")
+        return 2
+    if options.route:
+        say("--route is not used with --model: the route is the start rung's (--from)")
+        return 2
+    if gpu_vendor() is None:
+        # Read when a Triton kernel is decorated: before the agent's kernel is imported into this process.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    checkpoint = options.model if Path(options.model).is_dir() else None
+    try:
+        dtype = parse_dtype(options.dtype) if options.dtype else default_dtype(device)
+        model, _, note = load_model(config=None if checkpoint else options.model, checkpoint=checkpoint,
+                                    device=device, dtype=dtype, seed=options.seed)
+    except (ValueError, CheckpointError, OSError) as error:
+        say(f"--model {options.model}: {error}")
+        return 2
+    run_dir = options.run_dir or default_runs_dir() / f"model.{model.config.name}.{options.phase}." \
+                                                      f"{time.strftime('%Y%m%d-%H%M%S')}"
+    say(f"{model.config.name}: {model.config.parameter_count() / 1e6:,.2f} M parameters, {note}, {device} "
+        f"{str(dtype).removeprefix('torch.')}; run folder {run_dir}")
+    try:
+        result = optimise_model(
+            model, run_dir, phase=options.phase, batch=options.batch, prompt=options.prompt, new=options.new,
+            steps=options.steps, seed=options.seed, start=options.start, reference=options.reference,
+            ops_root=options.ops_root, policy=options.policy, rounds=options.rounds, patience=options.patience,
+            time_budget_s=options.time_budget, target_fraction=options.target,
+            timeouts={"counters": options.counters is not False}, force_swap=options.force_swap, say=say,
+            progress=progress_printer(console), console=console)
+    except KeyboardInterrupt:
+        say(f"interrupted; the operator run so far is stored: hello-gpu agent resume {run_dir / 'operator'}")
+        return 130
+    except (ModelAgentError, LLMError, RunSetupError) as error:
+        say(f"no run started: {error}")
+        return 2
+    for line in result.limits():
+        say(f"limit: {line}")
+    say(f"report: {run_dir / 'report.md'} and report.json")
+    if result.target is None or not result.agent or result.agent.get("best_id") is None:
+        say("nothing was optimised (see the report): exit status 1")
+        return 1
+    if options.record:
+        try:
+            op = load_op(result.target.ladder, options.ops_root)
+            say(f"wrote {record(run_dir / 'operator', directory=options.record, repo_root=repository_root(op.path))}")
+        except RecordError as error:
+            say(f"no record written: {error}")
+            return 1
+    return 0

@@ -142,18 +142,20 @@ def check_replacement(replacement: Replacement, function: Callable, config: Llam
 
 
 def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch.dtype, force=(),
-                        timer=None) -> list[Choice]:
-    """One :class:`Choice` per registered replacement (see the module's rule). ``timer(eager, kernel)``
+                        timer=None, replacements: dict[str, Replacement] | None = None) -> list[Choice]:
+    """One :class:`Choice` per replacement of ``replacements`` (default: the registry, :data:`REPLACEMENTS`;
+    the agent passes the registry with its own kernel in place of one) under the module's rule. ``timer(eager, kernel)``
     returns a :class:`hello_gpu.bench.Comparison` (default: :func:`hello_gpu.bench.compare`, device
     times with warm caches: at decode the operation's input was written by the previous kernel and is
     in L2). Without a GPU nothing is timed unless a ``timer`` is given (the CPU tests time on the wall
     clock to test the decision itself)."""
     device = torch.device(device)
-    unknown = sorted(set(force) - set(REPLACEMENTS))
+    replacements = REPLACEMENTS if replacements is None else replacements
+    unknown = sorted(set(force) - set(replacements))
     if unknown:
-        raise ValueError(f"no replacement named {', '.join(unknown)}; known: {', '.join(REPLACEMENTS)}")
+        raise ValueError(f"no replacement named {', '.join(unknown)}; known: {', '.join(replacements)}")
     choices = []
-    for name, replacement in REPLACEMENTS.items():
+    for name, replacement in replacements.items():
         choice = Choice(name, replacement.category, False, "")
         choices.append(choice)
         if replacement.load is None:
@@ -193,10 +195,13 @@ def _timed_decision(replacement, function, config, batch, device, dtype, timer):
         result.speedup.value, tuple(result.speedup.ci95)
 
 
-def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS) -> ModelOps:
-    """``base`` with every used replacement swapped in. With the rms_norm kernel in and no fused
-    add + norm kernel, the add stays a torch add and the norm after it is the kernel."""
-    chosen = {c.name: REPLACEMENTS[c.name].load() for c in choices if c.used}
+def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS,
+             replacements: dict[str, Replacement] | None = None) -> ModelOps:
+    """``base`` with every used replacement (of ``replacements``, default the registry) swapped in. With
+    the rms_norm kernel in and no fused add + norm kernel, the add stays a torch add and the norm after
+    it is the kernel."""
+    replacements = REPLACEMENTS if replacements is None else replacements
+    chosen = {c.name: replacements[c.name].load() for c in choices if c.used}
     ops = replace(base, **chosen)
     if "rms_norm" in chosen and "add_rms_norm" not in chosen:
         norm = chosen["rms_norm"]
@@ -229,9 +234,12 @@ class Runner:
         return [c.name for c in self.choices if c.used]
 
 
-def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(), timer=None) -> Runner:
+def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(), timer=None,
+                replacements: dict[str, Replacement] | None = None) -> Runner:
     """A runner of ``backend`` with its own cache of ``batch`` x ``max_seq``. Make it before its first
-    prefill: the hello-gpu backend's CUDA-graph capture runs the decode step (writing position 0)."""
+    prefill: the hello-gpu backend's CUDA-graph capture runs the decode step (writing position 0).
+    ``replacements``: the hello-gpu backend's registry (default :data:`REPLACEMENTS`; ``{}``: no kernel,
+    the decode step's CUDA graph alone)."""
     if backend not in BACKENDS:
         raise ValueError(f"no backend {backend!r}; known: {', '.join(BACKENDS)}")
     cache = model.new_cache(batch, max_seq)
@@ -259,8 +267,8 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
             notes.append("reduce-overhead replays CUDA graphs: on the CPU it is the default mode")
     elif backend == "hello-gpu":
         choices = choose_replacements(model.config, batch=batch, device=model.device, dtype=model.dtype,
-                                      force=force, timer=timer)
-        ops = ops_with(choices)
+                                      force=force, timer=timer, replacements=replacements)
+        ops = ops_with(choices, replacements=replacements)
         if on_gpu:
             decode = captured_decode(decode, batch, model.device)
             notes.append("decode step captured in a CUDA graph")

@@ -104,8 +104,9 @@ def _synchronize(device: torch.device) -> None:
 
 
 def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, bound: Bound | None = None,
-                force=(), on_step=None) -> BackendRun:
-    """Warm up, then time one greedy generation of ``new`` tokens after ``prompt`` with ``backend``."""
+                force=(), on_step=None, replacements=None) -> BackendRun:
+    """Warm up, then time one greedy generation of ``new`` tokens after ``prompt`` with ``backend``
+    (``replacements``: the hello-gpu backend's registry, see :func:`~hello_gpu.models.backends.make_runner`)."""
     device, (batch, length) = model.device, prompt.shape
     if new < 2:
         raise ValueError(f"--new must be at least 2 (the first token comes from the prefill), got {new}")
@@ -113,7 +114,7 @@ def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, b
     if on_gpu:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
-    runner = make_runner(model, backend, batch=batch, max_seq=length + new, force=force)
+    runner = make_runner(model, backend, batch=batch, max_seq=length + new, force=force, replacements=replacements)
     greedy_tokens(runner, prompt, min(new, 4))              # warm-up: compiles, graph recordings
     _synchronize(device)
     marks = {}
@@ -226,7 +227,8 @@ def render_run(result: ModelRun, console) -> None:
 
 
 def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: int, new: int, seed: int = 0,
-              prompt: torch.Tensor | None = None, force=(), console=None, progress: bool = False) -> ModelRun:
+              prompt: torch.Tensor | None = None, force=(), console=None, progress: bool = False,
+              replacements=None) -> ModelRun:
     """Every backend in turn on the same model and prompt (random ids from ``seed`` unless ``prompt``)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -244,7 +246,7 @@ def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: i
     with Progress(*columns, console=console, transient=True, disable=not progress) as bar:
         for backend in backends:
             task = bar.add_task(f"{backend}: warm-up, prefill, decode", total=new)
-            run = run_backend(model, backend, prompt, new, bound=bound, force=force,
+            run = run_backend(model, backend, prompt, new, bound=bound, force=force, replacements=replacements,
                               on_step=lambda index, task=task: bar.update(task, completed=index + 1))
             run.agreement = agreement(run.tokens, result.runs[0].tokens) if result.runs else "(reference)"
             result.runs.append(run)
