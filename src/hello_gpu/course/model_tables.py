@@ -183,7 +183,7 @@ def render_decode_bound(arguments: list[str], root: Path, where: str) -> str:
 NO_KERNEL = {"aten._unsafe_view"}
 
 
-# #region eager-calls
+# region eager-calls
 def eager_calls(config, *, batch: int = 1, prompt: int = DECODE_PROMPT) -> Counter:
     """The aten operators one eager decode step of ``config`` calls (views excluded: they launch nothing),
     counted by running the step on the meta device: shapes only, no memory, no GPU. Attention counts as
@@ -211,7 +211,7 @@ def eager_calls(config, *, batch: int = 1, prompt: int = DECODE_PROMPT) -> Count
     with torch.no_grad(), Count() as counter:
         model(token, position, cache)
     return counter.calls
-# #endregion eager-calls
+# endregion eager-calls
 
 
 def launch_rows(ceilings: dict, configs) -> list[dict]:
@@ -285,6 +285,7 @@ RESNET50_LAYERS = (
 ELEMENTWISE_LAYERS = (("BatchNorm after layer1 3x3", 64, 56, 2), ("ReLU after layer1 3x3", 64, 56, 1))
 
 
+# region conv-rows
 def conv_rows(ceilings: dict, batch: int) -> list[dict]:
     """Each layer's counted work at ``batch`` images in bf16 (an ideal kernel reads its input and weights once
     and writes its output once) on the roofline of the measured copy bandwidth and bf16 matmul peak."""
@@ -305,6 +306,7 @@ def conv_rows(ceilings: dict, batch: int) -> list[dict]:
         row["bound"] = "compute" if row["intensity"] > peak / bandwidth else "memory"
         row["floor_s"] = max(row["bytes"] / bandwidth, row["flops"] / peak)
     return rows
+# endregion conv-rows
 
 
 def render_conv_roofline(arguments: list[str], root: Path, where: str) -> str:
