@@ -11,6 +11,9 @@
   the worst error divided by the spec's tolerance against the float64 reference (<= 1 passes).
 - ``gpu_only(what)``: the guard of a cell that needs a GPU: True on a GPU; otherwise it prints what is
   skipped, remembers it, and returns False. ``skipped()`` lists everything skipped so far.
+- ``check_answer(name, mine, expected, rel)``: an exercise that asks for a number checks itself: the learner's
+  number against the one the project's own code computes, within ``rel``; it prints and never raises, so a
+  notebook with an unanswered exercise still runs to its end.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 OPS = Path(hg.__file__).resolve().parent / "ops"
 _SKIPPED: list[str] = []
 
-__all__ = ["DEVICE", "GPU", "OPS", "REPO", "against_float64", "example", "gpu_only", "hg", "rung", "skipped", "source",
-           "torch"]
+__all__ = ["DEVICE", "GPU", "OPS", "REPO", "against_float64", "check_answer", "example", "gpu_only", "hg", "rung",
+           "skipped", "source", "torch"]
 
 
 def gpu_only(what: str) -> bool:
@@ -96,3 +99,16 @@ def against_float64(fn, op: str, shapes, dtype: str = "float32", seed: int = 0) 
         passed &= worst <= 1
         print(f"  {str(shape):>12} {dtype}: worst error / allowed = {worst:.3g}  {'pass' if worst <= 1 else 'FAIL'}")
     return passed
+
+
+def check_answer(name: str, mine, expected: float, rel: float = 0.02) -> bool:
+    """``mine`` (the learner's number, None until answered) against ``expected`` within the relative error ``rel``."""
+    if mine is None:
+        print(f"{name}：还没有答案（把你算的数填进去，再运行这个 cell）")
+        return False
+    error = abs(mine - expected) / abs(expected) if expected else abs(mine)
+    if error <= rel:
+        print(f"{name}：对（{mine:.4g}，与项目代码算出的 {expected:.4g} 相差 {error:.1%}）")
+        return True
+    print(f"{name}：不对：{mine:.4g} 与项目代码算出的数相差 {error:.0%}（要在 {rel:.0%} 以内）")
+    return False

@@ -18,6 +18,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -612,6 +613,18 @@ OUTSIDE_CHEATS = {
     "t87_raw_thread.py": {anticheat.TAMPER, INCORRECT},              # _thread.start_new_thread
     "t88_writes_past_the_end.py": {anticheat.GUARD},                 # the guard bytes after the output
     "t89_aliased_library.py": {LIBRARY},                             # T = torch; T.add
+    # Red team of session 6: the same classes by other means (each file's docstring says how it cheats).
+    "t60_silences_the_watch.py": {anticheat.TAMPER},                 # TamperWatch.reasons replaced on the class
+    "t61_forges_the_clock.py": {anticheat.TAMPER},                   # hello_gpu.agent.worker.time rebound
+    "t62_library_unless_profiled.py": {LIBRARY},                     # ATen unless the profiler is on
+    "t64_frames_through_a_library.py": {anticheat.TAMPER},           # sys._getframe from torch.fx on its behalf
+    "t65_reads_the_baseline.py": {anticheat.TAMPER},                 # /dev/shm listed and mapped
+    "t67_threading_thread.py": {anticheat.TAMPER, INCORRECT},        # threading's own starter
+    "t68_hooks_import.py": {anticheat.TAMPER, LIBRARY},              # builtins.__import__ replaced
+    "t69_swaps_sys_modules.py": {anticheat.TAMPER, LIBRARY},         # a module swapped in sys.modules
+    "t71_right_for_a_while.py": {INCORRECT},                         # wrong from the 40th call on
+    "t73_only_when_poisoned.py": {INCORRECT},                        # right only into a NaN output
+    "t74_signal_handler.py": {anticheat.TAMPER},                     # a SIGALRM handler handed the harness's frame
 }
 
 
@@ -672,7 +685,7 @@ def test_a_slowed_clock_is_caught_by_the_parents_clock():
     from hello_gpu.agent import tools
     result = tools.bench(candidate_of("t97_patches_timer.py"), OUTSIDE_TASK, max_seconds=0.5)
     assert result.ok, result.notes
-    assert result.suspect and anticheat.TIMING in result.suspect and "clock runs at 0.5" in result.suspect, \
+    assert result.suspect and anticheat.TIMING in result.suspect and re.search(r"clock runs at 0\.(49|5)", result.suspect), \
         result.suspect
     assert "time.perf_counter" in result.raw["patched"]
 
@@ -703,6 +716,64 @@ def test_baseline_and_candidate_are_timed_in_separate_processes():
     assert "separate processes" in result.raw["order"]
     assert result.suspect and "JITFunction.run" in result.suspect
     assert not result.raw["baseline_problems"] and not result.raw["baseline_patched"]
+
+
+# What the red team's cheats that behave in the check step do where they are timed: (step, tags, text).
+TIMED_CHEATS = {
+    "t61_forges_the_clock.py": ("bench", {anticheat.TIMING, anticheat.TAMPER}, "counted batches"),
+    "t63_role_by_first_shape.py": ("compare", {LIBRARY}, "aten::add"),
+    "t64_frames_through_a_library.py": ("bench", {anticheat.TIMING, anticheat.TAMPER}, "counted batches"),
+    "t66_hogs_while_idle.py": ("compare", {anticheat.TAMPER}, "thread"),
+    "t70_writes_the_channel.py": ("compare", {anticheat.TAMPER}, "nonce"),
+    "t74_signal_handler.py": ("bench", {anticheat.TAMPER}, "signal"),
+}
+
+
+@pytest.fixture(scope="module")
+def timed_results():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hello_gpu.agent import tools
+
+    def run(name):
+        step = TIMED_CHEATS[name][0]
+        if step == "bench":
+            return tools.bench(candidate_of(name), OUTSIDE_TASK, max_seconds=0.5)
+        return tools.compare(candidate_of(HONEST), candidate_of(name), OUTSIDE_TASK, min_rounds=6, max_seconds=1.5)
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(TIMED_CHEATS, pool.map(run, TIMED_CHEATS)))
+
+
+def _timed_reasons(result) -> str:
+    """What a bench or compare result says against its candidate: its suspect flag, or why the step ended."""
+    return result.suspect or str(result.raw.get("detail") or "")
+
+
+@pytest.mark.parametrize("name", sorted(TIMED_CHEATS))
+def test_cheats_that_behave_when_checked_are_caught_where_they_are_timed(name, timed_results):
+    """Each of these passes (or would pass, with its static traces hidden) the check step's calls and
+    cheats only in the timing processes: a library fallback decided by the process's first shape, a clock
+    slowed or times edited where only the warm batch was compared, a thread burning the shared CPU while
+    the baseline is timed, a forged answer written on the worker's socket, a signal handler editing the
+    harness's list of times. Each is named in the timing step's own verdict."""
+    _, tags_wanted, text = TIMED_CHEATS[name]
+    result = timed_results[name]
+    said = _timed_reasons(result)
+    assert said, (name, result.raw)
+    found = {tag for tag in anticheat.TAGS if tag in said}
+    assert tags_wanted <= found and text in said, (name, said)
+
+
+def test_the_evidence_channel_cannot_be_taken_back():
+    """The watch writes each piece of evidence to the parent's pipe when it sees it: a candidate that then
+    replaces the report (t60 swaps TamperWatch.reasons on the class) or switches the watch off (t64) is
+    still named, because the line was already in the parent's pipe and the report is bound at start."""
+    from hello_gpu.agent import tools
+    for name, text in (("t60_silences_the_watch.py", "sys._getframe"), ("t64_frames_through_a_library.py",
+                                                                         "sys._getframe")):
+        result = tools.check(candidate_of(name), OUTSIDE_TASK)
+        tamper = result.raw["anticheat"]["tamper"]
+        assert any(text in reason for reason in tamper), (name, tamper)
 
 
 def test_kernel_origin_rejects_a_library_kernel_named_like_the_candidates():

@@ -435,6 +435,16 @@ OUTSIDE_CHEATS = {
 }
 
 
+def _red_team() -> dict:
+    """The red team's cheats the CPU tier catches in the check step (tests/test_agent_anticheat.py), on the
+    device too; t65 maps /dev/shm blocks, which hold nothing on a GPU (buffers there are CUDA IPC)."""
+    from test_agent_anticheat import OUTSIDE_CHEATS as CPU_OUTSIDE
+    return {name: tags for name, tags in CPU_OUTSIDE.items() if name.startswith(("t6", "t7")) and name != "t65_reads_the_baseline.py"}
+
+
+OUTSIDE_CHEATS.update(_red_team())
+
+
 def test_every_class_of_issue_17_is_rejected_on_the_device():
     from hello_gpu.agent.anticheat import tag_of
 
@@ -543,3 +553,79 @@ def test_side_streams_joined_before_return_are_accepted_where_the_task_allows_th
         assert CONCURRENCY in {tag_of(reason) for reason in result.cheats}, (name, result.cheats)
     assert any("not waited for by the timed stream" in reason for reason in results["unjoined, allowed"].cheats), \
         results["unjoined, allowed"].cheats
+
+
+def test_the_red_teams_timed_cheats_are_caught_on_the_device():
+    """tests/test_agent_anticheat.py's TIMED_CHEATS on the H200: each named in its timing step's verdict."""
+    from test_agent_anticheat import TIMED_CHEATS
+
+    def run(name):
+        step, _, _ = TIMED_CHEATS[name]
+        task = triton_task(bench_shape=2**22)
+        if step == "bench":
+            return tools.bench(cheat_candidate(CHEATS / name), task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+        return tools.compare(cheat_candidate(CHEATS / HONEST), cheat_candidate(CHEATS / name), task,
+                             timeout_s=CHECK_TIMEOUT_S)
+    with ThreadPoolExecutor(3) as pool:
+        results = dict(zip(TIMED_CHEATS, pool.map(run, TIMED_CHEATS)))
+    for name, (_, tags_wanted, text) in TIMED_CHEATS.items():
+        said = results[name].suspect or str(results[name].raw.get("detail") or "")
+        assert all(tag in said for tag in tags_wanted) and text in said, (name, said)
+
+
+# The current stream switched in the timed (poisoned) calls and never switched back: the harness's end event
+# lands on an empty stream and fires before the kernel ends. Not run yet (no GPU in session 6); the counted
+# batches' clock check is expected to catch it ("timing inconsistent").
+STREAM_SWITCH = '''
+_cuda = __import__("torch").cuda
+_side = []
+
+
+def run(a, b, out=None):
+    first = out.reshape(-1)[0].item() if out is not None and out.numel() else 0.0
+    out = _cuda_empty_like(a) if out is None else out
+    add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)
+    if first != first:
+        if not _side:
+            _side.append(_cuda.Stream())
+        getattr(_cuda, "set_stream")(_side[0])
+    return out
+'''
+
+
+def test_a_stream_switched_and_left_is_caught_on_the_device():
+    source = (CHEATS / HONEST).read_text(encoding="utf-8")
+    source = source[:source.index("def run(")] + "_cuda_empty_like = torch.empty_like\n" + STREAM_SWITCH
+    result = tools.bench(Candidate(None, None, "triton", source), triton_task(bench_shape=2**24), max_seconds=1.0,
+                         timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok, everything_said(result)
+    assert result.suspect and "timing inconsistent" in result.suspect, result.suspect
+
+
+# A spin left on a side stream as each call returns (not joined): it keeps the GPU busy while the baseline is
+# timed in its own process. The CPU-time check does not see device work; this test shows the hole until the
+# parent also checks that a side's device work has ended when the other side is timed (OPEN, issue 17).
+DEVICE_HOG = '''
+_cuda = __import__("torch").cuda
+_side = []
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)
+    if not _side:
+        _side.append(_cuda.Stream())
+    with getattr(_cuda, "stream")(_side[0]):
+        getattr(_cuda, "_sleep")(2 * 10**6)
+    return out
+'''
+
+
+def test_device_work_left_running_while_the_baseline_is_timed_is_caught():
+    source = (CHEATS / HONEST).read_text(encoding="utf-8")
+    source = source[:source.index("def run(")] + DEVICE_HOG
+    task = triton_task(bench_shape=2**24)
+    result = tools.compare(cheat_candidate(CHEATS / HONEST), Candidate(None, None, "triton", source), task,
+                           timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok, everything_said(result)
+    assert result.suspect and "tamper evidence" in result.suspect, result.suspect

@@ -165,6 +165,25 @@ def test_a_code_include_of_a_missing_file_or_region_fails_the_site_check(tmp_pat
 
 
 @needs_node
+def test_a_region_counts_only_in_the_syntax_vitepress_reads(tmp_path):
+    """VitePress 1.6 reads `# region NAME` ... `# endregion NAME` in Python (and `// #region` in C++); a
+    `# #region` line it ignores, showing the whole file, so the check refuses it too, as it does a region
+    that is never closed."""
+    (tmp_path / "snippet.py").write_text("x = 0\n    # region good\ny = 1\n    # endregion good\n# #region bad\nz = 2\n"
+                                         "# #endregion bad\n# region open\n", encoding="utf-8")
+    (tmp_path / "snippet.cu").write_text("// #region kernel\nint x;\n// #endregion kernel\n", encoding="utf-8")
+    page = tmp_path / "page.md"
+    page.write_text("# t\n\n<<< ./snippet.py#good{python}\n<<< ./snippet.cu#kernel{cpp}\n<<< ./snippet.py#bad{python}\n"
+                    "<<< ./snippet.py#open{python}\n", encoding="utf-8")
+    script = REPO / "docs/.vitepress/check-includes.mjs"
+    run = subprocess.run([NODE, str(script), str(page)], capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 1
+    problems = [line for line in run.stderr.splitlines() if line.startswith("include:")]
+    assert [p.split(": ", 2)[1].split(":")[1] for p in problems] == ["5", "6"], run.stderr
+    assert 'no region "bad"' in problems[0] and 'no region "open"' in problems[1]
+
+
+@needs_node
 def test_the_site_search_splits_chinese_so_a_word_finds_a_sentence():
     """The local search's tokenizer (in docs/.vitepress/config.mjs) runs in the browser from its source text."""
     if not (REPO / "node_modules/vitepress").is_dir():

@@ -24,8 +24,11 @@ from hello_gpu.course.notebooks import NOTEBOOKS, build, cells, execute, scripts
 REPO = Path(__file__).resolve().parents[1]
 # Each of these runs to its last cell on a CPU in a few seconds; the others (the Triton interpreter on the
 # softmax, reduce_sum and rms_norm checkers) are executed by the GPU tier only, to keep this tier short.
-CPU_EXECUTED = ("ch02", "ch03", "ch04", "ch05", "ch08")
-CHAPTERS_WITH_NOTEBOOKS = (2, 3, 4, 5, 8, 9, 10, 13)
+CPU_EXECUTED = ("ch02", "ch03", "ch04", "ch05", "ch08", "ch18", "ch19")
+CHAPTERS_WITH_NOTEBOOKS = (2, 3, 4, 5, 8, 9, 10, 13, 18, 19)
+# Part 4 (whole models): the exercises compute a bound, a share, an Amdahl limit and check the number
+# (nbsetup.check_answer) or fold a BatchNorm; none writes an operator kernel, so none calls hg.exercise.
+NUMBER_EXERCISES = ("ch18_llm_decode", "ch19_vision")
 
 
 def test_every_notebook_matches_its_script():
@@ -52,7 +55,9 @@ def test_every_script_parses_and_stays_focused(script):
     assert code[0].startswith("from nbsetup import *")         # GPU guard and TRITON_INTERPRET before triton
     assert code[-1].strip() == "skipped()"                       # ends by saying what it skipped
     assert any(kind == "markdown" and "## 练习" in source for kind, source in notebook_cells)
-    if script.stem not in ("ch05_timing",):                      # a chapter whose exercises write a kernel
+    if script.stem in NUMBER_EXERCISES:                          # exercises that compute a number, checked
+        assert any("check_answer(" in source for source in code)
+    elif script.stem not in ("ch05_timing",):                    # a chapter whose exercises write a kernel
         assert any("hg.exercise(" in source for source in code)
     for index, source in enumerate(code):                        # IPython syntax (%%hip) turned into Python
         compile(TransformerManager().transform_cell(source), f"{script.name} code cell {index}", "exec")

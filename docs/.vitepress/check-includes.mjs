@@ -1,7 +1,9 @@
 // Fails (exit 1) on any code include `<<< path` in docs/**/*.md whose file does not exist, is not a
 // file, or lacks the `#region` it names. VitePress itself stops on a missing file only by accident (a
 // stat that throws) and silently shows the whole file for a missing region, so `npm run docs:build`
-// runs this first. `@` is docs/ (the site's srcDir); `@/../` is the repository root; a path without
+// runs this first. A region is found the way VitePress 1.6 finds it (REGION_MARKERS, from its snippet
+// plugin: a start line and an end line of the same syntax, e.g. `# region NAME` / `# endregion NAME` in
+// Python, `// #region NAME` in C++): a looser match here would pass a marker VitePress ignores. `@` is docs/ (the site's srcDir); `@/../` is the repository root; a path without
 // `@` is relative to the page. Lines inside fenced code blocks are examples, not includes.
 import fs from 'node:fs'
 import path from 'node:path'
@@ -24,12 +26,35 @@ export function includeProblem(spec, page) {
   const resolved = file.startsWith('@') ? path.join(docs, file.slice(1)) : path.resolve(path.dirname(page), file)
   if (!fs.existsSync(resolved)) return `no such file ${path.relative(path.dirname(docs), resolved)}`
   if (!fs.statSync(resolved).isFile()) return `not a file: ${path.relative(path.dirname(docs), resolved)}`
-  if (region) {
-    const text = fs.readFileSync(resolved, 'utf8')
-    const start = new RegExp(`^\\s*(//|#|<!--|/\\*)\\s*#?region\\s+${region.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\b`, 'm')
-    if (!start.test(text)) return `no region "${region}" in ${path.relative(path.dirname(docs), resolved)}`
+  if (region && !hasRegion(fs.readFileSync(resolved, 'utf8'), region)) {
+    return `no region "${region}" in ${path.relative(path.dirname(docs), resolved)}`
   }
   return null
+}
+
+// The region syntaxes of VitePress 1.6's snippet plugin (findRegion), tried on each trimmed line.
+const REGION_MARKERS = [
+  /^\/\/ ?#?((?:end)?region) ([\w*-]+)$/, // JavaScript, TypeScript, C, C++, CUDA, HIP
+  /^\/\* ?#((?:end)?region) ([\w*-]+) ?\*\/$/, // CSS
+  /^#pragma ((?:end)?region) ([\w*-]+)$/, // C, C++
+  /^<!-- #?((?:end)?region) ([\w*-]+) -->$/, // HTML, Markdown
+  /^#((?:End )Region) ([\w*-]+)$/, // Visual Basic
+  /^::#((?:end)region) ([\w*-]+)$/, // Bat
+  /^# ?((?:end)?region) ([\w*-]+)$/, // Python, shell
+]
+
+/** Whether ``text`` has the region ``name`` as VitePress reads it: a start line, then an end line of the same syntax. */
+export function hasRegion(text, name) {
+  let marker = null
+  for (const line of text.split('\n').map((l) => l.trim())) {
+    if (marker === null) {
+      marker = REGION_MARKERS.find((m) => { const f = m.exec(line); return f && f[2] === name && /^[rR]egion$/.test(f[1]) }) ?? null
+    } else {
+      const f = marker.exec(line)
+      if (f && f[2] === name && /^[Ee]nd ?[rR]egion$/.test(f[1])) return true
+    }
+  }
+  return false
 }
 
 export function checkIncludes(files = pages(docs)) {

@@ -112,12 +112,14 @@ def _records_arguments(parser: argparse.ArgumentParser) -> None:
 
 def table_renderers() -> dict:
     """The kinds of generated Markdown region besides the records' ``table``: ``outline`` (the course's table
-    of contents, hello_gpu.course), ``agent-runs`` (the agent's committed runs, hello_gpu.agent.runs_table) and ``rungs`` (the rung tables of hello_gpu.ops.rung_tables) once that
-    module exists."""
+    of contents, hello_gpu.course), ``agent-runs`` (the agent's committed runs, hello_gpu.agent.runs_table), the
+    whole-model regions of the course's Part 4 (hello_gpu.course.model_tables) and ``rungs`` (the rung tables of
+    hello_gpu.ops.rung_tables) once that module exists."""
     from .agent.runs_table import render_agent_runs
     from .course import render_region
+    from .course.model_tables import RENDERERS as MODEL_RENDERERS
 
-    renderers = {"outline": render_region, "agent-runs": render_agent_runs}
+    renderers = {"outline": render_region, "agent-runs": render_agent_runs, **MODEL_RENDERERS}
     try:
         from .ops.rung_tables import render_rungs
     except ModuleNotFoundError as error:

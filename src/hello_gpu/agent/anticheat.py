@@ -154,6 +154,18 @@ class _Aliases:
                 self.imports.append((node.module, node.lineno))
                 for alias in node.names:
                     self.names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        # Modules found without an import statement stand for what they find: ``T = __import__("torch")``,
+        # ``importlib.import_module("torch.autograd")``, ``sys.modules["hello_gpu.agent.worker"]``.
+        for node in ast.walk(tree):
+            target, value = None, None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                target, value = node.targets[0].id, node.value
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and isinstance(node.target, ast.Name):
+                target, value = node.target.id, node.value
+            found = _dynamic_module(value) if value is not None else None
+            if target and found:
+                self.names[target] = found
+                self.imports.append((found, node.lineno))
         # Names bound to a module or one of its attributes by assignment (``T = torch``, ``add = T.add``,
         # ``T: object = torch``, ``(T := torch)``): they stand for it too. Twice, for chains of two.
         for _ in range(2):
@@ -176,6 +188,26 @@ class _Aliases:
 
     def is_module(self, name: str) -> bool:
         return name in self.names
+
+
+def _dynamic_module(node: ast.AST) -> str | None:
+    """The module a ``__import__("a.b", ...)``, ``importlib.import_module("a.b")`` or ``sys.modules["a.b"]``
+    expression finds (``__import__`` without a fromlist returns the top package, "a"); None otherwise."""
+    if isinstance(node, ast.Subscript) and _dotted(node.value) == "sys.modules":
+        key = node.slice
+        return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+    if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant) \
+            or not isinstance(node.args[0].value, str):
+        return None
+    name, called = node.args[0].value, _dotted(node.func)
+    if called in ("importlib.import_module", "import_module"):
+        return name
+    if called == "__import__":
+        fromlist = node.args[3] if len(node.args) > 3 else next((k.value for k in node.keywords if k.arg == "fromlist"),
+                                                                None)
+        empty = fromlist is None or isinstance(fromlist, (ast.Tuple, ast.List)) and not fromlist.elts
+        return name.split(".")[0] if empty else name
+    return None
 
 
 def _jit_nodes(tree: ast.AST) -> set[int]:

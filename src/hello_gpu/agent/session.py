@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pickle
 import random
 import socket
@@ -60,7 +61,7 @@ from ..ops.checking import (
 )
 from ..ops.rung import Rung
 from ..ops.shapes import numel, shape_label
-from .anticheat import COVERAGE, GUARD, TAMPER, TIMED_OUTPUT, TIMING
+from .anticheat import COVERAGE, GUARD, LIBRARY, TAMPER, TIMED_OUTPUT, TIMING, _second_poison
 from .shared import allocate, new_pool, release
 
 INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
@@ -78,6 +79,10 @@ CONSISTENCY_SECONDS = 0.02    # the warm batch the parent's clock checks lasts a
                               # the ~0.1-1 ms a request's round trip costs
 CONSISTENCY_FILL = 0.75       # the claimed span must cover >= 75% of the parent's interval (less its round trip)
 CONSISTENCY_SLACK_S = 5e-4    # and may exceed it by at most this: timer resolution, nothing more
+BATCH_SLACK_S = 1e-4          # per counted batch, what the child's honest span may fall short of the parent's
+                              # interval besides the round trip (~10 events made and read: tens of microseconds)
+IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
+IDLE_CPU_FRACTION = 0.2       # blocked on its socket uses none), or this fraction of the other side's time
 
 
 class CandidateFailed(RuntimeError):
@@ -114,14 +119,26 @@ class WorkerSession:
         parent_end, child_end = socket.socketpair()
         from multiprocessing.connection import Connection
         self.connection = Connection(parent_end.detach())
+        # The evidence channel: the child's watch writes each new piece of tamper evidence here the moment
+        # it sees it (never blocking: a full pipe drops lines, and any line at all rejects the candidate).
+        self.evidence_fd, evidence_write = os.pipe()
+        os.set_blocking(self.evidence_fd, False)
+        os.set_blocking(evidence_write, False)
+        self.evidence_child_fd = evidence_write
+        self.evidence_lines: list[str] = []
+        self._evidence_tail = b""
         self.stdout = tempfile.TemporaryFile()
         self.stderr = tempfile.TemporaryFile()
         self.folder = tempfile.TemporaryDirectory(prefix="hello-gpu-worker-")
-        self.process = subprocess.Popen([sys.executable, "-m", "hello_gpu.agent.worker", str(child_end.fileno())],
-                                        pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, stdout=self.stdout,
-                                        stderr=self.stderr, env=child_environment(environment), cwd=self.folder.name,
-                                        start_new_session=True)
+        self.process = subprocess.Popen([sys.executable, "-m", "hello_gpu.agent.worker", str(child_end.fileno()),
+                                         str(evidence_write)],
+                                        pass_fds=(child_end.fileno(), evidence_write), stdin=subprocess.DEVNULL,
+                                        stdout=self.stdout, stderr=self.stderr, env=child_environment(environment),
+                                        cwd=self.folder.name, start_new_session=True)
         child_end.close()
+        os.close(evidence_write)
+        self.idle_cpu_s = 0.0                         # CPU the child used while the other side was being timed
+        self.idle_wall_s = 0.0                        # ... and how long that was
         self.buffers: dict[str, object] = {}
         self.pool = None                              # this session's CUDA memory pool, made with its first buffer
         self.counters: list = []
@@ -139,8 +156,9 @@ class WorkerSession:
     def request(self, operation: str, **fields_) -> dict:
         """Send one request; the child's JSON answer. Raises :class:`CandidateFailed` when the candidate
         raised there, :class:`WorkerEnded` when the child died or the deadline passed."""
+        nonce = random.SystemRandom().getrandbits(62)
         try:
-            self.connection.send_bytes(pickle.dumps({"op": operation, **fields_}))
+            self.connection.send_bytes(pickle.dumps({"op": operation, "nonce": nonce, **fields_}))
         except (BrokenPipeError, ConnectionResetError, OSError):
             raise self._ended() from None
         remaining = self.deadline - time.perf_counter()
@@ -157,6 +175,12 @@ class WorkerSession:
             raise CandidateFailed(f"the {self.label} child answered what is not JSON ({error})") from None
         if not isinstance(answer, dict):
             raise CandidateFailed(f"the {self.label} child answered a {type(answer).__name__}, not an object")
+        self.drain()
+        if answer.get("nonce") != nonce:
+            # Something besides the worker wrote on the channel (a forged answer): the stream cannot be trusted.
+            self.kill()
+            raise WorkerEnded("crashed", f"{TAMPER}: the {self.label} child's answer to {operation} does not echo the "
+                                         f"request's nonce: something besides the worker wrote on its channel")
         if not answer.get("ok"):
             raise CandidateFailed(str(answer.get("error", "failed")))
         return answer
@@ -174,6 +198,44 @@ class WorkerSession:
             detail += f"; last stderr line: {lines[-1][:300]}"
         return WorkerEnded("crashed", detail)
 
+    def drain(self) -> None:
+        """Read what the child's watch wrote on the evidence channel so far."""
+        while True:
+            try:
+                chunk = os.read(self.evidence_fd, 65536)
+            except (BlockingIOError, OSError):
+                return
+            if not chunk:
+                return
+            self._evidence_tail += chunk
+            *lines, self._evidence_tail = self._evidence_tail.split(b"\n")
+            self.evidence_lines += [line.decode("utf-8", "replace") for line in lines if line]
+
+    def channel_problem(self) -> str | None:
+        """None while the child's evidence descriptor is still the pipe the parent made, and its only copy
+        (read from /proc, outside the child's reach); else what changed."""
+        folder = Path(f"/proc/{self.process.pid}/fd")
+        if not folder.is_dir() or self.process.poll() is not None:
+            return None
+        pipe = f"pipe:[{os.fstat(self.evidence_fd).st_ino}]"
+        try:
+            links = {entry.name: os.readlink(entry) for entry in folder.iterdir()}
+        except OSError:
+            return None
+        holders = sorted(name for name, link in links.items() if link == pipe)
+        if holders != [str(self.evidence_child_fd)]:
+            return (f"{TAMPER}: the {self.label} child's evidence channel (descriptor {self.evidence_child_fd}) was "
+                    f"replaced or copied (descriptors holding it now: {', '.join(holders) or 'none'})")
+        return None
+
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU seconds the child process has used (all its threads), from /proc; None elsewhere."""
+        try:
+            fields_ = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields_[11]) + int(fields_[12])) / os.sysconf("SC_CLK_TCK")
+
     def kill(self) -> None:
         from .sandbox import kill_group
         if self.process.poll() is None:
@@ -187,14 +249,39 @@ class WorkerSession:
         return handle.read().decode("utf-8", "replace")[-characters:]
 
     def finish(self) -> dict:
-        """The tamper evidence; the child exits after answering."""
+        """The tamper evidence: the child's answer merged with what its watch wrote on the evidence channel
+        (which the candidate cannot take back); the child exits after answering."""
         if self.finished is None:
-            self.finished = self.request("finish")
+            channel = self.channel_problem()
+            self.finished = dict(self.request("finish"))
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
-        return self.finished
+            self.finished["channel"] = channel
+        return self.evidence(self.finished)
+
+    def evidence(self, finished: dict | None = None) -> dict:
+        """``finished`` (or nothing, for a child that died) with the evidence channel's lines merged in."""
+        self.drain()
+        lines = self.evidence_lines + ([self._evidence_tail.decode("utf-8", "replace")] if self._evidence_tail else [])
+        merged = {"events": {kind: list(seen) for kind, seen in ((finished or {}).get("events") or {}).items()
+                             if kind not in ("replaced", "ATen op")},          # those two are read from the lines below
+                  "patched": list((finished or {}).get("patched") or []),
+                  "threads_running": (finished or {}).get("threads_running") or 0,
+                  "channel": (finished or {}).get("channel"), "library": []}
+        for line in lines:
+            kind, tab, text = line.partition("\t")
+            if not tab:                               # not the watch's "kind<TAB>text": someone else wrote it
+                kind, text = "evidence channel written by another hand", line[:200]
+            if kind == "replaced":
+                merged["patched"] += [text] if text not in merged["patched"] else []
+            elif kind == "ATen op":
+                merged["library"] += [text] if text not in merged["library"] else []
+            else:
+                seen = merged["events"].setdefault(kind, [])
+                seen += [text] if text not in seen else []
+        return merged
 
     def close(self) -> None:
         self.kill()
@@ -202,6 +289,7 @@ class WorkerSession:
             buffer.close()
         self.buffers.clear()
         self.connection.close()
+        os.close(self.evidence_fd)
         self.folder.cleanup()
         if self.pool is not None:
             self.pool = None
@@ -398,11 +486,28 @@ def _tamper_reasons(finished: dict | None, who: str = "the candidate") -> tuple[
         if seen:
             reasons.append(f"{TAMPER}: {who}'s code did {kind} ({'; '.join(map(str, seen[:4]))}"
                            f"{' ...' if len(seen) > 4 else ''})")
+    library = list(finished.get("library") or [])
+    if library:
+        reasons.append(f"{LIBRARY}: {who}'s calls ran ATen ops that compute ({'; '.join(library[:4])}"
+                       f"{' ...' if len(library) > 4 else ''}): the work must be done by its own kernel")
+    if finished.get("channel"):
+        reasons.append(str(finished["channel"]))
     patched = list(finished.get("patched") or [])
     if patched:
         reasons.append(f"{TAMPER}: {who}'s process replaced {len(patched)} function(s) the verdict leans on "
                        f"({', '.join(patched[:6])}{' ...' if len(patched) > 6 else ''})")
     return reasons, patched
+
+
+def _idle_work(session: WorkerSession, who: str) -> list[str]:
+    """A side that worked while the other was timed (a thread or process burning the shared CPU, which slows
+    the other side): its CPU time in those intervals, read from /proc, must stay near zero."""
+    allowed = max(IDLE_CPU_S, IDLE_CPU_FRACTION * session.idle_wall_s)
+    if session.idle_cpu_s <= allowed:
+        return []
+    return [f"{TAMPER}: {who}'s process used {session.idle_cpu_s:.3g} s of CPU during the {session.idle_wall_s:.3g} s "
+            f"the other side was timed (an idle process waiting for its next call uses none): work done between "
+            f"its calls slows what it is compared with"]
 
 
 def check_at_bench_shape(session: WorkerSession, remote: RemoteCandidate, spec, dtypes, shape, deterministic: bool,
@@ -428,8 +533,10 @@ def check_at_bench_shape(session: WorkerSession, remote: RemoteCandidate, spec, 
             for seed in seeds:
                 yield _fresh_inputs(spec, shape, dtype, device, seed)
         for index, inputs in enumerate(sets()):
-            out = torch.full(output_shape, poison_value(torch_dtype), dtype=torch_dtype, device=device) \
-                if remote.accepts_out else None
+            # NaN, then a finite poison: a kernel that works fully only into a NaN output (what checkers
+            # poison with; a real caller's buffer holds its last result) is wrong in the second set.
+            fill = poison_value(torch_dtype) if index % 2 == 0 else _second_poison(torch_dtype)
+            out = torch.full(output_shape, fill, dtype=torch_dtype, device=device) if remote.accepts_out else None
             try:
                 output = remote(*inputs, out=out)
             except CandidateFailed as error:
@@ -581,7 +688,7 @@ def run_check(payload: dict, timeout_s: float, environment: dict | None = None) 
                     result.update(passed=False, check_status="FAIL", reason="; ".join(filter(None, [
                         result["reason"], f"the candidate's process died during the anti-cheat calls: {ended.detail}"])))
                     anticheat_evidence["crash"] = ended.detail
-            finished = session.finish() if session.process.poll() is None else {}
+            finished = session.finish() if session.process.poll() is None else session.evidence()
             tamper, patched = _tamper_reasons(finished)
             anticheat_evidence["tamper"] = tamper
             anticheat_evidence["guard"] = list(session.guard_reasons)
@@ -621,17 +728,22 @@ class TimedSide:
         self.batches: list[float] = []
         self.checked = 0
         self.failures: list[str] = []
+        self.counted: list[tuple[float, float]] = []   # (the parent's interval, the child's claimed span) per batch
 
     def batch(self, inputs: "TimedInputs", check: bool) -> float:
         """Time one call per input set (each into its own poisoned output); check some outputs; return
         the batch's claimed seconds per call (their median)."""
         torch = _torch()
+        finite = random.SystemRandom().random() < 0.5          # NaN or a finite poison, unpredictably
         for _, (key, buffer) in enumerate(self.outputs):
-            buffer.tensor.fill_(poison_value(buffer.tensor.dtype))
+            dtype = buffer.tensor.dtype
+            buffer.tensor.fill_(_second_poison(dtype) if finite else poison_value(dtype))
         _synchronize(self.device)
         calls = [(names, self.outputs[index][0] if self.accepts_out else None)
                  for index, (names, _) in enumerate(inputs.sets)]
+        began = time.perf_counter()
         answer = self.session.request("time", calls=calls, cold=True)
+        self.counted.append((time.perf_counter() - began, float(answer["span_s"])))
         self.session.check_guards([key for names, _ in inputs.sets for key in names] + [key for key, _ in self.outputs])
         seconds = [float(s) for s in answer["per_call_s"]]
         if len(seconds) != len(calls) or not all(math.isfinite(s) and s > 0 for s in seconds):
@@ -682,6 +794,17 @@ class TimedSide:
                             f"clock runs at {span / max(wall - floor, 1e-12):.2f}x")
         if claimed > span * 1.001 + 1e-6:
             problems.append(f"its calls' claimed times ({claimed:.6g} s) exceed the span it claimed ({span:.6g} s)")
+        # The counted (cold) batches too, added up: a child that forges only where it is not cross-checked
+        # (its clock slowed, or its times edited, in the batches that count) falls short here.
+        if self.counted:
+            walls = sum(wall for wall, _ in self.counted)
+            spans = sum(claimed_span for _, claimed_span in self.counted)
+            batches = len(self.counted)
+            result.update(counted_batches=batches, counted_parent_wall_s=walls, counted_claimed_span_s=spans)
+            if spans < CONSISTENCY_FILL * (walls - batches * floor) - batches * BATCH_SLACK_S:
+                problems.append(f"the {batches} counted batches claimed {spans:.6g} s in all, which the parent's clock "
+                                f"saw take {walls:.6g} s ({walls - batches * floor:.6g} s less the round trips): the "
+                                f"claims run at {spans / max(walls - batches * floor, 1e-12):.2f}x")
         result["problems"] = [f"{TIMING}: {problem}" for problem in problems]
         self.failures += result["problems"]
         return result
@@ -855,7 +978,13 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
                 inputs.refresh()
                 times = {"A": 0.0, "B": 0.0}
                 for label in round_order(count):
+                    other = sessions["B" if label == "A" else "A"]
+                    before, began = other.cpu_seconds(), time.perf_counter()
                     times[label] += sides[label].batch(inputs, check=True)
+                    after = other.cpu_seconds()
+                    if before is not None and after is not None:
+                        other.idle_cpu_s += after - before
+                        other.idle_wall_s += time.perf_counter() - began
                 rounds["A"].append(times["A"])
                 rounds["B"].append(times["B"])
                 count += 1
@@ -884,7 +1013,7 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
     candidate_rates = rates(work, candidate_summary.median, roof=current_roof(work, ceilings), cold=True)
     tamper, patched = _tamper_reasons(finished["B"])
     baseline_tamper, baseline_patched = _tamper_reasons(finished["A"], "the baseline")
-    problems = sides["B"].failures + sessions["B"].guard_reasons + tamper
+    problems = sides["B"].failures + sessions["B"].guard_reasons + tamper + _idle_work(sessions["B"], "the candidate")
     baseline_problems = sides["A"].failures + sessions["A"].guard_reasons + baseline_tamper
     suspect = "; ".join(filter(None, [candidate_rates.suspect, *problems,
                                       *[f"baseline: {p}" for p in baseline_problems]])) or None

@@ -56,6 +56,8 @@ PROCESS_EVENTS = ("os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spa
                   "os.kill", "os.killpg", "socket.connect", "socket.bind", "socket.__new__")
 CODE_EVENTS = ("compile", "exec", "code.__new__", "function.__new__", "object.__setattr__", "object.__delattr__",
                "sys.addaudithook", "cpython.PyInterpreterState_Clear", "marshal.loads")
+# Memory the candidate was not lent: another process's shared blocks mapped by name, a folder listed to find them.
+MEMORY_EVENTS = ("mmap.__new__", "os.listdir", "os.scandir")
 RECORDED_EVENTS = 40                         # evidence kept per kind: enough to name it, not to flood the result
 
 # The standard library's folders (in a virtual environment "platstdlib" is the venv's lib/pythonX.Y, which
@@ -64,177 +66,259 @@ _STDLIB = tuple(str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("std
 
 
 class TamperWatch:
-    """The audit hook, the thread wrapper and the fingerprints; everything they saw, as reasons."""
+    """The audit hook, the thread and signal wrappers and the fingerprint; everything they saw, as reasons.
 
-    def __init__(self):
+    Bound before any candidate code runs (issue 17): the hook and the report are closures over the functions
+    and constants they use, taken at construction, so rebinding a module global (``worker.FRAME_EVENTS``,
+    ``worker.time``), replacing a method on this class or ``builtins.__import__`` changes nothing they do;
+    and every new piece of evidence is written at once to ``evidence_fd``, a pipe the parent reads, so
+    nothing the candidate does afterwards can take it back (the parent also checks, from /proc, that the
+    descriptor is still that pipe).
+    """
+
+    def __init__(self, evidence_fd: int | None = None):
         self.candidate_files: set[str] = set()
         self.allowed_folders: list[str] = []
         self.events: dict[str, list[str]] = {}
         self.armed = False
-        self._inside = threading.local()
-        self._before: dict[str, tuple] = {}
         self._threads_before = 0
+        self.hook, self.record, self.report, self.take_fingerprint, self.remember = _bound_watch(self, evidence_fd)
 
-    # ------------------------------------------------------------------ the hook
-    def _record(self, kind: str, text: str) -> None:
-        found = self.events.setdefault(kind, [])
-        if len(found) < RECORDED_EVENTS and text not in found:
+    def wrap_threads(self) -> None:
+        """Python 3.11 raises no audit event for a new thread, nor for a signal handler: wrap ``_thread``'s
+        starters, the reference ``threading`` took of them at its import, and ``signal.signal``."""
+        import _signal
+        import _thread
+        import signal
+        import threading
+        record, frame_of = self.record, self._frame_of
+        for module, name in ((_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
+                             (threading, "_start_new_thread"), (threading, "_start_joinable_thread"),
+                             (_signal, "signal"), (signal, "signal")):
+            original = getattr(module, name, None)
+            if original is None:
+                continue
+            kind = "signal handler" if "signal" in module.__name__ else "thread"
+
+            def wrapped(*args, __original=original, __name=f"{module.__name__}.{name}", __kind=kind,
+                        __getframe=sys._getframe, **kwargs):
+                frame = frame_of(__getframe(1))
+                if frame is not None:
+                    record(__kind, f"line {frame.f_lineno} called {__name}")
+                return __original(*args, **kwargs)
+            setattr(module, name, wrapped)
+            self.remember(f"{module.__name__}.{name}", wrapped)   # its defaults and closure, checked at the end
+        self._threads_before = _thread._count()  # noqa: SLF001 - the standard library's own count
+
+
+_MISSING = object()
+
+
+def _bound_watch(state: TamperWatch, evidence_fd: int | None):
+    """The closures of a :class:`TamperWatch` (see its docstring): (hook, record, report, take_fingerprint)."""
+    import _thread
+
+    write, getframe, count_threads = os.write, sys._getframe, _thread._count  # noqa: SLF001
+    compute_libraries, frame_events, frame_attributes = COMPUTE_LIBRARIES, FRAME_EVENTS, FRAME_ATTRIBUTES
+    gc_events, process_events, code_events, memory_events = GC_EVENTS, PROCESS_EVENTS, CODE_EVENTS, MEMORY_EVENTS
+    stdlib, recorded_events, missing = _STDLIB, RECORDED_EVENTS, _MISSING
+    string, represent, is_function, make_tuple = str, repr, types.FunctionType, tuple
+    inside = threading.local()
+    snapshot: list[tuple[str, object, object, object]] = []      # (name, live mapping, key, the value then)
+    codes: list[tuple[str, object, tuple]] = []                   # (name, function, its insides then)
+    texts: list[tuple[str, object, str]] = []                     # (name, data object, its repr then)
+
+    def record(kind: str, text: str) -> None:
+        found = state.events.setdefault(kind, [])
+        if len(found) < recorded_events and text not in found:
             found.append(text)
+            if evidence_fd is not None:
+                line = f"{kind}\t{text}".replace("\n", " ")[:500] + "\n"
+                try:
+                    write(evidence_fd, line.encode("utf-8", "replace"))
+                except OSError:           # a full or closed pipe: the parent sees the channel broken
+                    pass
 
-    def _candidate_frame(self, frame):
-        """The innermost frame outside the standard library, when it is the candidate's own code; None
-        also when the event came from the import machinery (an ``import`` opens and compiles files)."""
+    def frame_of(frame, anywhere: bool = False):
+        """The innermost frame outside the standard library when it is the candidate's own code (None also
+        for the import machinery's events); with ``anywhere``, the candidate's frame wherever it is on the
+        stack: a library that walks frames or the heap on the candidate's behalf acts for it."""
         while frame is not None:
             name = frame.f_code.co_filename
             if name.startswith("<frozen importlib"):
                 return None
-            if name.startswith("<frozen") or (name.startswith(_STDLIB) and "-packages" not in name):
-                frame = frame.f_back
-                continue
-            return frame if name in self.candidate_files else None
+            if name in state.candidate_files:
+                return frame
+            if not anywhere and not name.startswith("<frozen") and not (name.startswith(stdlib)
+                                                                          and "-packages" not in name):
+                return None
+            frame = frame.f_back
         return None
 
-    def hook(self, event: str, args: tuple) -> None:
-        if not self.armed or getattr(self._inside, "busy", False):
+    def hook(event: str, args: tuple) -> None:
+        if not state.armed or getattr(inside, "busy", False):
             return
         if event == "import":
-            module = str(args[0]) if args else ""
-            if any(module == name or module.startswith(name + ".") for name in COMPUTE_LIBRARIES):
-                self._record("compute library", f"imported {module}")
+            module = string(args[0]) if args else ""
+            if any(module == name or module.startswith(name + ".") for name in compute_libraries):
+                record("compute library", f"imported {module}")
             return
-        watched = (event in FRAME_EVENTS or event in GC_EVENTS or event in CODE_EVENTS or event == "open"
-                   or event.startswith("ctypes.") or any(event.startswith(p) for p in PROCESS_EVENTS)
-                   or (event == "object.__getattr__" and len(args) > 1 and args[1] in FRAME_ATTRIBUTES))
+        reaching = (event in frame_events or event in gc_events
+                    or (event == "object.__getattr__" and len(args) > 1 and args[1] in frame_attributes))
+        watched = (reaching or event in code_events or event in memory_events or event == "open"
+                   or event.startswith("ctypes.") or any(event.startswith(p) for p in process_events))
         if not watched:
             return
-        self._inside.busy = True
+        inside.busy = True
         try:
-            frame = self._candidate_frame(sys._getframe(1))
+            frame = frame_of(getframe(1), anywhere=reaching)
             if frame is None:
                 return
             where = f"line {frame.f_lineno}"
             if event == "open":
-                path = str(args[0]) if args else ""
-                if isinstance(args[0], int) or any(path.startswith(folder) for folder in self.allowed_folders):
+                path = string(args[0]) if args else ""
+                if isinstance(args[0], int) or any(path.startswith(folder) for folder in state.allowed_folders):
                     return
-                self._record("file", f"{where} opened {path}")
-            elif event in FRAME_EVENTS or event == "object.__getattr__":
-                what = f"{event}({args[1]})" if event == "object.__getattr__" else event
-                self._record("frame inspection", f"{where} {what}")
-            elif event in GC_EVENTS:
-                self._record("gc", f"{where} {event}")
+                record("file", f"{where} opened {path}")
+            elif event in frame_events or event == "object.__getattr__":
+                record("frame inspection", f"{where} " + (f"{event}({args[1]})" if event == "object.__getattr__"
+                                                           else event))
+            elif event in gc_events:
+                record("gc", f"{where} {event}")
             elif event.startswith("ctypes."):
-                self._record("ctypes", f"{where} {event}")
-            elif event in CODE_EVENTS:
-                self._record("code", f"{where} {event}" + (f"({args[1]})" if event.startswith("object.") and
-                                                           len(args) > 1 else ""))
+                record("ctypes", f"{where} {event}")
+            elif event in memory_events:
+                record("memory", f"{where} {event}")
+            elif event in code_events:
+                record("code", f"{where} {event}" + (f"({args[1]})" if event.startswith("object.") and
+                                                     len(args) > 1 else ""))
             else:
-                self._record("process", f"{where} {event}")
+                record("process", f"{where} {event}")
         finally:
-            self._inside.busy = False
+            inside.busy = False
 
-    def wrap_threads(self) -> None:
-        """Python 3.11 raises no audit event for a new thread: wrap ``_thread``'s starters (threading uses them)."""
-        import _thread
-        watch = self
-        for name in ("start_new_thread", "start_joinable_thread"):
-            original = getattr(_thread, name, None)
-            if original is None:
-                continue
+    def insides(function) -> tuple:
+        """What a function runs with besides its name: code, defaults, keyword defaults, closure cells (each
+        can be changed in place, without rebinding the name)."""
+        keywords = function.__kwdefaults__ or {}
+        return (function.__code__, *(function.__defaults__ or ()), *keywords.keys(), *keywords.values(),
+                *(cell.cell_contents for cell in function.__closure__ or ()))
 
-            def started(*args, __original=original, __name=name, **kwargs):
-                frame = watch._candidate_frame(sys._getframe(1)) if watch.armed else None
-                if frame is not None:
-                    watch._record("thread", f"line {frame.f_lineno} started a thread (_thread.{__name})")
-                return __original(*args, **kwargs)
-            setattr(_thread, name, started)
-        self._threads_before = _thread._count()  # noqa: SLF001 - the standard library's own count
+    def same(before: tuple, after: tuple) -> bool:
+        return len(before) == len(after) and all(old is new for old, new in zip(before, after))
 
-    # ------------------------------------------------------------------ fingerprints
-    def fingerprint_now(self, spec=None) -> dict[str, tuple]:
-        return fingerprint(spec)
+    def remember(name: str, function) -> None:
+        codes.append((name, function, insides(function)))
 
-    def take_fingerprint(self, spec=None) -> None:
-        self._before = fingerprint(spec)
-
-    def replaced(self, spec=None) -> list[str]:
-        after = fingerprint(spec)
-        return sorted(name for name, value in self._before.items() if after.get(name, ("gone",)) != value)
-
-    def reasons(self, spec=None) -> dict:
-        import _thread
-        self._inside.busy = True                      # the harness's own look at frames and code is not evidence
+    def take_fingerprint(spec=None) -> None:
+        """Remember what every name a verdict leans on refers to now (see :func:`fingerprint_targets`)."""
+        inside.busy = True
         try:
-            patched = self.replaced(spec)
+            for name, mapping, key, value in fingerprint_targets(spec):
+                snapshot.append((name, mapping, key, value))
+                if isinstance(value, is_function):
+                    codes.append((name, value, insides(value)))
+                if name.startswith("spec.") and not callable(value):
+                    texts.append((name, value, represent(value)))
         finally:
-            self._inside.busy = False
-        running = max(0, _thread._count() - self._threads_before)  # noqa: SLF001
-        return {"events": self.events, "patched": patched, "threads_running": running}
+            inside.busy = False
 
+    def report(spec=None) -> dict:
+        """What was seen, and every remembered name that now refers to something else, in place or not."""
+        inside.busy = True
+        try:
+            patched = sorted({name for name, mapping, key, value in snapshot if mapping.get(key, missing) is not value}
+                             | {name for name, function, then in codes if not same(then, make_tuple(insides(function)))}
+                             | {name for name, value, text in texts if represent(value) != text})
+            for name in patched:
+                record("replaced", name)
+            running = max(0, count_threads() - state._threads_before)  # noqa: SLF001
+            return {"events": state.events, "patched": patched, "threads_running": running}
+        finally:
+            inside.busy = False
 
-def _code_key(value) -> tuple:
-    code = getattr(value, "__code__", None) if isinstance(value, types.FunctionType) else None
-    if not isinstance(code, types.CodeType):
-        return (id(value),)
-    return (id(value), id(code), hashlib.sha256(code.co_code).hexdigest()[:16])
-
-
-def _data_key(value) -> tuple:
-    try:
-        text = repr(value)
-    except Exception:  # noqa: BLE001 - an unprintable value is compared by identity alone
-        return (id(value),)
-    return (hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16],)
+    state._frame_of = frame_of
+    return hook, record, report, take_fingerprint, remember
 
 
 FINGERPRINTED_MODULES = ("time", "numpy", "torch", "torch.cuda", "torch.profiler", "torch.autograd.profiler",
                          "torch.multiprocessing.reductions", "triton.runtime.jit", "triton.runtime.autotuner",
-                         "statistics", "math", "json", "pickle", "random", "multiprocessing.connection")
+                         "statistics", "math", "json", "pickle", "random", "multiprocessing.connection", "builtins",
+                         "os", "sys", "signal", "_thread", "threading", "gc")
 FINGERPRINTED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "torch.profiler.profile",
                          "multiprocessing.connection.Connection", "triton.runtime.jit.JITFunction",
                          "triton.runtime.jit.KernelInterface", "triton.runtime.autotuner.Autotuner",
                          "triton.runtime.interpreter.InterpretedFunction")
 
 
-def fingerprint(spec=None) -> dict[str, tuple]:
-    """Name -> identity (and code) of every function a verdict leans on, now; see the module docstring."""
-    found: dict[str, tuple] = {}
+def fingerprint_targets(spec=None) -> list[tuple[str, object, object, object]]:
+    """(name, live mapping, key, value now) of every name a verdict leans on: the functions and classes of
+    the modules above, every global of hello_gpu's modules (modules and data included: ``worker.time``
+    rebound to a stand-in clock is a patch), the methods of the classes above and of hello_gpu's classes,
+    the spec's names, and which module every name in sys.modules leads to (a module swapped there is a patch)."""
+    found = []
     names = [name for name in list(sys.modules) if name == "hello_gpu" or name.startswith("hello_gpu.")]
     for module_name in [*FINGERPRINTED_MODULES, *names]:
         module = sys.modules.get(module_name)
         if module is None:
             continue
-        for attribute, value in list(vars(module).items()):
-            if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)) \
+        ours = module_name.startswith("hello_gpu")
+        mapping = vars(module)
+        for attribute, value in list(mapping.items()):
+            if ours and not attribute.startswith("__") or isinstance(value, (types.FunctionType, type)) \
                     or callable(value) and not isinstance(value, types.ModuleType):
-                found[f"{module_name}.{attribute}"] = _code_key(value)
+                found.append((f"{module_name}.{attribute}", mapping, attribute, value))
             if isinstance(value, type) and getattr(value, "__module__", "").startswith("hello_gpu"):
                 for method, function in list(vars(value).items()):
                     if isinstance(function, (types.FunctionType, staticmethod, classmethod, property)):
-                        found[f"{module_name}.{attribute}.{method}"] = _code_key(function)
+                        found.append((f"{module_name}.{attribute}.{method}", vars(value), method, function))
     for dotted in FINGERPRINTED_CLASSES:
         module_name, _, class_name = dotted.rpartition(".")
         cls = getattr(sys.modules.get(module_name), class_name, None)
         if cls is not None:
             for method, function in list(vars(cls).items()):
                 if callable(function) or isinstance(function, (property, staticmethod, classmethod)):
-                    found[f"{dotted}.{method}"] = _code_key(function)
+                    found.append((f"{dotted}.{method}", vars(cls), method, function))
     if spec is not None:
         for attribute, value in list(vars(spec).items()):
-            if attribute.startswith("__") or isinstance(value, types.ModuleType):
-                continue
-            key = _code_key(value) if callable(value) else _data_key(value)
-            found[f"spec.{attribute}"] = key
+            if not attribute.startswith("__") and not isinstance(value, types.ModuleType):
+                found.append((f"spec.{attribute}", vars(spec), attribute, value))
+    modules = sys.modules
+    found += [(f"sys.modules[{name!r}]", modules, name, module) for name, module in list(modules.items())]
     return found
+
+
+def aten_watch(record):
+    """A dispatch mode that records every computing ATen op the candidate's calls run (issue 17: a library
+    fallback is seen in every call, checked or timed, not only in the profiled ones, so a candidate that
+    behaves while profiled gains nothing). Pushed around each request that calls the candidate; it records
+    only while ``inside`` is set (the candidate's own call), through ``record`` (the write-through channel,
+    kind "ATen op"). Allocation, views and copies (anticheat.CPU_GLUE_OPS) compute nothing and pass."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from .anticheat import CPU_GLUE_OPS
+    glue = frozenset(CPU_GLUE_OPS)
+
+    class AtenWatch(TorchDispatchMode):
+        inside = False
+
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            if self.inside:
+                name = func._schema.name  # noqa: SLF001 - "aten::add" for aten.add.Tensor
+                if name not in glue:
+                    record("ATen op", f"{name} ran inside a call")
+            return func(*args, **(kwargs or {}))
+    return AtenWatch()
 
 
 # ====================================================================================== serving
 
 
 class Worker:
-    def __init__(self, connection: Connection, watch: TamperWatch):
+    def __init__(self, connection: Connection, watch: TamperWatch, aten=None):
         self.connection = connection
         self.watch = watch
+        self.aten = aten
         self.buffers: dict[str, object] = {}
         self.keep: dict[str, object] = {}
         self.built = None
@@ -303,9 +387,15 @@ class Worker:
     def _invoke(self, inputs: list[str], out: str | None):
         arguments = [self.buffers[name] for name in inputs]
         target = self.buffers[out] if out is not None else None
-        if target is not None:
-            return self.built(*arguments, out=target), target
-        return self.built(*arguments), None
+        if self.aten is not None:
+            self.aten.inside = True
+        try:
+            if target is not None:
+                return self.built(*arguments, out=target), target
+            return self.built(*arguments), None
+        finally:
+            if self.aten is not None:
+                self.aten.inside = False
 
     def call(self, request: dict) -> dict:
         """One call; the output lands in the parent's buffer (``out``) or is held for ``fetch``."""
@@ -412,7 +502,7 @@ class Worker:
 
     def finish(self, request: dict) -> dict:
         spec = self.op.spec if self.op is not None else None
-        return self.watch.reasons(spec)
+        return self.watch.report(spec)
 
     # ------------------------------------------------------------------ the loop
     def serve(self) -> None:
@@ -425,11 +515,17 @@ class Worker:
             except EOFError:
                 return
             operation = request.get("op")
+            watched = self.aten if self.aten is not None and operation in ("call", "time", "profile") else None
             try:
-                answer = {"ok": True, **handlers[operation](request)}
+                if watched is not None:
+                    with watched:
+                        answer = {"ok": True, **handlers[operation](request)}
+                else:
+                    answer = {"ok": True, **handlers[operation](request)}
             except Exception as error:  # noqa: BLE001 - the candidate (or the harness on it) failed: say so
                 answer = {"ok": False, "error": f"{type(error).__name__}: {error}",
                           "traceback": traceback.format_exc()[-4000:]}
+            answer["nonce"] = request.get("nonce")          # whose answer this is: the parent checks it
             self.connection.send_bytes(json.dumps(answer, default=str).encode("utf-8"))
             if operation == "finish":
                 return
@@ -438,7 +534,7 @@ class Worker:
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     connection = Connection(socket.socket(fileno=int(arguments[0])).detach())
-    watch = TamperWatch()
+    watch = TamperWatch(int(arguments[1]) if len(arguments) > 1 else None)
     # Imports a step needs, before the hook is armed and the fingerprint taken (the fingerprint covers
     # hello_gpu's modules as they are once imported).
     import numpy  # noqa: F401
@@ -451,9 +547,10 @@ def main(argv: list[str] | None = None) -> int:
     from ..profile import rung_profile as _rung_profile  # noqa: F401
     from . import anticheat as _anticheat  # noqa: F401
     from . import sandbox as _sandbox  # noqa: F401
+    aten = aten_watch(watch.record)
     sys.addaudithook(watch.hook)
     watch.wrap_threads()
-    Worker(connection, watch).serve()
+    Worker(connection, watch, aten).serve()
     sys.stdout.flush()
     sys.stderr.flush()
     # Not a normal exit: a thread the candidate left running must not hold the child open.

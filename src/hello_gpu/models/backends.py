@@ -182,6 +182,7 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
     return choices
 
 
+# region swap-rule
 def _timed_decision(replacement, function, config, batch, device, dtype, timer):
     from ..bench import compare
     arguments = replacement.example(config, batch, device, dtype)
@@ -193,6 +194,7 @@ def _timed_decision(replacement, function, config, batch, device, dtype, timer):
     what = f"{result.speedup.value:.2f}x eager [{result.speedup.ci95[0]:.2f}, {result.speedup.ci95[1]:.2f}]"
     return used, (f"faster: {what}" if used else f"not swapped in: {what}, {result.verdict}"), \
         result.speedup.value, tuple(result.speedup.ci95)
+# endregion swap-rule
 
 
 def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS,
@@ -277,6 +279,7 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
     return Runner(backend, model, cache, ops, prefill, decode, choices, notes)
 
 
+# region cuda-graph
 def captured_decode(step: Callable, batch: int, device) -> Callable:
     """``step`` captured once in a CUDA graph; each call copies its inputs into the captured ones and
     replays. Warm-up runs first on a side stream (Triton compiles, first launches), as capture requires."""
@@ -299,6 +302,7 @@ def captured_decode(step: Callable, batch: int, device) -> Callable:
         return logits
     replay.graph = graph
     return replay
+# endregion cuda-graph
 
 
 @torch.no_grad()

@@ -356,6 +356,7 @@ class Llama(nn.Module):
     def new_cache(self, batch: int, max_seq: int) -> KVCache:
         return KVCache(self.config, batch, max_seq, device=self.device, dtype=self.dtype)
 
+    # region decode-step
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache, *, ops: ModelOps = EAGER_OPS,
                 last_only: bool = False) -> torch.Tensor:
         """Logits ``(B, T, vocab)`` (``(B, 1, vocab)`` with ``last_only``) in the model's dtype for
@@ -378,6 +379,7 @@ class Llama(nn.Module):
         if last_only:
             normed = normed[:, -1:]
         return ops.linear(normed, self.head_weight)
+    # endregion decode-step
 
 
 # ------------------------------------------------------------------------------------------ weights

@@ -81,6 +81,7 @@ class LogitComparison:
                 "agree": self.agree, "divergences": self.divergences, "summary": self.summary()}
 
 
+# region compare-step
 def compare_step(result: LogitComparison, step: int, reference: torch.Tensor, candidate: torch.Tensor) -> None:
     """Add one step's logits ``(B, V)`` to ``result``."""
     reference, candidate = reference.double(), candidate.double()
@@ -92,6 +93,7 @@ def compare_step(result: LogitComparison, step: int, reference: torch.Tensor, ca
         margin = (reference[row, ours[row]] - reference[row, theirs[row]]).item()
         result.divergences.append({"step": step, "row": row, "reference_token": int(ours[row]),
                                    "candidate_token": int(theirs[row]), "margin": margin})
+# endregion compare-step
 
 
 @torch.no_grad()

@@ -80,6 +80,7 @@ class ModelProfile:
     operations: dict[str, float] = field(default_factory=dict)
     roofline: list[dict] = field(default_factory=list)       # hello_gpu.models.work.operation_roofline rows
 
+    # region amdahl
     def share(self, category: str) -> float:
         return self.categories.get(category, 0.0) / self.wall_seconds if self.wall_seconds else 0.0
 
@@ -87,6 +88,7 @@ class ModelProfile:
         """The whole model's speed-up bound when ``category`` runs ``faster`` times faster."""
         share = self.share(category)
         return 1 / (1 - share + share / faster)
+    # endregion amdahl
 
     def ranked_categories(self) -> list[tuple[str, float]]:
         return sorted(self.categories.items(), key=lambda item: -item[1])
@@ -271,6 +273,7 @@ def _roofs(device: torch.device, dtype: torch.dtype):
 # ------------------------------------------------------------------------------------------ vision
 
 # What hello-gpu's operators can and cannot replace, per category of a network.
+# region replaceable
 REPLACEABLE = {
     "GEMM/GEMV": "not yet: the matmul ladder (decode GEMV first) is being written",
     "attention": "not yet: the attention ladder is being written",
@@ -283,6 +286,7 @@ REPLACEABLE = {
     LAUNCH_GAPS: "a CUDA graph of the whole step (the hello-gpu backend captures its decode step)",
     HOST: "a CUDA graph or torch.compile removes most of the Python per step (on a GPU)",
 }
+# endregion replaceable
 
 VISION_MODULE_CATEGORIES = {"Conv2d": "convolution", "BatchNorm2d": "norm", "ReLU": "elementwise",
                             "MaxPool2d": "pooling", "AdaptiveAvgPool2d": "pooling", "Linear": "GEMM/GEMV"}
@@ -331,6 +335,7 @@ def vision_model(device, dtype, *, seed: int = 0):
     return model.to(device=device, dtype=dtype).eval(), name
 
 
+# region vision-profile
 def label_modules(model) -> list:
     """Forward hooks that put each leaf module of a known kind inside a labelled range; returns the handles."""
     from torch.autograd.profiler import record_function
@@ -364,6 +369,7 @@ def profile_vision(*, device="cpu", dtype=torch.float32, batch: int = 8, size: i
         for handle in handles:
             handle.remove()
     return result
+# endregion vision-profile
 
 
 def profile_table(profile: ModelProfile, top: int = 15):

@@ -51,6 +51,7 @@ class Bound:
         return {**asdict(self), "bytes_per_step": self.bytes_per_step, "tokens_per_s": self.tokens_per_s}
 
 
+# region decode-bound
 def decode_bound(config: LlamaConfig, dtype: torch.dtype, *, batch: int, prompt: int, new: int,
                  copy_bytes_per_s: float | None = None, note: str = "") -> Bound:
     """Every matrix is read once a step, except the embedding table, of which a lookup reads one row per
@@ -63,6 +64,7 @@ def decode_bound(config: LlamaConfig, dtype: torch.dtype, *, batch: int, prompt:
     context = prompt + new / 2
     kv = 2 * config.num_layers * config.kv_size * context * batch
     return Bound(batch, int(weights * size), int(kv * size), copy_bytes_per_s, note)
+# endregion decode-bound
 
 
 def copy_bandwidth(device: torch.device, *, progress: bool = False) -> tuple[float | None, str]:
