@@ -250,16 +250,18 @@ def warpgroup_model(q: np.ndarray, k: np.ndarray, v: np.ndarray, consumer: int, 
             s[:, mine] = np.exp2(s[:, mine] * scale_log2 - subtracted[:, None])
             total[h] = total[h] * rescale[h] + s[:, mine].sum(axis=1)
         weights = s
-    out = np.zeros((64, head_dim))
     if tiles:
         o *= rescale[(np.arange(head_dim // 2) % 4) // 2].T
         multiply_values((tiles - 1) % STAGES)
-        for h in (0, 1):
-            full = total[h] + xor_shuffle(total[h], 1)
-            full = full + xor_shuffle(full, 2)
-            inverse = np.where(full > 0, 1 / np.where(full > 0, full, 1), 0.0)
-            mine = (np.arange(head_dim // 2) % 4) // 2 == h
-            out[o_rows[:, mine], o_columns[:, mine]] = o[:, mine] * inverse[:, None]
+    out = np.full((64, head_dim), np.nan)              # store_rows writes each of the 64 x D outputs once
+    for h in (0, 1):
+        full = total[h] + xor_shuffle(total[h], 1)
+        full = full + xor_shuffle(full, 2)
+        inverse = np.where(full > 0, 1 / np.where(full > 0, full, 1), 0.0)
+        mine = (np.arange(head_dim // 2) % 4) // 2 == h
+        kernel_rows = row0 + 8 * h - first_row - 64 * consumer            # store_rows: row0, row0 + 8
+        assert np.array_equal(o_rows[:, mine], np.broadcast_to(kernel_rows[:, None], o_rows[:, mine].shape))
+        out[o_rows[:, mine], o_columns[:, mine]] = o[:, mine] * inverse[:, None]
     return out
 
 
@@ -514,7 +516,8 @@ def test_registers_shared_memory_and_barriers_fit_one_block_an_sm():
     assert launcher.shared_bytes(128) == 5 * 32768 + 256 + 1024 <= limit
     assert launcher.shared_bytes(64) == 5 * 16384 + 256 + 1024
     barriers = 1 + 4 * STAGES                                      # q_full, then k/v full/empty per stage
-    assert barriers * 8 <= 256 and "kBarrierBytes = 256" in (ATTENTION.path.parent / "matmul" / "wgmma_tma.cuh").read_text()
+    matmul_header = (ATTENTION.path.parent / "matmul" / "wgmma_tma.cuh").read_text()
+    assert barriers * 8 <= 256 and "kBarrierBytes = 256" in matmul_header
 
 
 # ---------------------------------------------------------------- compiled: NVRTC (the module the rung loads) and nvcc

@@ -70,15 +70,16 @@ __device__ __forceinline__ uint64_t v_descriptor(const char* tile, int kk) {
 
 // O (64 x N) += A (64 x 16, four 32-bit registers a thread: the register fragment) B (16 x N, shared memory,
 // MN-major: imm-trans-b = 1). With A in registers the instruction has no imm-trans-a.
-#define HG_WGMMA_VALUES(N, TYPE, REGISTERS, OPERANDS, A_AND_B, PREDICATE)                               \
-  asm volatile(                                                                                       \
-      "{\n"                                                                                           \
-      ".reg .pred accumulate;\n"                                                                      \
-      "setp.ne.b32 accumulate, " PREDICATE ", 0;\n"                                                   \
-      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" REGISTERS "}, " A_AND_B \
-      ", accumulate, 1, 1, 1;\n"                                                                      \
-      "}\n"                                                                                           \
-      : OPERANDS                                                                                      \
+// A_AND_B: the operand numbers of A's 4 registers and of B's descriptor; PREDICATE: that of scale-d (always 1).
+#define HG_WGMMA_VALUES(N, TYPE, REGISTERS, OPERANDS, A_AND_B, PREDICATE)                              \
+  asm volatile(                                                                                        \
+      "{\n"                                                                                            \
+      ".reg .pred accumulate;\n"                                                                       \
+      "setp.ne.b32 accumulate, " PREDICATE ", 0;\n"                                                    \
+      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" REGISTERS "}, " A_AND_B     \
+      ", accumulate, 1, 1, 1;\n"                                                                       \
+      "}\n"                                                                                            \
+      : OPERANDS                                                                                       \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1))
 
 template <typename T>
@@ -91,10 +92,12 @@ struct AttentionWgmma;
       HG_WGMMA_SCORES(TYPE);                                                                                \
     }                                                                                                       \
     static __device__ __forceinline__ void values(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {     \
-      HG_WGMMA_VALUES(128, TYPE, HG_WGMMA_D64_REGISTERS, HG_WGMMA_D64_OPERANDS, "{%64, %65, %66, %67}, %68", "%69");                        \
+      HG_WGMMA_VALUES(128, TYPE, HG_WGMMA_D64_REGISTERS, HG_WGMMA_D64_OPERANDS,                             \
+                      "{%64, %65, %66, %67}, %68", "%69");                                                  \
     }                                                                                                       \
     static __device__ __forceinline__ void values(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {     \
-      HG_WGMMA_VALUES(64, TYPE, HG_WGMMA_D32_REGISTERS, HG_WGMMA_D32_OPERANDS, "{%32, %33, %34, %35}, %36", "%37");                         \
+      HG_WGMMA_VALUES(64, TYPE, HG_WGMMA_D32_REGISTERS, HG_WGMMA_D32_OPERANDS,                              \
+                      "{%32, %33, %34, %35}, %36", "%37");                                                  \
     }                                                                                                       \
   };
 

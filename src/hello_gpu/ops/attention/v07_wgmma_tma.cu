@@ -5,31 +5,33 @@ tensor cores' P V of the previous tile.
 parent: v04_causal_block_skipping
 change: one block of 3 warpgroups per (128 query rows, head, batch); grid (B x H, query tiles), the
   tiles with the most keys launched first (v04's order). Warpgroup 0 gives registers back (setmaxnreg
-  to 24) and one thread issues every TMA copy: Q's 128 x D tile once, then per 128-key tile K and V
+  to 40) and one thread issues every TMA copy: Q's 128 x D tile once, then per 128-key tile K and V
   into a 2-stage ring, each with its full mbarrier (1 arrival + the bytes) and empty mbarrier (8
   consumer warps). The boxes are 3-D (D, S, B x heads): rows past a head's end arrive as zeros, and
   K/V tiles are addressed by the KV head (h / (H / H_kv): GQA, never repeated). Warpgroups 1 and 2
-  (setmaxnreg to 240) own 64 query rows each: S = Q K^T by wgmma m64n128k16 with Q and K read from
+  (setmaxnreg to 232) own 64 query rows each: S = Q K^T by wgmma m64n128k16 with Q and K read from
   shared memory (both K-major), online softmax in float32 registers with exp2 (a row's 4 threads
   combine maxima by 2 shuffles), P rounded to the input dtype in registers and used as the register
   A operand of O += P V (wgmma m64nDk16, V MN-major through the descriptor's transpose mode). The key
   tiles run from the last to the first: the tiles the diagonal or the end of S_kv cuts come first and
   mask scores to -inf (bottom-right causal as spec.py); the others skip the mask, and causal tiles no
-  row sees are never loaded. Intra-warpgroup overlap: tile j's Q K^T and tile j-1's P V are issued
-  together and the softmax of tile j runs while P V computes (O is rescaled before P V is issued).
-  D = 64 and 128; 160 KiB of shared memory at D = 128 (80 at 64): one block an SM. Not here: the two
-  consumer warpgroups do not take turns on the tensor cores (FA3's ping-pong), and O is written from
-  registers, not through shared memory and a TMA store (both for the next rung)
-hypothesis: v04 computes on CUDA cores in float32 (~16 TFLOP/s expected); the tensor cores give ~60x
-  the FLOPs. At 4x32x32x4096x4096x128 a block does 32 tiles x 2 x 128 x 128 x 128 x 2 FLOPs = 268
-  MFLOP on 32 tiles of 64 KiB read once from L2 each; per tile the two warpgroups' softmax (128 x 128
-  exp2 and ~4 FP32 ops per score: ~0.1 us at 16 MUFU ops/clk/SM) is hidden behind the other matmul
-  except for the rescale and the conversions. The worklogs' FA3 without ping-pong reaches ~570
-  TFLOP/s on H100 at D = 128, ~10% below the full kernel; the H200's same SMs at ~1.98 GHz, minus
-  the output stores through registers (~2%): expect ~0.85x cuDNN. Causal: half the tiles, the
-  diagonal ones masked, longer blocks first: ~0.85x cuDNN's causal
-prediction: ~510 TFLOP/s bf16 at 4x32x32x4096x4096x128 (0.85x cuDNN's 597; ~30x v04) and ~445 causal
-  (0.85x cuDNN's 523); the same at 4x32x8 (GQA: K/V tiles from L2 four times, same FLOPs)
+  row sees are never loaded. Intra-warpgroup overlap (FA3's): tile j's Q K^T and tile j-1's P V are
+  issued together and the softmax of tile j runs while P V computes (O is rescaled before P V is
+  issued, P rewritten only after it completes). D = 64 and 128; 160 KiB of shared memory at D = 128
+  (80 at 64): one block an SM. Left for the next rung: the two consumer warpgroups taking turns on
+  the tensor cores (FA3's ping-pong), 176-key tiles, O written through shared memory by a TMA store
+hypothesis: v04 runs on the CUDA cores in float32; wgmma runs at the tensor cores' ~989 TFLOP/s dense
+  peak. Per 128-key tile a block does 2 x 2 x 128^3 = 8.4 MFLOP of matmul (~1.1 us at 989 / 132 SMs)
+  and 16,384 exp2 (~0.5 us at 16 MUFU results a clock an SM, 1.98 GHz) plus ~4 FP32 operations a
+  score: in series the softmax would add ~45%; overlapped with the previous tile's P V in each
+  warpgroup, and the two warpgroups interleaving freely, most of it hides. K and V come from L2 at
+  64 KiB a tile: 128 FLOP a byte. The FA3 paper's ablation (H100, D = 128) gives ~570-580 TFLOP/s
+  with one of its two overlaps removed, 661 with both; with 128-key tiles, 2 stages and O stored
+  from registers, expect ~0.8x cuDNN. Causal: half the tiles (the work model counts them exactly),
+  the diagonal ones masked, the long blocks first: the same fraction of cuDNN's causal
+prediction: ~480 TFLOP/s bf16 at 4x32x32x4096x4096x128 (0.8x cuDNN's 597; ~30x v04's ~16) and ~420
+  causal (0.8x cuDNN's 523); within a few % of that at 4x32x8 (GQA: the same FLOPs, each K/V tile
+  read by 4 blocks from L2)
 outcome: not measured yet
 deterministic: yes, each output row is one warpgroup's, its key tiles in a fixed order (last to first)
 vendor: nvidia
