@@ -1,4 +1,5 @@
-"""TMA tensor maps for the Hopper rungs (v12-v14; not a rung: the registry reads only rung names).
+"""TMA tensor maps for the Hopper rungs (v12-v14, and attention's v07 through encode_tiled and cached_maps; not a
+rung: the registry reads only rung names).
 
 A tensor map (CUtensorMap, 128 opaque bytes) tells the TMA unit where a 2-D tensor lies (base address,
 sizes, row stride in bytes), which box one copy moves, and how to swizzle it in shared memory. The driver
@@ -51,15 +52,22 @@ def map_parameters(tensor: torch.Tensor, box_columns: int, box_rows: int) -> dic
 
 def _encode(tensor: torch.Tensor, box_columns: int, box_rows: int) -> np.ndarray:
     """The 128 bytes of the map, as 16 int64."""
+    p = map_parameters(tensor, box_columns, box_rows)
+    return encode_tiled(tensor, p["dims"], p["strides"], p["box"])
+
+
+def encode_tiled(tensor: torch.Tensor, dims, strides, box) -> np.ndarray:
+    """cuTensorMapEncodeTiled for a bfloat16 / float16 ``tensor`` seen as len(dims) dimensions: ``dims`` and
+    ``box`` innermost first, ``strides`` the byte strides of every dimension but the innermost; 128-byte
+    swizzle, zeros for elements outside the tensor. The 128 bytes of the map, as 16 int64."""
     from cuda.bindings import driver
     ensure_driver()
-    p = map_parameters(tensor, box_columns, box_rows)
     data_type = {torch.bfloat16: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                  torch.float16: driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16}[tensor.dtype]
     status, encoded = driver.cuTensorMapEncodeTiled(
-        data_type, 2, tensor.data_ptr(), [driver.cuuint64_t(d) for d in p["dims"]],
-        [driver.cuuint64_t(s) for s in p["strides"]], [driver.cuuint32_t(b) for b in p["box"]],
-        [driver.cuuint32_t(1), driver.cuuint32_t(1)], driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        data_type, len(dims), tensor.data_ptr(), [driver.cuuint64_t(d) for d in dims],
+        [driver.cuuint64_t(s) for s in strides], [driver.cuuint32_t(b) for b in box],
+        [driver.cuuint32_t(1)] * len(dims), driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         # NONE fills out-of-bounds elements with zeros, which add nothing to a sum
@@ -67,17 +75,17 @@ def _encode(tensor: torch.Tensor, box_columns: int, box_rows: int) -> np.ndarray
     if int(status) != 0:
         _, name = driver.cuGetErrorName(status)
         raise RuntimeError(f"cuTensorMapEncodeTiled failed ({name.decode() if name else status}) for "
-                           f"{tuple(tensor.shape)} {tensor.dtype}, box {box_rows} x {box_columns}: {p}")
+                           f"{tuple(tensor.shape)} {tensor.dtype}: dims {tuple(dims)}, strides {tuple(strides)}, "
+                           f"box {tuple(box)}")
     return np.array([int(word) for word in encoded.opaque], dtype=np.uint64).view(np.int64)
 
 
-def operand_maps(a: torch.Tensor, b: torch.Tensor, tiles: dict[str, int]) -> torch.Tensor:
-    """A's map (boxes of BM rows x BK columns) then B's (BK rows x 64 columns), 2 x 16 int64 on a's device."""
-    key = tuple((t.data_ptr(), tuple(t.shape), t.dtype) for t in (a, b)) + (str(a.device), tiles["BM"], tiles["BK"])
+def cached_maps(key: tuple, device: torch.device, encode) -> torch.Tensor:
+    """The maps ``encode()`` gives (int64 words, 16 a map), on ``device``, cached under ``key``, which must
+    name everything they encode (see the module's docstring)."""
     maps = _cache.get(key)
     if maps is None:
-        words = np.concatenate([_encode(a, tiles["BK"], tiles["BM"]), _encode(b, 64, tiles["BK"])])
-        maps = torch.from_numpy(words).to(a.device)
+        maps = torch.from_numpy(encode()).to(device)
         assert maps.data_ptr() % 64 == 0, "a CUtensorMap must be 64-byte aligned"
         _cache[key] = maps
         if len(_cache) > CACHE_SIZE:
@@ -85,6 +93,13 @@ def operand_maps(a: torch.Tensor, b: torch.Tensor, tiles: dict[str, int]) -> tor
     else:
         _cache.move_to_end(key)
     return maps
+
+
+def operand_maps(a: torch.Tensor, b: torch.Tensor, tiles: dict[str, int]) -> torch.Tensor:
+    """A's map (boxes of BM rows x BK columns) then B's (BK rows x 64 columns), 2 x 16 int64 on a's device."""
+    key = tuple((t.data_ptr(), tuple(t.shape), t.dtype) for t in (a, b)) + (str(a.device), tiles["BM"], tiles["BK"])
+    return cached_maps(key, a.device, lambda: np.concatenate([_encode(a, tiles["BK"], tiles["BM"]),
+                                                              _encode(b, 64, tiles["BK"])]))
 
 
 def hopper_shared_bytes(tiles: dict[str, int]) -> int:
