@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Each of these runs to its last cell on a CPU in a few seconds; the others (the Triton interpreter on the
 # softmax, reduce_sum and rms_norm checkers) are executed by the GPU tier only, to keep this tier short.
 CPU_EXECUTED = ("ch02", "ch03", "ch04", "ch05", "ch08")
-CHAPTERS_WITH_NOTEBOOKS = (2, 3, 4, 5, 8, 9, 10, 13)
+CHAPTERS_WITH_NOTEBOOKS = (2, 3, 4, 5, 8, 9, 10, 11, 12, 13)
 
 
 def test_every_notebook_matches_its_script():
