@@ -99,7 +99,8 @@ def test_attention_without_the_rescale_fails_where_a_row_spans_two_key_tiles(tmp
     """Chapter 12's exercise: t02 without `acc * alpha` (the online-softmax correction) is right while a row's
     keys fit one 64-key tile and wrong at 127 keys."""
     t02 = OPS / "attention" / "t02_fused_online_softmax.py"
-    broken = _copy(tmp_path, t02, "no_rescale.py", replace=("acc = acc * alpha[:, None] + tl.dot(", "acc = acc + tl.dot("))
+    broken = _copy(tmp_path, t02, "no_rescale.py",
+                   replace=("acc = acc * alpha[:, None] + tl.dot(", "acc = acc + tl.dot("))
     report = exercise("attention", broken, dtype="float32")
     assert report.passed is False
     assert {case.shape for case in report.failures} == {"2x2x1x1x127x64"}

@@ -374,7 +374,8 @@ def test_a_pending_ladder_table_shows_a_box_until_its_record_exists_then_the_tab
     """pending=ladder: a page written before its operator was measured says so, with the command that writes
     the record, and carries no figure; once the record exists the same marker renders the table."""
     readme = repo / "README.md"
-    marker = "<!-- hello-gpu:table records/nvidia-h200/vector_add.float32.json columns=variant,median_us pending=ladder -->"
+    marker = ("<!-- hello-gpu:table records/nvidia-h200/vector_add.float32.json columns=variant,median_us "
+              "pending=ladder -->")
     readme.write_text(f"# Demo\n\n{marker}\n<!-- /hello-gpu:table -->\n")
     assert update_tables([readme], repo) == [readme]
     box = readme.read_text()
@@ -397,7 +398,8 @@ def test_the_pending_box_names_the_ladder_command_of_the_record(repo):
     readme = repo / "README.md"
     for bad, message in (("pending=sweep", "pending=sweep is not one of ladder"),
                          ("pending=ladder,ladder", "is not one of ladder")):
-        readme.write_text(f"<!-- hello-gpu:table records/nvidia-h200/x.float32.json {bad} -->\n<!-- /hello-gpu:table -->\n")
+        readme.write_text(f"<!-- hello-gpu:table records/nvidia-h200/x.float32.json {bad} -->\n"
+                          "<!-- /hello-gpu:table -->\n")
         with pytest.raises(RecordError, match=message):
             update_tables([readme], repo)
     readme.write_text("<!-- hello-gpu:table records/nvidia-h200/ceilings-of-sorts.json pending=ladder -->\n"

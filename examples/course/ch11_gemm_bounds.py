@@ -90,8 +90,8 @@ def tile_intensities(ceilings: dict) -> list[dict]:
 
 
 def render(ceilings: dict) -> str:
-    measured = ceilings["ceilings"]
-    lines = ["| case | MxNxK | dtype | FLOP/B | ridge FLOP/B (measured) | bound | floor µs | weight's share of the bytes |",
+    lines = ["| case | MxNxK | dtype | FLOP/B | ridge FLOP/B (measured) | bound | floor µs | "
+             "weight's share of the bytes |",
              "|---|---|---|---:|---:|---|---:|---:|"]
     for row in shape_bounds(ceilings):
         lines.append(f"| {row['label']} | {row['shape']} | {row['dtype']} | {format_figure(row['I'])} | "
@@ -103,12 +103,16 @@ def render(ceilings: dict) -> str:
         verdict = "above the ridge" if row["I"] >= row["ridge"] else f"{row['I'] / row['ridge']:.2f}x of the ridge"
         lines.append(f"| `{row['rung']}` | {row['dtype']} | {row['tile']} | {format_figure(row['I'])} | "
                      f"{format_figure(row['ridge'])} | {verdict} |")
-    peaks = ", ".join(f"{dtype} {measured['matmul_flops_per_s'][dtype] / 1e12:,.1f} TFLOP/s"
-                      for dtype in ("float32", "bfloat16"))
-    lines += ["", f"Measured: copy {measured['copy_bytes_per_s'] / 1e9:,.0f} GB/s; vendor matmul (torch.matmul at "
-                  f"8192³) {peaks} (`{ceilings['name']}` record, {ceilings['device']['name']}, "
-                  f"{ceilings['extra']['measured_at']})."]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", measured_note(ceilings, ("float32", "bfloat16"))])
+
+
+def measured_note(ceilings: dict, dtypes) -> str:
+    """The line under a table made from the ceilings record: what was measured, where and when (chapter 12's
+    table ends with it too)."""
+    measured = ceilings["ceilings"]
+    peaks = ", ".join(f"{dtype} {measured['matmul_flops_per_s'][dtype] / 1e12:,.1f} TFLOP/s" for dtype in dtypes)
+    return (f"Measured: copy {measured['copy_bytes_per_s'] / 1e9:,.0f} GB/s; vendor matmul (torch.matmul at 8192³) "
+            f"{peaks} (`{ceilings['name']}` record, {ceilings['device']['name']}, {ceilings['extra']['measured_at']}).")
 
 
 if __name__ == "__main__":

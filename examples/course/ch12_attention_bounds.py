@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from ch07_roofline_bound import RECORD, bound  # noqa: E402
+from ch11_gemm_bounds import measured_note  # noqa: E402
 
 from hello_gpu.bench.records import format_figure  # noqa: E402
 from hello_gpu.ops.attention.spec import dims, visible_keys, work  # noqa: E402
@@ -55,7 +56,6 @@ def rows(ceilings: dict) -> list[dict]:
 
 
 def render(ceilings: dict) -> str:
-    measured = ceilings["ceilings"]
     lines = ["| case | B x H x H_kv x S_q x S_kv x D | GFLOP | visible pairs | MB moved | FLOP/B | bound | floor µs | "
              "float32 scores, GB | moving them 4x, µs |",
              "|---|---|---:|---:|---:|---:|---|---:|---:|---:|"]
@@ -64,10 +64,7 @@ def render(ceilings: dict) -> str:
                      f"{row['visible'] * 100:.2f}% | {format_figure(row['bytes'] / 1e6)} | {format_figure(row['I'])} | "
                      f"{row['bound']} | {format_figure(row['floor_s'] * 1e6)} | "
                      f"{format_figure(row['score_bytes'] / 1e9)} | {format_figure(row['score_s'] * 1e6)} |")
-    lines += ["", f"{DTYPE}. Measured: copy {measured['copy_bytes_per_s'] / 1e9:,.0f} GB/s; vendor matmul "
-                  f"(torch.matmul at 8192³) {measured['matmul_flops_per_s'][DTYPE] / 1e12:,.1f} TFLOP/s "
-                  f"(`{ceilings['name']}` record, {ceilings['device']['name']}, {ceilings['extra']['measured_at']})."]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", f"{DTYPE}. {measured_note(ceilings, (DTYPE,))}"])
 
 
 if __name__ == "__main__":

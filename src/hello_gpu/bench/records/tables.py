@@ -262,8 +262,8 @@ def render_missing_record(record_file: str, shapes: list[str] | None, where: str
     path = Path(record_file)
     parts = path.stem.split(".")
     if path.suffix != ".json" or len(path.parts) < 3 or path.parts[0] != "records" or len(parts) not in (2, 3):
-        raise RecordError(f"{where}: pending=ladder needs a ladder record's path, records/DEVICE/OP[.ROUTE].DTYPE.json; "
-                          f"got {record_file}")
+        raise RecordError(f"{where}: pending=ladder needs a ladder record's path, "
+                          f"records/DEVICE/OP[.ROUTE].DTYPE.json; got {record_file}")
     device = path.parts[1]
     op, dtype = parts[0], parts[-1]
     route = f" --route {parts[1]}" if len(parts) == 3 else ""
