@@ -110,6 +110,58 @@ def test_ch05_07_pages_include_and_show_files_that_exist():
             assert (page.parent / path).resolve().is_file(), f"{page.name}: {path}"
 
 
+def test_ch11_gemm_bounds_from_the_committed_ceilings():
+    """Chapter 11's tables: square matmuls are compute-bound, decode GEMVs memory-bound with the weight as nearly
+    every byte; each rung's block tile is read from its file and gives 2 BM BN / ((BM + BN) x itemsize)."""
+    bounds = _load("ch11_gemm_bounds")
+    ceilings = json.loads(bounds.RECORD.read_text(encoding="utf-8"))
+    copy = ceilings["ceilings"]["copy_bytes_per_s"]
+    rows = {row["shape"] + " " + row["dtype"]: row for row in bounds.shape_bounds(ceilings)}
+    square = rows["4096x4096x4096 float32"]
+    assert square["I"] == pytest.approx(2 * 4096 / 12) and square["bound"] == "compute"
+    decode = rows["1x14336x4096 bfloat16"]
+    assert decode["bound"] == "memory" and decode["weight_share"] > 0.999
+    assert decode["floor_s"] == pytest.approx((14336 * 4096 + 4096 + 14336) * 2 / copy)
+    tiles = {row["rung"]: row for row in bounds.tile_intensities(ceilings)}
+    assert (tiles["v03_shared_tiles"]["tile"], tiles["v03_shared_tiles"]["I"]) == ("32x32", 8)
+    assert (tiles["v08_tuned_tiles"]["tile"], tiles["v08_tuned_tiles"]["I"]) == ("128x128", 32)
+    assert tiles["v13_warp_specialized"]["tile"] == "128x256"
+    assert tiles["v13_warp_specialized"]["I"] == pytest.approx(2 * 128 * 256 / (384 * 2))
+    assert tiles["t03_stages_and_warps"]["tile"] == "128x256" and tiles["t01_block_tile"]["tile"] == "64x64"
+    assert "v01_naive" not in tiles and "t04_autotuned" not in tiles
+
+
+def test_ch12_attention_bounds_count_causal_pairs_exactly():
+    bounds = _load("ch12_attention_bounds")
+    ceilings = json.loads(bounds.RECORD.read_text(encoding="utf-8"))
+    rows = {row["shape"]: row for row in bounds.rows(ceilings)}
+    full, causal = rows["4x32x32x4096x4096x128"], rows["4x32x32x4096x4096x128x1"]
+    assert full["flops"] == 4 * 4 * 32 * 4096 * 4096 * 128 and full["bound"] == "compute"
+    assert causal["visible"] == pytest.approx(4097 / (2 * 4096))
+    assert causal["flops"] == pytest.approx(full["flops"] * 4097 / 8192)
+    decode = rows["1x32x8x1x32768x128"]
+    assert decode["bound"] == "memory" and decode["I"] == pytest.approx(4, rel=1e-3)    # GQA 4: 2 x 4 / 2 bytes
+    assert decode["score_bytes"] == 4 * 32 * 32768
+
+
+def test_ch11_tensor_core_sass_finds_each_routes_instructions():
+    """Chapter 11's script compiles the C++ rungs for their declared targets (no GPU) and counts SASS
+    instructions: FFMA on the SIMT route, HMMA + LDSM with mma.sync, LDGSTS with cp.async, HGMMA + UTMALDG +
+    SYNCS on Hopper."""
+    sass = _load("ch11_tensor_core_sass")
+    from hello_gpu.ops import load_op
+    op = load_op("matmul")
+    counts = {name: sass.instruction_counts(op.rung(name).kernel(dtype=dtype).asm("sass"))
+              for name, dtype in (("v05_register_blocking_2d", "float32"), ("v09_mma_sync", "bfloat16"),
+                                  ("v10_cp_async_pipeline", "bfloat16"), ("v12_wgmma_tma", "bfloat16"))}
+    assert counts["v05_register_blocking_2d"]["FFMA"] > 0 and counts["v05_register_blocking_2d"]["HMMA"] == 0
+    assert counts["v09_mma_sync"]["HMMA"] > 0 and counts["v09_mma_sync"]["LDSM"] > 0
+    assert counts["v09_mma_sync"]["LDGSTS"] == 0 and counts["v10_cp_async_pipeline"]["LDGSTS"] > 0
+    hopper = counts["v12_wgmma_tma"]
+    assert hopper["HGMMA"] > 0 and hopper["UTMALDG"] > 0 and hopper["SYNCS"] > 0 and hopper["HMMA"] == 0
+    assert sass.instruction_counts("@!PT LDS RZ, [RZ] ;\n LDS.128 R4, [R2] ;")["LDS"] == 1     # never-true padding
+
+
 def test_ch14_one_round_by_hand_accepts_a_checked_faster_edit():
     """Chapter 14's script: one edit of toy_add through compile, check, compare and accept, in the interpreter."""
     done = _run_without_gpu(COURSE_EXAMPLES / "ch14_one_round_by_hand.py")

@@ -81,6 +81,34 @@ def test_a_dropped_block_fails_with_the_unwritten_hint(tmp_path):
 
 
 @cpu_only
+def test_a_matmul_that_skips_its_last_k_tile_fails_and_passes_once_whole(tmp_path):
+    """Chapter 11's exercise: t01 as a learner's file passes the matmul checker; the same file with the K loop
+    stopped one tile early fails on every shape (the aligned re-check too, so no tail hint is given)."""
+    t01 = OPS / "matmul" / "t01_block_tile.py"
+    report = exercise("matmul", _copy(tmp_path, t01, "my_matmul.py"), dtype="float32")
+    assert report.passed is True, str(report)
+    assert {"1x1x1", "3x5x517", "39x41x37"} <= {case.shape for case in report.passed_cases}
+    short = _copy(tmp_path, t01, "short_k.py", replace=("range(0, K, BLOCK_K)", "range(0, K - BLOCK_K, BLOCK_K)"))
+    report = exercise("matmul", short, dtype="float32")
+    assert report.passed is False and report.failures
+    assert "bounds" not in report.hint_keys()
+
+
+@cpu_only
+def test_attention_without_the_rescale_fails_where_a_row_spans_two_key_tiles(tmp_path):
+    """Chapter 12's exercise: t02 without `acc * alpha` (the online-softmax correction) is right while a row's
+    keys fit one 64-key tile and wrong at 127 keys."""
+    t02 = OPS / "attention" / "t02_fused_online_softmax.py"
+    broken = _copy(tmp_path, t02, "no_rescale.py",
+                   replace=("acc = acc * alpha[:, None] + tl.dot(", "acc = acc + tl.dot("))
+    report = exercise("attention", broken, dtype="float32")
+    assert report.passed is False
+    assert {case.shape for case in report.failures} == {"2x2x1x1x127x64"}
+    assert {"1x2x1x1x1x128", "1x1x1x33x31x64x1"} <= {case.shape for case in report.passed_cases}
+    assert "bounds" not in report.hint_keys()
+
+
+@cpu_only
 def test_a_hip_syntax_error_gives_the_compilers_message_at_the_files_line(tmp_path):
     path = _copy(tmp_path, V01, "my_add.hip", replace=("if (i < n) out[i] =", "if (i < n) out[i] = ="))
     line = next(number for number, text in enumerate(path.read_text().splitlines(), 1) if "= =" in text)
@@ -111,8 +139,8 @@ def test_a_triton_syntax_error_is_reported_at_its_line(tmp_path):
 
 
 def test_clear_errors_for_a_bad_operator_a_missing_file_and_a_wrong_route(tmp_path):
-    with pytest.raises(ExerciseError, match="unknown operator 'matmul'; operators: reduce_sum, rms_norm"):
-        exercise("matmul", T01)
+    with pytest.raises(ExerciseError, match="unknown operator 'conv2d'; operators: .*matmul.*rms_norm"):
+        exercise("conv2d", T01)
     with pytest.raises(ExerciseError, match="no file .*nowhere.py"):
         exercise("vector_add", tmp_path / "nowhere.py")
     with pytest.raises(ExerciseError, match="route='hip', but t01_tile_1024.py is a Triton module"):

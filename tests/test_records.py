@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -367,6 +368,44 @@ def test_update_tables_names_a_missing_record(repo):
     readme.write_text(README.replace("vector_add.json", "nothing.json"))
     with pytest.raises(RecordError, match=r"README.md:5: table from records/nvidia-h200/nothing.json, which does not exist"):
         update_tables([readme], repo, check=True)
+
+
+def test_a_pending_ladder_table_shows_a_box_until_its_record_exists_then_the_table(repo):
+    """pending=ladder: a page written before its operator was measured says so, with the command that writes
+    the record, and carries no figure; once the record exists the same marker renders the table."""
+    readme = repo / "README.md"
+    marker = ("<!-- hello-gpu:table records/nvidia-h200/vector_add.float32.json columns=variant,median_us "
+              "pending=ladder -->")
+    readme.write_text(f"# Demo\n\n{marker}\n<!-- /hello-gpu:table -->\n")
+    assert update_tables([readme], repo) == [readme]
+    box = readme.read_text()
+    assert "尚未测量（not yet measured on nvidia-h200）" in box and "`records/nvidia-h200/vector_add.float32.json`" in box
+    assert "`hello-gpu ladder vector_add --dtype float32 --record`" in box
+    assert not re.search(r"\| \d", box) and "µs" not in box           # no table, no figure
+    assert update_tables([readme], repo, check=True) == []           # stable while the record is missing
+    write_record(_record(repo, name="vector_add.float32"), repo_root=repo)
+    assert update_tables([readme], repo) == [readme]
+    table = readme.read_text()
+    assert "| variant | median µs (95% CI) |" in table and "尚未测量" not in table
+
+
+def test_the_pending_box_names_the_ladder_command_of_the_record(repo):
+    from hello_gpu.bench.records.tables import render_missing_record
+    box = render_missing_record("records/nvidia-h200/matmul.bfloat16.json", ["4096x4096x4096", "8192x8192x8192"], "x")
+    assert "`hello-gpu ladder matmul --dtype bfloat16 --shapes 4096x4096x4096 8192x8192x8192 --record`" in box
+    routed = render_missing_record("records/nvidia-h200/attention.triton.float16.json", None, "x")
+    assert "`hello-gpu ladder attention --route triton --dtype float16 --record`" in routed
+    readme = repo / "README.md"
+    for bad, message in (("pending=sweep", "pending=sweep is not one of ladder"),
+                         ("pending=ladder,ladder", "is not one of ladder")):
+        readme.write_text(f"<!-- hello-gpu:table records/nvidia-h200/x.float32.json {bad} -->\n"
+                          "<!-- /hello-gpu:table -->\n")
+        with pytest.raises(RecordError, match=message):
+            update_tables([readme], repo)
+    readme.write_text("<!-- hello-gpu:table records/nvidia-h200/ceilings-of-sorts.json pending=ladder -->\n"
+                      "<!-- /hello-gpu:table -->\n")
+    with pytest.raises(RecordError, match=r"pending=ladder needs a ladder record's path"):
+        update_tables([readme], repo)
 
 
 def test_unterminated_marker(repo):

@@ -15,5 +15,6 @@ export default {
     app.component('CoalescingDemo', defineAsyncComponent(() => import('./components/CoalescingDemo.vue')))
     app.component('ReductionTree', defineAsyncComponent(() => import('./components/ReductionTree.vue')))
     app.component('RooflineExplorer', defineAsyncComponent(() => import('./components/RooflineExplorer.vue')))
+    app.component('OnlineSoftmax', defineAsyncComponent(() => import('./components/OnlineSoftmax.vue')))
   },
 }

@@ -53,7 +53,13 @@ UNCOALESCED_RATIO = 0.6
 # Per op: the ladder's coalesced rung and its uncoalesced counterpart (the timing evidence for the hint).
 ACCESS_PAIRS = {"vector_add": ("v01_thread_per_element", "v02_strided_chunks"),
                 "softmax": ("v02_block_per_row_shared", "v01_thread_per_row"),
-                "rms_norm": ("v02_block_per_row", "v01_thread_per_row")}
+                "rms_norm": ("v02_block_per_row", "v01_thread_per_row"),
+                "matmul": ("v02_coalesced", "v01_naive")}
+# The operators whose shapes are neither sizes nor (rows, columns): shapes like their edge shapes with
+# every tiled size a multiple of every tile the ladder uses (matmul and linear: 256; attention: 128 keys
+# and query rows, causal and not), small enough for the Triton interpreter to run in seconds.
+ALIGNED_SHAPES = {"matmul": [(256, 256, 256)], "linear": [(256, 256, 256)],
+                  "attention": [(1, 2, 1, 128, 128, 64), (1, 2, 1, 128, 128, 64, 1)]}
 
 
 class ExerciseError(ValueError):
@@ -203,9 +209,15 @@ def _guard_probe(built, spec, shapes, dtype: str, device: str) -> dict:
     return changed
 
 
-def _aligned_shapes(spec) -> list:
-    """Shapes like the spec's edge shapes whose every size is a multiple of ALIGNED (1-D or rows)."""
+def _aligned_shapes(op_name: str, spec) -> list:
+    """Shapes like the spec's edge shapes whose every size is a multiple of every tile: ALIGNED_SHAPES, or
+    for 1-D and (rows, columns) operators sizes that are multiples of ALIGNED."""
+    if op_name in ALIGNED_SHAPES:
+        return ALIGNED_SHAPES[op_name]
     two_d = any(isinstance(shape, tuple) for shape in spec.EDGE_SHAPES)
+    if any(isinstance(shape, tuple) and len(shape) != 2 for shape in spec.EDGE_SHAPES):
+        raise ExerciseError(f"{op_name}: no aligned shapes known for its {len(spec.EDGE_SHAPES[0])}-D shapes; "
+                            f"add them to ALIGNED_SHAPES in hello_gpu/exercises/run.py")
     return [(4, ALIGNED)] if two_d else [ALIGNED, 4 * ALIGNED]
 
 
@@ -399,7 +411,7 @@ def _check(report, op, rung, stem, name, folder, source, route, shapes, dtype, g
         report.not_checked.append(("guard bytes", "run() takes no out= tensor, so the output cannot be placed "
                                                   "between guard bytes"))
     aligned_passed, error = None, None
-    aligned = _aligned_shapes(spec)
+    aligned = _aligned_shapes(op.name, spec)
     if guard:
         report.not_checked.append(("the checker's cases", "not run: the kernel writes past its output, which would "
                                                           "corrupt other memory of this process (fix that first)"))

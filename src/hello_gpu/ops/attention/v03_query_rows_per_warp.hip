@@ -65,6 +65,7 @@ __device__ __forceinline__ void start_rows(WarpRows& rows) {
   }
 }
 
+// #region attend-tile
 // One 32-key tile (keys start ..) for the calling warp's rows: scores, the online-softmax update (see
 // t02_fused_online_softmax.py for its derivation) and P V. kMasked: hide keys past kv_len and, when
 // causal, above the diagonal; without it every key of the tile must be visible to every row (v04).
@@ -110,6 +111,7 @@ __device__ __forceinline__ void attend_tile(WarpRows& rows, const float (*q_tile
     }
   }
 }
+// #endregion attend-tile
 
 // The warp's rows divided by their sums (the lanes' shares added once, here), rows past q_len left out;
 // a row that saw no key has sum 0 and gets 0.

@@ -122,6 +122,7 @@ __device__ __forceinline__ void store_warp_tile(T* C, int M, int N, int row0, in
   }
 }
 
+// #region warp-tile-mma
 // One BK-deep slab of a warp's MI x NI grid of m16n8 tiles: As points at the warp's first row of the A tile
 // (row stride SA elements, k along the row), Bs at k = 0 and the warp's first column of the B tile (row
 // stride SB). Per k16 step: MI ldmatrix.x4 for A (a 16x16 block each), NI / 2 ldmatrix.x4.trans for B
@@ -155,6 +156,7 @@ __device__ __forceinline__ void warp_tile_mma(float (&sums)[MI][NI][4], const T*
     }
   }
 }
+// #endregion warp-tile-mma
 
 // The BM x BK tile of A at (row0, k0) into As (row stride SA) and the BK x BN tile of B at (k0, column0)
 // into Bs (row stride SB), 16 bytes a thread a step, by cp.async: nothing passes through registers, and
@@ -186,6 +188,7 @@ __device__ __forceinline__ void require_dynamic_shared(uint32_t bytes) {
   if (given < bytes) __trap();
 }
 
+// #region pipelined-matmul
 // The multi-stage body of v10 and v11. Dynamic shared memory holds STAGES slots, each a BM x (BK + 8) tile
 // of A and a BK x (BN + 8) tile of B (tensor_cores.pipelined_shared_bytes). While the warps multiply the
 // tile in slot t % STAGES, the copies of the next STAGES - 1 tiles are in flight; one __syncthreads a
@@ -236,5 +239,6 @@ __device__ __forceinline__ void pipelined_matmul(const T* __restrict__ A, const 
   cp_async_wait<0>();                                 // only empty groups remain; leave none behind
   store_warp_tile<T, kMI, kNI>(C, M, N, row0 + warp_row, column0 + warp_column, sums);
 }
+// #endregion pipelined-matmul
 
 #endif  // HG_MATMUL_MMA_SYNC_CUH

@@ -198,6 +198,7 @@ __device__ __forceinline__ char* aligned_dynamic_shared(uint32_t needed) {
 
 // ------------------------------------------------------------------------------------ stage helpers
 
+// #region load-stage
 // The TMA copies of one stage, issued by one thread: A's BM x 64 box at (k0, row0) into `to`, then B's
 // BN / 64 boxes of 64 x 64 at (column0 + 64 j, k0), 8192 bytes apart, all completing on `barrier`, which
 // is told to expect the whole stage (boxes past the edges arrive as zeros and count).
@@ -211,7 +212,9 @@ __device__ __forceinline__ void load_stage(char* to, const int64_t* maps, uint64
     tma_load_tile(to + 2 * BM * kTileK + j * kColumnBlockBytes, maps + 16, barrier, column0 + 64 * j, k0);
   }
 }
+// #endregion load-stage
 
+// #region multiply-stage
 // One 64-deep stage for a warpgroup: kRows x kColumns blocks of 64 x 128 sums, block (r, c) from rows
 // 64 r.. of `tile_a` and columns 128 c.. of `tile_b`; returns when the wgmmas are complete (their shared
 // memory may be overwritten).
@@ -243,6 +246,7 @@ __device__ __forceinline__ void multiply_stage(float (&sums)[kRows][kColumns][64
     for (int c = 0; c < kColumns; ++c) fence_accumulators(sums[r][c]);
   }
 }
+// #endregion multiply-stage
 
 template <typename T, int kRows, int kColumns>
 __device__ __forceinline__ void store_tile(T* C, int M, int N, int row0, int column0,
@@ -256,6 +260,7 @@ __device__ __forceinline__ void store_tile(T* C, int M, int N, int row0, int col
 
 // ------------------------------------------------------------------- warp-specialised body (v13, v14)
 
+// #region block-tile
 // The tile a block computes in round `round` (0, 1, ...); false when it has no more. Launched per tile
 // (v13): its own (blockIdx.y, blockIdx.x), once. Persistent (v14): tiles blockIdx.x + round * gridDim.x in
 // grouped order: groups of kGroupRows tile rows (the last may have fewer), numbered down the rows of a
@@ -277,7 +282,9 @@ __device__ __forceinline__ bool block_tile(int round, int tiles_m, int tiles_n, 
   tile_n = in_group / rows;
   return true;
 }
+// #endregion block-tile
 
+// #region specialized-matmul
 // 3 warpgroups: warpgroup 0 loads (one thread issues every TMA copy), warpgroups 1 and 2 each multiply 64
 // rows of a 128 x BN tile. Per stage two mbarriers: `full` (1 arrival + the stage's bytes: the tiles
 // landed) and `empty` (8 arrivals, one per consumer warp: every wgmma reading the slot is complete). The
@@ -337,5 +344,6 @@ __device__ __forceinline__ void specialized_matmul(const int64_t* __restrict__ m
     store_tile<T, 1, BN / 128>(C, M, N, tile_m * kBM + rows, tile_n * BN, sums);
   }
 }
+// #endregion specialized-matmul
 
 #endif  // HG_MATMUL_WGMMA_TMA_CUH
