@@ -31,7 +31,8 @@ SHAPES = ((1, 1, 1, 33, 31, 64, 1), (1, 2, 1, 1, 1, 128))
 
 
 def attention_task() -> Task:
-    return Task("attention", START, "triton", dtypes=("float32",), check_shapes=SHAPES, bench_shape=(1, 2, 1, 3, 70, 64))
+    return Task("attention", START, "triton", dtypes=("float32",), check_shapes=SHAPES,
+                bench_shape=(1, 2, 1, 3, 70, 64))
 
 
 def edited(old: str, new: str) -> Candidate:

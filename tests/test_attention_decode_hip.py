@@ -285,7 +285,8 @@ def model_v05(q, k, v, causal, *, warp_size: int, sm_count: int = 132, chunk_key
                     warp_parts.append((row_max, total, acc[:, slot == 0].reshape(ROWS, d.head_dim)))
                 if slip == "last warp left out":
                     warp_parts = warp_parts[:-1]
-                merged = (np.full(ROWS, minus_inf), np.zeros(ROWS, np.float32), np.zeros((ROWS, d.head_dim), np.float32))
+                merged = (np.full(ROWS, minus_inf), np.zeros(ROWS, np.float32),
+                          np.zeros((ROWS, d.head_dim), np.float32))
                 for part in warp_parts:
                     merged = _merge(*merged, *part)
                 part = ((bkv * row_groups + row_group) * chunks + chunk) * ROWS
