@@ -838,6 +838,13 @@ def check_partial_writes(run_candidate, inputs: Sequence, expected, *, device: s
              f"finite poison); first at flat index {first}")]
 
 
+def input_signature(inputs) -> tuple:
+    """Each tensor input's shape and dtype, each plain option's value (attention's causal): two calls alike
+    in these could have been answered from one cache entry."""
+    import torch
+    return tuple((tuple(x.shape), str(x.dtype)) if isinstance(x, torch.Tensor) else ("option", x) for x in inputs)
+
+
 def check_fresh_inputs(run_candidate, make_inputs: Callable[[int], tuple], reference: Callable, seeds: Sequence[int],
                        *, tolerance, device: str = "cpu", accepts_out: bool = True,
                        history: Callable[[], Sequence[tuple]] | None = None) -> list[str]:
@@ -878,7 +885,7 @@ def check_fresh_inputs(run_candidate, make_inputs: Callable[[int], tuple], refer
             stale = next((earlier for earlier, answer in answers
                           if _first_failure(output, answer, tolerance_now) is None), None)
             for index, earlier_inputs in enumerate(history() if history is not None and not stale else ()):
-                if [tuple(x.shape) for x in earlier_inputs] == [tuple(x.shape) for x in inputs] and \
+                if input_signature(earlier_inputs) == input_signature(inputs) and \
                         _first_failure(output, reference(*earlier_inputs), tolerance_now) is None:
                     stale = f"an earlier call of the checker's (#{index}, other inputs)"
                     break

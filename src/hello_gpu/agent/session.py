@@ -55,13 +55,15 @@ from ..ops.checking import (
     check_rung,
     expected_shape,
     fresh_seeds,
+    is_option,
+    is_tensor,
     output_failure,
     poison_value,
     tensor_bits,
 )
 from ..ops.rung import Rung
 from ..ops.shapes import numel, shape_label
-from .anticheat import COVERAGE, GUARD, LIBRARY, TAMPER, TIMED_OUTPUT, TIMING, _second_poison
+from .anticheat import COVERAGE, GUARD, LIBRARY, TAMPER, TIMED_OUTPUT, TIMING, _second_poison, input_signature
 from .shared import allocate, new_pool, release
 
 INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
@@ -343,6 +345,33 @@ def _synchronize(device: str) -> None:
         _torch().cuda.synchronize()
 
 
+def lend(session: WorkerSession, inputs, prefix: str, device: str, owners=()) -> list:
+    """The call's arguments as the child receives them, in order: a tensor is copied into the guarded shared
+    buffer ``{prefix}{position}`` and travels as that buffer's key (a str); a plain option (a bool, an int,
+    a float: the spec's, e.g. attention's ``causal``) travels as its value, ``{"option": value}``, which the
+    child passes on as it is. Anything else is refused by position. ``owners``: other sessions lent the same
+    buffers (a timing's baseline and candidate read one set of inputs)."""
+    arguments = []
+    for position, value in enumerate(inputs):
+        if is_tensor(value):
+            key, buffer = session.buffer(f"{prefix}{position}", value.shape, value.dtype, device)
+            buffer.tensor.copy_(value)
+            for other in owners:
+                other.adopt(key, buffer)
+            arguments.append(key)
+        elif is_option(value):
+            arguments.append({"option": value})
+        else:
+            raise TypeError(f"input {position} is a {type(value).__name__}: only tensors and plain options "
+                            f"(a bool, an int, a float) cross to the child")
+    return arguments
+
+
+def buffer_keys(arguments) -> list[str]:
+    """The shared buffers among a call's arguments (what lend made of its tensors)."""
+    return [argument for argument in arguments if isinstance(argument, str)]
+
+
 class RemoteCandidate:
     """What :func:`~hello_gpu.ops.checking.check_rung` and the anti-cheat checks call instead of a built
     rung: ``remote(*inputs, out=...)`` copies the parent's inputs (and poisoned output) into the guarded
@@ -366,28 +395,24 @@ class RemoteCandidate:
     def __call__(self, *inputs, out=None):
         torch = _torch()
         session, device = self.session, self.device
-        names = []
-        for index, tensor in enumerate(inputs):
-            if not isinstance(tensor, torch.Tensor):
-                raise TypeError(f"input {index} is a {type(tensor).__name__}: only tensors cross to the child")
-            key, buffer = session.buffer(f"input{index}", tensor.shape, tensor.dtype, device)
-            buffer.tensor.copy_(tensor)
-            names.append(key)
+        arguments = lend(session, inputs, "input", device)
+        names = buffer_keys(arguments)
         out_key = None
         if out is not None:
             out_key, out_buffer = session.buffer("output", out.shape, out.dtype, device)
             out_buffer.tensor.copy_(out)
         _synchronize(device)
-        answer = session.request("call", inputs=names, out=out_key)
+        answer = session.request("call", inputs=arguments, out=out_key)
         self.calls += 1
-        if sum(tensor.numel() for tensor in inputs) <= HISTORY_MAX_ELEMENTS:
-            key = tuple((tuple(tensor.shape), str(tensor.dtype)) for tensor in inputs)
-            kept = self.recent.setdefault(key, [])
-            kept[:] = [*kept[-(HISTORY_CALLS - 1):], tuple(tensor.clone() for tensor in inputs)]
+        tensors = [value for value in inputs if is_tensor(value)]
+        if sum(tensor.numel() for tensor in tensors) <= HISTORY_MAX_ELEMENTS:
+            kept = self.recent.setdefault(input_signature(inputs), [])
+            kept[:] = [*kept[-(HISTORY_CALLS - 1):], tuple(value.clone() if is_tensor(value) else value
+                                                           for value in inputs)]
         for counter in session.counters:
             counter.count += int(answer.get("launches") or 0)
         session.check_guards(names + ([out_key] if out_key else []))
-        for tensor, key in zip(inputs, names):
+        for tensor, key in zip(tensors, names):
             shared = session.buffers[key].tensor
             if not torch.equal(tensor_bits(shared), tensor_bits(tensor)):
                 tensor.copy_(shared)                 # the write the call made, where the checker looks for it
@@ -575,16 +600,12 @@ def kernel_evidence(session: WorkerSession, spec, dtypes, shape, device: str, ac
     calls_before = 0
     for dtype in dtypes:
         inputs = _fresh_inputs(spec, shape, dtype, device, fresh_seeds(1)[0])
-        names = []
-        for index, tensor in enumerate(inputs):
-            key, buffer = session.buffer(f"input{index}", tensor.shape, tensor.dtype, device)
-            buffer.tensor.copy_(tensor)
-            names.append(key)
+        arguments = lend(session, inputs, "input", device)
         out_key = None
         if accepts_out:
             out_key, _ = session.buffer("output", expected_shape(spec, inputs), inputs[0].dtype, device)
         _synchronize(device)
-        found = session.request("profile", inputs=names, out=out_key, repeats=PROFILED_CALLS, hold=hold)
+        found = session.request("profile", inputs=arguments, out=out_key, repeats=PROFILED_CALLS, hold=hold)
         for kernel in found.get("kernels") or []:
             if kernel.get("call") is not None:
                 kernel["call"] = int(kernel["call"]) + calls_before      # one numbering over every dtype
@@ -744,7 +765,8 @@ class TimedSide:
         began = time.perf_counter()
         answer = self.session.request("time", calls=calls, cold=True)
         self.counted.append((time.perf_counter() - began, float(answer["span_s"])))
-        self.session.check_guards([key for names, _ in inputs.sets for key in names] + [key for key, _ in self.outputs])
+        self.session.check_guards([key for names, _ in inputs.sets for key in buffer_keys(names)]
+                                  + [key for key, _ in self.outputs])
         seconds = [float(s) for s in answer["per_call_s"]]
         if len(seconds) != len(calls) or not all(math.isfinite(s) and s > 0 for s in seconds):
             raise CandidateFailed(f"{TIMING}: the child claimed {seconds!r} for {len(calls)} calls")
@@ -832,25 +854,25 @@ class TimedInputs:
         per_set = _footprint(first, self.expected_shape) + (len(sessions) - 1) * \
             numel(self.expected_shape) * first[0].element_size()
         self.count = max(MIN_INPUT_SETS, min(INPUT_SETS, TIMING_BYTES // max(1, per_set)))
-        self.sets: list[tuple[list[str], tuple]] = []
+        # Per set: the call's arguments (shared buffers' keys, options' values: see lend) and the buffers' tensors.
+        self.sets: list[tuple[list, tuple]] = []
         self.seeds: list[int] = []
         for index in range(self.count):
-            keys, views = [], []
-            for position, tensor in enumerate(first):
-                key, buffer = owner.buffer(f"timed_input{index}_{position}", tensor.shape, tensor.dtype, device)
-                for other in sessions[1:]:
-                    other.adopt(key, buffer)
-                keys.append(key)
-                views.append(buffer.tensor)
-            self.sets.append((keys, tuple(views)))
+            arguments = lend(owner, first, f"timed_input{index}_", device, owners=sessions[1:])
+            self.sets.append((arguments, tuple(owner.buffers[key].tensor for key in buffer_keys(arguments))))
         del first
         self.refresh()
 
     def refresh(self) -> None:
+        """New values for every set: its tensors rewritten in place, its options as the new inputs give them."""
         self.seeds = list(fresh_seeds(len(self.sets)))
-        for (_, views), seed in zip(self.sets, self.seeds):
-            for view, values in zip(views, _fresh_inputs(self.spec, self.shape, self.dtype, self.device, seed)):
+        for (arguments, views), seed in zip(self.sets, self.seeds):
+            fresh = _fresh_inputs(self.spec, self.shape, self.dtype, self.device, seed)
+            for view, values in zip(views, [value for value in fresh if is_tensor(value)]):
                 view.copy_(values)
+            for position, value in enumerate(fresh):
+                if not is_tensor(value):
+                    arguments[position] = {"option": value}
         _synchronize(self.device)
 
     def values(self, index: int) -> tuple:

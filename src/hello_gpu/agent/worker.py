@@ -7,8 +7,9 @@ parent when read. What the child can do:
 
 - ``load`` a candidate (its rung file written into a copy of the operator's folder) and build it;
 - ``register`` buffers the parent owns (:mod:`hello_gpu.agent.shared`) and ``call`` the candidate on
-  them: the outputs land in the parent's memory, where the parent checks them against a reference
-  it computes itself, after the call returned;
+  them, the spec's plain options (a bool, an int, a float) passed by value: the outputs land in the
+  parent's memory, where the parent checks them against a reference it computes itself, after the
+  call returned;
 - ``time`` a batch of calls with device events (the wall clock without a GPU) and say how long each
   took: claims, which the parent checks against its own wall clock over the batch;
 - ``profile`` calls (the kernels they launched, on which stream, launched by which API) and count
@@ -384,8 +385,18 @@ class Worker:
             import torch
             torch.cuda.synchronize()
 
-    def _invoke(self, inputs: list[str], out: str | None):
-        arguments = [self.buffers[name] for name in inputs]
+    def _argument(self, entry):
+        """One argument of a call as the parent sent it (session.lend): a registered buffer's key, or a plain
+        option's value ({"option": value}: a bool, an int or a float), passed to the candidate as it is."""
+        if isinstance(entry, str):
+            return self.buffers[entry]
+        value = entry["option"]
+        if type(value) not in (bool, int, float):
+            raise TypeError(f"an option must be a bool, an int or a float, not a {type(value).__name__}")
+        return value
+
+    def _invoke(self, inputs: list, out: str | None):
+        arguments = [self._argument(entry) for entry in inputs]
         target = self.buffers[out] if out is not None else None
         if self.aten is not None:
             self.aten.inside = True

@@ -349,11 +349,13 @@ def _size_of(point: Mapping) -> float:
 
 
 def size_sweep(points: Iterable[Mapping], *, metric: str = "gb_per_s", ceiling: float | None = None,
-               ceiling_label: str = "measured copy bandwidth", title: str | None = None) -> Figure:
+               ceiling_label: str = "measured copy bandwidth", title: str | None = None,
+               x_label: str | None = None) -> Figure:
     """Rate against problem size: one line per variant (with its 95% band), x on a log2 axis.
 
     Points are record entries (size from ``shape``) or dicts with a number ``size`` plus ``derived``
     (and ``timing``/``work`` for the band). ``ceiling`` is in the plotted unit (GB/s or TFLOP/s).
+    ``x_label`` names what ``size`` is ("S_kv, keys in the cache"); default: "problem size".
     """
     _check_metric(metric, ("gb_per_s", "tflop_per_s", "median_us"))
     points = [dict(point) for point in points]
@@ -420,7 +422,7 @@ def size_sweep(points: Iterable[Mapping], *, metric: str = "gb_per_s", ceiling: 
                           bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.6})
 
     axes.set_xscale("log", base=2)
-    axes.set_xlabel("problem size (elements in the shape)" if from_shape else "problem size")
+    axes.set_xlabel(x_label or ("problem size (elements in the shape)" if from_shape else "problem size"))
     axis_label, short, higher_is_better = METRICS[metric]
     axes.set_ylabel(f"{axis_label}, {'higher' if higher_is_better else 'lower'} is better")
     axes.grid(alpha=0.3, which="major")

@@ -328,6 +328,15 @@ def is_tensor(value) -> bool:
     return isinstance(value, _torch().Tensor)
 
 
+# The types of a plain option, exactly (a subclass, a NumPy scalar or a 0-d tensor is none).
+OPTION_TYPES = (bool, int, float)
+
+
+def is_option(value) -> bool:
+    """A plain option: a Python bool, int or float, passed to the rung as it is (see the module's notes)."""
+    return type(value) in OPTION_TYPES
+
+
 def _layout_inputs(inputs: tuple, layout: str) -> tuple | None:
     """``inputs`` re-laid out as ``layout`` (same values; options as they are), or None when the layout
     does not apply to them."""
