@@ -6,9 +6,9 @@ change: when a KV head's group has at most 64 (query, head) rows (decode: S_q = 
   chunks for ~2 programs per SM; each writes its rows' partial (max, sum, unnormalised output) in
   float32, and a second kernel merges a row's partials in chunk order (the online-softmax merge of
   t02's notes, applied to whole chunks). Prefill shapes go to t05 unchanged
-hypothesis: decode reads the KV cache once (32 MiB at B=1, S_kv=32768, 8 KV heads, D=128 bf16) and
+hypothesis: decode reads the KV cache once (K and V: 128 MiB at B=1, S_kv=32768, 8 KV heads, D=128 bf16) and
   does ~2 FLOPs a byte: memory-bound. t05 runs one program per (batch, KV head): 8 at B=1, each
-  streaming 4 MiB alone, far from the 4.8 TB/s that takes ~all SMs' loads in flight. 264 programs
+  streaming 16 MiB alone, far from the 4.8 TB/s that takes ~all SMs' loads in flight. 264 programs
   of one 128 KiB ... 512 KiB chunk each keep every SM busy; the partials (B H_kv chunks x 16 rows
   x 129 floats) are <2% of the cache bytes. Expect >= 0.8x copy bandwidth at B=1, S_kv=32768 (the
   issue's target) where t05 reaches ~0.1x, and ~t05 at B=16 (already 128 programs)
