@@ -14,35 +14,43 @@ typedef __nv_bfloat16 hip_bfloat16;
 //   A (16x16, row): a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t, 2t+1], a[2] = A[g][2t+8, 2t+9], a[3] = A[g+8][2t+8, 2t+9]
 //   B (16x8, col):  b[0] = B[2t, 2t+1][g], b[1] = B[2t+8, 2t+9][g]
 //   C (16x8, f32):  c[0], c[1] = C[g][2t, 2t+1], c[2], c[3] = C[g+8][2t, 2t+1]
+
+// mma.sync.aligned.m16n8k16.row.col.f32 with inputs of PTX type `type` ("bf16" or "f16"): d = A B + d, in
+// place. The instruction differs only in that word, which a string literal must spell: hence a macro.
+#define HG_MMA_M16N8K16(type, d, a, b0, b1)                                                               \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0, %1, %2, %3}, "            \
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                                            \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
+// Two 16-bit values as the 32-bit register an mma operand is made of.
+template <typename Pair>
+__device__ __forceinline__ uint32_t register_bits(Pair pair) {
+  return *reinterpret_cast<uint32_t*>(&pair);
+}
+
+// Per input type: the product, and (x, y) rounded to nearest and packed with x in the low half (the lower
+// column of an A fragment register, as ldmatrix would deliver it from memory).
 template <typename T>
 struct TensorCore;
 
 template <>
 struct TensorCore<__nv_bfloat16> {
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    HG_MMA_M16N8K16("bf16", d, a, b0, b1);
   }
-  // (x, y) rounded to nearest and packed: x in the low half, as an A fragment register wants column 2t there.
   static __device__ __forceinline__ uint32_t pack(float x, float y) {
-    __nv_bfloat162 two = __floats2bfloat162_rn(x, y);
-    return *reinterpret_cast<uint32_t*>(&two);
+    return register_bits(__floats2bfloat162_rn(x, y));
   }
 };
 
 template <>
 struct TensorCore<__half> {
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    HG_MMA_M16N8K16("f16", d, a, b0, b1);
   }
   static __device__ __forceinline__ uint32_t pack(float x, float y) {
-    __half2 two = __floats2half2_rn(x, y);
-    return *reinterpret_cast<uint32_t*>(&two);
+    return register_bits(__floats2half2_rn(x, y));
   }
 };
 

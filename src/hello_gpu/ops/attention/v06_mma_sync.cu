@@ -17,12 +17,13 @@ change: 8 warps a block, 128 query rows (16 a warp), 64-key tiles. Q K^T: the wa
   GQA by indexing the KV head (b, h / (H / H_kv)), never a copy; grid (query blocks, B x H), each
   head's query blocks together (its K and V stay in L2), the longest (causal) first
 hypothesis: v04 spends 1 FMA instruction per multiply-add on float32 SIMT lanes (~67 TFLOP/s peak on
-  the H200, ~16 reached); one mma.sync does 2048. Per warp and 64-key tile at D = 128 the warp issues
+  the H200, ~16 predicted for v04); one mma.sync does 2048. Per warp and 64-key tile at D = 128 the warp issues
   128 mma.sync and 64 ldmatrix.x4 (32 KiB of K and V, each fragment used by 16 rows only), and 32
-  ex2 a lane. Shared memory (128 B/clock an SM) then bounds the loop before the tensor cores do:
-  ~2048 clocks an SM per tile for 4.2 MFLOP, ~535 TFLOP/s at 1.98 GHz; with the exponentials, the
-  softmax's scalar work between the two products and one block (8 warps, ~170 registers each) an SM,
-  expect ~60% of that. FlashAttention-2 (the flash backend) gives each warp 32 rows, half these
+  ex2 a lane. Shared memory (128 B/clock an SM) then bounds the loop before the tensor cores do
+  (mma.sync reaches ~2/3 of Hopper's ~990 dense TFLOP/s): 8 warps x 32 KiB = 2048 clocks an SM per
+  tile for 4.2 MFLOP, ~535 TFLOP/s at 1.98 GHz. With the exponentials, the softmax's scalar work
+  between the two products, one barrier a tile and one block (8 warps of 219 registers on sm_90) an
+  SM, expect ~half of that. FlashAttention-2 (the flash backend) gives each warp 32 rows, half these
   shared bytes per FLOP: this rung should not reach it; a later rung can (more rows a warp, or wgmma)
 prediction: ~250 TFLOP/s at 4x32x32x4096x4096x128 bfloat16 (~15x v04, ~0.75x the flash backend's 343,
   short of the issue's 1.0x target); causal ~230 (~0.75x its 315); 4x32x8 (GQA) the same
