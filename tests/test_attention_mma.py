@@ -112,12 +112,12 @@ KERNEL_TEXT = (
     "scaled_max[r] = m == -INFINITY ? 0.0f : m * scale_log2;",
     "correction[r] = exp2_approx(rows.max[r] * scale_log2 - scaled_max[r]);",
     "s[j][e] = exp2_approx(fmaf(s[j][e], scale_log2, -scaled_max[e / 2]));",
-    "const uint32_t a[4] = {TensorCore<T>::pack(s[2 * kk][0], s[2 * kk][1]), TensorCore<T>::pack(s[2 * kk][2], "
-    "s[2 * kk][3]), TensorCore<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), TensorCore<T>::pack(s[2 * kk + 1][2], "
+    "const uint32_t a[4] = {pack<T>(s[2 * kk][0], s[2 * kk][1]), pack<T>(s[2 * kk][2], "
+    "s[2 * kk][3]), pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack<T>(s[2 * kk + 1][2], "
     "s[2 * kk + 1][3])};",
     "const float inverse = total > 0.0f ? 1.0f / total : 0.0f;",
     "*reinterpret_cast<uint32_t*>(out_head + static_cast<int64_t>(row) * D + 8 * j + 2 * t) = "
-    "TensorCore<T>::pack(rows.acc[j][2 * r] * inverse, rows.acc[j][2 * r + 1] * inverse);",
+    "pack<T>(rows.acc[j][2 * r] * inverse, rows.acc[j][2 * r + 1] * inverse);",
 )
 
 

@@ -29,30 +29,29 @@ __device__ __forceinline__ uint32_t register_bits(Pair pair) {
   return *reinterpret_cast<uint32_t*>(&pair);
 }
 
-// Per input type: the product, and (x, y) rounded to nearest and packed with x in the low half (the lower
-// column of an A fragment register, as ldmatrix would deliver it from memory).
+// Per input type T: the product d = A B + d (mma<T>), and (x, y) rounded to nearest and packed with x in the
+// low half (pack<T>), the lower column of an A fragment register, as ldmatrix delivers it from memory.
 template <typename T>
-struct TensorCore;
-
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 template <>
-struct TensorCore<__nv_bfloat16> {
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    HG_MMA_M16N8K16("bf16", d, a, b0, b1);
-  }
-  static __device__ __forceinline__ uint32_t pack(float x, float y) {
-    return register_bits(__floats2bfloat162_rn(x, y));
-  }
-};
-
+__device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  HG_MMA_M16N8K16("bf16", d, a, b0, b1);
+}
 template <>
-struct TensorCore<__half> {
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    HG_MMA_M16N8K16("f16", d, a, b0, b1);
-  }
-  static __device__ __forceinline__ uint32_t pack(float x, float y) {
-    return register_bits(__floats2half2_rn(x, y));
-  }
-};
+__device__ __forceinline__ void mma<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  HG_MMA_M16N8K16("f16", d, a, b0, b1);
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack(float x, float y);
+template <>
+__device__ __forceinline__ uint32_t pack<__nv_bfloat16>(float x, float y) {
+  return register_bits(__floats2bfloat162_rn(x, y));
+}
+template <>
+__device__ __forceinline__ uint32_t pack<__half>(float x, float y) {
+  return register_bits(__floats2half2_rn(x, y));
+}
 
 __device__ __forceinline__ uint32_t shared_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));

@@ -17,14 +17,15 @@ change: 8 warps a block, 128 query rows (16 a warp), 64-key tiles. Q K^T: the wa
   GQA by indexing the KV head (b, h / (H / H_kv)), never a copy; grid (query blocks, B x H), each
   head's query blocks together (its K and V stay in L2), the longest (causal) first
 hypothesis: v04 spends 1 FMA instruction per multiply-add on float32 SIMT lanes (~67 TFLOP/s peak on
-  the H200, ~16 predicted for v04); one mma.sync does 2048. Per warp and 64-key tile at D = 128 the warp issues
-  128 mma.sync and 64 ldmatrix.x4 (32 KiB of K and V, each fragment used by 16 rows only), and 32
-  ex2 a lane. Shared memory (128 B/clock an SM) then bounds the loop before the tensor cores do
-  (mma.sync reaches ~2/3 of Hopper's ~990 dense TFLOP/s): 8 warps x 32 KiB = 2048 clocks an SM per
-  tile for 4.2 MFLOP, ~535 TFLOP/s at 1.98 GHz. With the exponentials, the softmax's scalar work
-  between the two products, one barrier a tile and one block (8 warps of 219 registers on sm_90) an
-  SM, expect ~half of that. FlashAttention-2 (the flash backend) gives each warp 32 rows, half these
-  shared bytes per FLOP: this rung should not reach it; a later rung can (more rows a warp, or wgmma)
+  the H200, ~16 predicted for v04); one mma.sync does 2048. Per warp and 64-key tile at D = 128 the
+  warp issues 128 mma.sync and 64 ldmatrix.x4 (32 KiB of K and V, each fragment used by 16 rows
+  only), and 32 ex2 a lane. Shared memory (128 B/clock an SM) then bounds the loop before the
+  tensor cores do (mma.sync reaches ~2/3 of Hopper's ~990 dense TFLOP/s): 8 warps x 32 KiB = 2048
+  clocks an SM per tile for 4.2 MFLOP, ~535 TFLOP/s at 1.98 GHz. With the exponentials, the
+  softmax's scalar work between the two products, one barrier a tile and one block (8 warps of 219
+  registers on sm_90) an SM, expect ~half of that. FlashAttention-2 (the flash backend) gives each
+  warp 32 rows, half these shared bytes per FLOP: this rung should not reach it; a later rung can
+  (more rows a warp, or wgmma)
 prediction: ~250 TFLOP/s at 4x32x32x4096x4096x128 bfloat16 (~15x v04, ~0.75x the flash backend's 343,
   short of the issue's 1.0x target); causal ~230 (~0.75x its 315); 4x32x8 (GQA) the same
 outcome: not measured yet
@@ -109,8 +110,8 @@ __device__ __forceinline__ void attend_tile(WarpRows<D>& rows, const T* k_tile, 
       uint32_t b[4];
       ldmatrix_x4(b, shared_address(k_tile + (8 * j + (lane / 16) * 8 + lane % 8) * kStride + 16 * step +
                                     ((lane / 8) % 2) * 8));
-      TensorCore<T>::mma(s[j], rows.q[step], b[0], b[1]);
-      TensorCore<T>::mma(s[j + 1], rows.q[step], b[2], b[3]);
+      mma<T>(s[j], rows.q[step], b[0], b[1]);
+      mma<T>(s[j + 1], rows.q[step], b[2], b[3]);
     }
   }
 
@@ -168,16 +169,16 @@ __device__ __forceinline__ void attend_tile(WarpRows<D>& rows, const T* k_tile, 
   // columns 8j .. 8j + 7 (b[0], b[1] of tile j), lanes 16-31 the same keys at 8j + 8 (tile j + 1).
 #pragma unroll
   for (int kk = 0; kk < kTileKeys / 16; ++kk) {
-    const uint32_t a[4] = {TensorCore<T>::pack(s[2 * kk][0], s[2 * kk][1]),
-                           TensorCore<T>::pack(s[2 * kk][2], s[2 * kk][3]),
-                           TensorCore<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                           TensorCore<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    const uint32_t a[4] = {pack<T>(s[2 * kk][0], s[2 * kk][1]),
+                           pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                           pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                           pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
     for (int j = 0; j < D / 8; j += 2) {
       uint32_t b[4];
       ldmatrix_x4_trans(b, shared_address(v_tile + (16 * kk + lane % 16) * kStride + 8 * j + (lane / 16) * 8));
-      TensorCore<T>::mma(rows.acc[j], a, b[0], b[1]);
-      TensorCore<T>::mma(rows.acc[j + 1], a, b[2], b[3]);
+      mma<T>(rows.acc[j], a, b[0], b[1]);
+      mma<T>(rows.acc[j + 1], a, b[2], b[3]);
     }
   }
 }
@@ -198,7 +199,7 @@ __device__ __forceinline__ void write_rows(WarpRows<D>& rows, T* out_head, int r
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       *reinterpret_cast<uint32_t*>(out_head + static_cast<int64_t>(row) * D + 8 * j + 2 * t) =
-          TensorCore<T>::pack(rows.acc[j][2 * r] * inverse, rows.acc[j][2 * r + 1] * inverse);
+          pack<T>(rows.acc[j][2 * r] * inverse, rows.acc[j][2 * r + 1] * inverse);
     }
   }
 }
