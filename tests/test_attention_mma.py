@@ -3,8 +3,9 @@ the CPU against a model of the hardware, its machine code, its launcher; on the 
 
 The model follows the PTX ISA's definitions: the fragments of mma.m16n8k16 (which lane holds which
 element of A, B and C) and what ldmatrix / ldmatrix.trans deliver to each lane from the 8 row addresses
-each 8-lane group gives. Driven by the kernel's address formulas and its block / warp / tile bounds, it
-computes attention in float64 from a model of the block's shared memory (padding and stale stages NaN,
+each 8-lane group gives. Driven by the kernel's address formulas and its block / warp / tile / part bounds
+(4 warps of two m16 row tiles, 64-key tiles scored 32 keys at a time, Q held at D = 64 and read again at
+D = 128), it computes attention in float64 from a model of the block's shared memory (padding and stale stages NaN,
 so a read of either shows), and must equal spec.reference. The formulas are written here once more on
 purpose (a model that imported them could not disagree with them); test_the_model_uses_the_kernels_formulas
 ties each to the kernel's text. Tile sizes are read from the kernel file, as the launcher reads them.
@@ -16,6 +17,7 @@ import math
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -82,25 +84,50 @@ def shuffle_xor(values: np.ndarray, mask: int) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------ the kernel, modelled
 
-# The kernel's ldmatrix addresses in elements from the tile's first element, per lane (v06_mma_sync.cu).
+# The kernel's ldmatrix addresses in elements, per lane (v06_mma_sync.cu): Q's from the Q tile's first
+# element (warp, row tile m of the warp, k16 step), K's and V's from the first shared row of the kScoreKeys
+# keys being scored.
 ADDRESSES = {
-    "q": lambda warp, step, stride: (16 * warp + LANES % 16) * stride + 16 * step + (LANES // 16) * 8,
+    "q": lambda warp, m, step, stride: (16 * (TILES["RowTiles"] * warp + m) + LANES % 16) * stride + 16 * step
+    + (LANES // 16) * 8,
     "k": lambda j, step, stride: (8 * j + (LANES // 16) * 8 + LANES % 8) * stride + 16 * step + ((LANES // 8) % 2) * 8,
     "v": lambda kk, j, stride: (16 * kk + LANES % 16) * stride + 8 * j + (LANES // 16) * 8,
 }
+
+
+def hold_q(d: int) -> bool:
+    """kHoldQ<D>: Q's A fragments loaded once and kept in registers (D = 64), or read again for each
+    kScoreKeys keys (D = 128)."""
+    return d == 64
+
+
 # The same, in the kernel's words (whitespace aside).
 KERNEL_TEXT = (
-    "(16 * warp + lane % 16) * kStride + 16 * step + (lane / 16) * 8",
+    "(16 * (kRowTiles * warp + m) + lane % 16) * kStride + 16 * step + (lane / 16) * 8",
     "(8 * j + (lane / 16) * 8 + lane % 8) * kStride + 16 * step + ((lane / 8) % 2) * 8",
     "(16 * kk + lane % 16) * kStride + 8 * j + (lane / 16) * 8",
-    "const int key = start + 8 * j + 2 * t + e % 2, row = row0 + g + 8 * (e / 2);",
-    "const int r = p / kPiecesPerRow, c = (p % kPiecesPerRow) * 8;",
+    "constexpr bool kHoldQ = D == 64;",
+    "if constexpr (!kHoldQ<D>) load_q<T, D>(loaded, q_tile, warp, step);",
+    "const uint32_t(&a)[kRowTiles][4] = kHoldQ<D> ? rows.q[step] : loaded;",
+    "for (int step = 0; step < D / 16; ++step) load_q<T, D>(rows.q[step], q_tile, warp, step);",
+    "mma<T>(s[m][j], a[m], b[0], b[1]); mma<T>(s[m][j + 1], a[m], b[2], b[3]);",
+    "const int row = row0 + 16 * m + g + 8 * r;",
+    "const int last = (causal ? min(kv_len - 1, row + offset) : kv_len - 1) - start - 2 * t;",
+    "if (8 * j + h > last) s[m][j][2 * r + h] = -INFINITY;",
+    "const int r = static_cast<int>(threadIdx.x) / kPiecesPerRow, c = (static_cast<int>(threadIdx.x) % "
+    "kPiecesPerRow) * 8;",
+    "constexpr int kPiecesPerRow = D / 8, kRowsPerPass = kThreads / kPiecesPerRow;",
+    "const int row = r + pass * kRowsPerPass;",
+    "const bool inside = row0 + row < rows;",
+    "cp_async_16(shared_address(shared + row * (D + kPad) + c), inside ? from + pass * kRowsPerPass * D : matrix, "
+    "inside);",
     "const int kv_head = (bh / heads) * kv_heads + (bh % heads) / (heads / kv_heads);",
     "const int first_row = static_cast<int>(gridDim.x - 1 - blockIdx.x) * kBlockRows;",
     "const int end = causal ? min(kv_len, max(0, last_row + offset + 1)) : kv_len;",
-    "const int warp_end = causal ? min(kv_len, max(0, min(row0 + 15, q_len - 1) + offset + 1)) : kv_len;",
+    "const int row0 = first_row + 16 * kRowTiles * warp;",
+    "const int warp_end = causal ? min(kv_len, max(0, min(row0 + 16 * kRowTiles - 1, q_len - 1) + offset + 1)) "
+    ": kv_len;",
     "const int warp_whole = causal ? min(kv_len, max(0, row0 + offset + 1)) : kv_len;",
-    "if (start + kTileKeys <= warp_whole) {",
     "return (kBlockRows + 2 * kStages * kTileKeys) * (D + kPad);",
     "T* k_tiles = q_tile + kBlockRows * kStride;",
     "T* v_tiles = k_tiles + kStages * kStageElements;",
@@ -108,16 +135,22 @@ KERNEL_TEXT = (
     "copy_rows_async<T, D, kTileKeys>(v_tiles + next * kStageElements, v_head, start + kTileKeys, kv_len);",
     "const T* k_tile = k_tiles + stage * kStageElements;",
     "const T* v_tile = v_tiles + stage * kStageElements;",
-    "if (key >= kv_len || (causal && key > row + offset)) s[j][e] = -INFINITY;",
-    "scaled_max[r] = m == -INFINITY ? 0.0f : m * scale_log2;",
-    "correction[r] = exp2_approx(rows.max[r] * scale_log2 - scaled_max[r]);",
-    "s[j][e] = exp2_approx(fmaf(s[j][e], scale_log2, -scaled_max[e / 2]));",
-    "const uint32_t a[4] = {pack<T>(s[2 * kk][0], s[2 * kk][1]), pack<T>(s[2 * kk][2], "
-    "s[2 * kk][3]), pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack<T>(s[2 * kk + 1][2], "
-    "s[2 * kk + 1][3])};",
+    "for (int part = 0; part < kTileKeys / kScoreKeys; ++part) { const int first = start + part * kScoreKeys; "
+    "if (first >= warp_end) break;",
+    "const T* k_rows = k_tile + part * kScoreKeys * kStride;",
+    "const T* v_rows = v_tile + part * kScoreKeys * kStride;",
+    "if (first + kScoreKeys <= warp_whole) {",
+    "scaled_max[m][r] = x == -INFINITY ? 0.0f : x * scale_log2;",
+    "correction[m][r] = exp2_approx(rows.max[m][r] * scale_log2 - scaled_max[m][r]);",
+    "s[m][j][e] = exp2_approx(fmaf(s[m][j][e], scale_log2, -scaled_max[m][e / 2]));",
+    "p[m][0] = pack<T>(s[m][2 * kk][0], s[m][2 * kk][1]); p[m][1] = pack<T>(s[m][2 * kk][2], s[m][2 * kk][3]); "
+    "p[m][2] = pack<T>(s[m][2 * kk + 1][0], s[m][2 * kk + 1][1]); p[m][3] = pack<T>(s[m][2 * kk + 1][2], "
+    "s[m][2 * kk + 1][3]);",
+    "mma<T>(rows.acc[m][j], p[m], b[0], b[1]); mma<T>(rows.acc[m][j + 1], p[m], b[2], b[3]);",
     "const float inverse = total > 0.0f ? 1.0f / total : 0.0f;",
+    "const int row = row0 + 16 * m + g + 8 * r; if (row >= q_len) continue;",
     "*reinterpret_cast<uint32_t*>(out_head + static_cast<int64_t>(row) * D + 8 * j + 2 * t) = "
-    "pack<T>(rows.acc[j][2 * r] * inverse, rows.acc[j][2 * r + 1] * inverse);",
+    "pack<T>(rows.acc[m][j][2 * r] * inverse, rows.acc[m][j][2 * r + 1] * inverse);",
 )
 
 
@@ -126,58 +159,82 @@ def _flat(text: str) -> str:
 
 
 def copy_rows(shared: np.ndarray, base: int, matrix: np.ndarray, row0: int, rows: int, count: int, stride: int):
-    """copy_rows_async: piece p (16 bytes, 8 elements) of the block's passes goes to row p / (D / 8), column
-    8 (p % (D / 8)); rows past ``rows`` are zero-filled."""
+    """copy_rows_async: thread x copies piece x % (D / 8) (16 bytes, 8 elements) of row x / (D / 8), then the same
+    piece kRowsPerPass rows further each pass; rows past ``rows`` are zero-filled."""
     d = matrix.shape[1]
-    for p in range(count * d // 8):
-        r, c = p // (d // 8), (p % (d // 8)) * 8
-        inside = row0 + r < rows
-        shared[base + r * stride + c:base + r * stride + c + 8] = matrix[row0 + r, c:c + 8] if inside else 0.0
+    pieces_per_row = d // 8
+    rows_per_pass = TILES["Threads"] // pieces_per_row
+    for thread in range(TILES["Threads"]):
+        r, c = thread // pieces_per_row, (thread % pieces_per_row) * 8
+        for copy_pass in range(count // rows_per_pass):
+            row = r + copy_pass * rows_per_pass
+            inside = row0 + row < rows
+            shared[base + row * stride + c:base + row * stride + c + 8] = matrix[row0 + row, c:c + 8] if inside else 0.0
 
 
-def attend_tile(state: dict, shared, k_base, v_base, row0, start, kv_len, offset, causal, scale_log2, masked,
-                stride, d, addresses):
-    """attend_tile for one warp: lane arrays throughout, float64, with exp2 exact (the kernel's ex2.approx
-    and its rounding of P to 16 bits are what the GPU tier's tolerance covers)."""
-    tile_keys = TILES["TileKeys"]
-    s = np.zeros((tile_keys // 8, 32, 4))
+def load_q(shared, warp: int, step: int, stride: int, addresses) -> list[np.ndarray]:
+    """load_q: the A fragments of the warp's row tiles for one k16 step."""
+    return [ldmatrix_x4(shared, addresses["q"](warp, m, step, stride)) for m in range(TILES["RowTiles"])]
+
+
+def attend_keys(state: dict, shared, k_rows, v_rows, start, kv_len, offset, causal, scale_log2, masked, stride, d,
+                addresses, swap=None):
+    """attend_keys for one warp: lane arrays throughout, float64, with exp2 exact (the kernel's ex2.approx and its
+    rounding of P to 16 bits are what the GPU tier's tolerance covers). ``swap`` names an operand the model
+    misuses on purpose (test_the_model_sees_a_swapped_operand)."""
+    score_tiles, row_tiles = TILES["ScoreKeys"] // 8, TILES["RowTiles"]
+    s = np.zeros((row_tiles, score_tiles, 32, 4))
     for step in range(d // 16):
-        for j in range(0, tile_keys // 8, 2):
-            b = ldmatrix_x4(shared, k_base + addresses["k"](j, step, stride))
-            s[j] = mma_m16n8k16(s[j], state["q"][step], b[:, 0], b[:, 1])
-            s[j + 1] = mma_m16n8k16(s[j + 1], state["q"][step], b[:, 2], b[:, 3])
+        a = state["q"][step] if hold_q(d) else load_q(shared, state["warp"], step, stride, addresses)
+        if swap == "q row tiles":
+            a = a[::-1]
+        for j in range(0, score_tiles, 2):
+            b = ldmatrix_x4(shared, k_rows + addresses["k"](j, step, stride))
+            first, second = ((2, 3), (0, 1)) if swap == "k tiles" else ((0, 1), (2, 3))
+            for m in range(row_tiles):
+                s[m, j] = mma_m16n8k16(s[m, j], a[m], b[:, first[0]], b[:, first[1]])
+                s[m, j + 1] = mma_m16n8k16(s[m, j + 1], a[m], b[:, second[0]], b[:, second[1]])
     if masked:
-        for j in range(tile_keys // 8):
-            for e in range(4):
-                key, row = start + 8 * j + 2 * T + e % 2, row0 + G + 8 * (e // 2)
-                hidden = (key >= kv_len) | (causal & (key > row + offset))
-                s[j, hidden, e] = -np.inf
-    scaled_max, correction = np.zeros((32, 2)), np.zeros((32, 2))
-    for r in range(2):
-        m = np.maximum(state["max"][:, r], s[:, :, 2 * r:2 * r + 2].max(axis=(0, 2)))
-        m = np.maximum(m, shuffle_xor(m, 1))
-        m = np.maximum(m, shuffle_xor(m, 2))
-        scaled_max[:, r] = np.where(m == -np.inf, 0.0, m * scale_log2)
-        correction[:, r] = np.exp2(state["max"][:, r] * scale_log2 - scaled_max[:, r])
-        state["max"][:, r] = m
-    s = np.exp2(s * scale_log2 - scaled_max[None, :, [0, 0, 1, 1]])
-    shares = np.stack([s[:, :, 0:2].sum(axis=(0, 2)), s[:, :, 2:4].sum(axis=(0, 2))], axis=1)     # (lane, row)
+        for m in range(row_tiles):
+            for r in range(2):
+                row = state["row0"] + 16 * m + G + 8 * r
+                last = (np.minimum(kv_len - 1, row + offset) if causal else kv_len - 1) - start - 2 * T
+                for j in range(score_tiles):
+                    for h in (0, 1):
+                        s[m, j, 8 * j + h > last, 2 * r + h] = -np.inf
+    scaled_max, correction = np.zeros((row_tiles, 32, 2)), np.zeros((row_tiles, 32, 2))
+    for m in range(row_tiles):
+        for r in range(2):
+            x = np.maximum(state["max"][m, :, r], s[m, :, :, 2 * r:2 * r + 2].max(axis=(0, 2)))
+            x = np.maximum(x, shuffle_xor(x, 1))
+            x = np.maximum(x, shuffle_xor(x, 2))
+            scaled_max[m, :, r] = np.where(x == -np.inf, 0.0, x * scale_log2)
+            correction[m, :, r] = np.exp2(state["max"][m, :, r] * scale_log2 - scaled_max[m, :, r])
+            state["max"][m, :, r] = x
+    s = np.exp2(s * scale_log2 - scaled_max[:, None, :, [0, 0, 1, 1]])
+    shares = np.stack([s[:, :, :, 0:2].sum(axis=(1, 3)), s[:, :, :, 2:4].sum(axis=(1, 3))], axis=2)  # (m, lane, r)
     state["sum"] = state["sum"] * correction + shares
-    state["acc"] *= correction[None, :, [0, 0, 1, 1]]
-    for kk in range(tile_keys // 16):
-        # pack(x, y): x in the low half. a[0] = tile 2kk's c[0], c[1]; a[1] its c[2], c[3]; a[2], a[3] tile 2kk+1's.
-        a = np.stack([s[2 * kk][:, 0:2], s[2 * kk][:, 2:4], s[2 * kk + 1][:, 0:2], s[2 * kk + 1][:, 2:4]], axis=1)
+    state["acc"] *= correction[:, None, :, [0, 0, 1, 1]]
+    for kk in range(TILES["ScoreKeys"] // 16):
+        # pack(x, y): x in the low half. p[0] = tile 2kk's c[0], c[1]; p[1] its c[2], c[3]; p[2], p[3] tile 2kk+1's.
+        p = [np.stack([s[m, 2 * kk][:, 0:2], s[m, 2 * kk][:, 2:4], s[m, 2 * kk + 1][:, 0:2], s[m, 2 * kk + 1][:, 2:4]],
+                      axis=1) for m in range(row_tiles)]
+        if swap == "p row tiles":
+            p = p[::-1]
         for j in range(0, d // 8, 2):
-            b = ldmatrix_x4(shared, v_base + addresses["v"](kk, j, stride), trans=True)
-            state["acc"][j] = mma_m16n8k16(state["acc"][j], a, b[:, 0], b[:, 1])
-            state["acc"][j + 1] = mma_m16n8k16(state["acc"][j + 1], a, b[:, 2], b[:, 3])
+            b = ldmatrix_x4(shared, v_rows + addresses["v"](kk, j, stride), trans=True)
+            for m in range(row_tiles):
+                state["acc"][m, j] = mma_m16n8k16(state["acc"][m, j], p[m], b[:, 0], b[:, 1])
+                state["acc"][m, j + 1] = mma_m16n8k16(state["acc"][m, j + 1], p[m], b[:, 2], b[:, 3])
 
 
-def kernel_model(q, k, v, causal: bool, addresses=ADDRESSES) -> np.ndarray:
-    """v06_mma_sync's grid, blocks, warps and tiles on float64 arrays q (B, H, S_q, D), k, v (B, H_kv, S_kv, D)."""
+def kernel_model(q, k, v, causal: bool, addresses=ADDRESSES, swap=None) -> np.ndarray:
+    """v06_mma_sync's grid, blocks, warps, tiles and parts on float64 arrays q (B, H, S_q, D), k, v
+    (B, H_kv, S_kv, D)."""
     batch, heads, q_len, d = q.shape
     kv_heads, kv_len = k.shape[1], k.shape[2]
     block_rows, tile_keys, stages, warps = TILES["BlockRows"], TILES["TileKeys"], TILES["Stages"], TILES["Warps"]
+    score_keys, row_tiles = TILES["ScoreKeys"], TILES["RowTiles"]
     stride = d + TILES["Pad"]
     scale_log2 = 1.4426950408889634 / math.sqrt(d)
     grid_x = -(-q_len // block_rows)
@@ -201,12 +258,15 @@ def kernel_model(q, k, v, causal: bool, addresses=ADDRESSES) -> np.ndarray:
                 copy_rows(shared, v_base, v_heads[kv_head], 0, kv_len, tile_keys, stride)
             states = []
             for warp in range(warps):
-                row0 = first_row + 16 * warp
+                row0 = first_row + 16 * row_tiles * warp
                 states.append({
-                    "q": [ldmatrix_x4(shared, addresses["q"](warp, step, stride)) for step in range(d // 16)],
-                    "acc": np.zeros((d // 8, 32, 4)), "max": np.full((32, 2), -np.inf), "sum": np.zeros((32, 2)),
-                    "row0": row0,
-                    "end": min(kv_len, max(0, min(row0 + 15, q_len - 1) + offset + 1)) if causal else kv_len,
+                    "warp": warp, "row0": row0,
+                    "q": [load_q(shared, warp, step, stride, addresses) for step in range(d // 16)] if hold_q(d)
+                    else None,
+                    "acc": np.zeros((row_tiles, d // 8, 32, 4)), "max": np.full((row_tiles, 32, 2), -np.inf),
+                    "sum": np.zeros((row_tiles, 32, 2)),
+                    "end": min(kv_len, max(0, min(row0 + 16 * row_tiles - 1, q_len - 1) + offset + 1)) if causal
+                    else kv_len,
                     "whole": min(kv_len, max(0, row0 + offset + 1)) if causal else kv_len})
             for tile in range(tiles):
                 stage, start = tile % stages, tile * tile_keys
@@ -215,31 +275,39 @@ def kernel_model(q, k, v, causal: bool, addresses=ADDRESSES) -> np.ndarray:
                     for base, heads_of in ((k_base, k_heads), (v_base, v_heads)):
                         copy_rows(shared, base + following, heads_of[kv_head], start + tile_keys, kv_len, tile_keys,
                                   stride)
+                k_tile, v_tile = k_base + stage * tile_keys * stride, v_base + stage * tile_keys * stride
                 for state in states:
-                    if start < state["end"]:
-                        attend_tile(state, shared, k_base + stage * tile_keys * stride,
-                                    v_base + stage * tile_keys * stride, state["row0"], start, kv_len, offset, causal,
-                                    scale_log2, start + tile_keys > state["whole"], stride, d, addresses)
+                    for part in range(tile_keys // score_keys):
+                        first = start + part * score_keys
+                        if first >= state["end"]:
+                            break
+                        attend_keys(state, shared, k_tile + part * score_keys * stride,
+                                    v_tile + part * score_keys * stride, first, kv_len, offset, causal, scale_log2,
+                                    first + score_keys > state["whole"], stride, d, addresses, swap)
             for state in states:                                                  # write_rows
-                for r in range(2):
-                    total = state["sum"][:, r] + shuffle_xor(state["sum"][:, r], 1)
-                    total = total + shuffle_xor(total, 2)
-                    inverse = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
-                    rows = state["row0"] + G + 8 * r
-                    live = rows < q_len
-                    for j in range(d // 8):
-                        for h in (0, 1):
-                            out_heads[bh, rows[live], (8 * j + 2 * T + h)[live]] = \
-                                (state["acc"][j][:, 2 * r + h] * inverse)[live]
+                for m in range(row_tiles):
+                    for r in range(2):
+                        total = state["sum"][m, :, r] + shuffle_xor(state["sum"][m, :, r], 1)
+                        total = total + shuffle_xor(total, 2)
+                        inverse = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
+                        rows = state["row0"] + 16 * m + G + 8 * r
+                        live = rows < q_len
+                        for j in range(d // 8):
+                            for h in (0, 1):
+                                out_heads[bh, rows[live], (8 * j + 2 * T + h)[live]] = \
+                                    (state["acc"][m, j][:, 2 * r + h] * inverse)[live]
     return out
 
 
-# Every branch of the kernel: one key and one query; tiles cut mid-row; fully masked rows (S_q > S_kv, causal),
-# a whole block of them (200 x 70: rows 0..127 see nothing, the block loads no tile); both query blocks of a
-# head (the reversed order); a warp skipping a tile, masked and unmasked tiles (127 x 127); the causal offset
-# S_kv - S_q > 0 over 5 tiles; batch 2 with GQA groups of 2 and 4, D = 64 and 128.
+# Every branch of the kernel, D = 64 (Q held) and D = 128 (Q read again for each part): one key and one query;
+# keys cut mid-part; fully masked rows (S_q > S_kv, causal), a whole block of them (200 x 70: rows 0..127 see
+# nothing, the block loads no tile); both query blocks of a head (the reversed order); warps skipping parts
+# and tiles, masked and unmasked parts (127 x 127; 160 x 160 at D = 128); the causal offset S_kv - S_q > 0
+# over 5 tiles, and S_kv - S_q = 1, where key 32 is seen by the last row of warp 0 alone (64 x 65); a last
+# tile of 8 keys whose second part no warp visits (5 x 200); batch 2 with GQA groups of 2 and 4.
 MODEL_SHAPES = ((1, 2, 1, 1, 1, 128), (1, 2, 1, 33, 31, 64, 1), (1, 2, 2, 127, 127, 64, 1),
-                (1, 2, 1, 200, 70, 64, 1), (1, 2, 1, 100, 300, 64, 1), (2, 4, 2, 5, 200, 128), (2, 4, 1, 3, 65, 64, 1))
+                (1, 1, 1, 160, 160, 128, 1), (1, 2, 1, 200, 70, 64, 1), (1, 2, 1, 100, 300, 64, 1),
+                (1, 2, 1, 64, 65, 128, 1), (2, 4, 2, 5, 200, 128), (2, 4, 1, 3, 65, 64, 1))
 
 
 def _model_inputs(shape, seed: int):
@@ -249,7 +317,7 @@ def _model_inputs(shape, seed: int):
 
 @pytest.mark.parametrize("shape", MODEL_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_the_kernels_layouts_and_bounds_compute_attention(shape):
-    """The model of v06 (fragments, ldmatrix addresses, masks, skipped tiles, online softmax, stores) equals
+    """The model of v06 (fragments, ldmatrix addresses, masks, skipped parts, online softmax, stores) equals
     the float64 reference to rounding; the rows that see no key are exactly 0; every output is written."""
     q, k, v, causal = _model_inputs(shape, seed=sum(shape))
     got = kernel_model(q.numpy(), k.numpy(), v.numpy(), causal)
@@ -260,19 +328,27 @@ def test_the_kernels_layouts_and_bounds_compute_attention(shape):
     assert (got[:, :, :empty] == 0).all()
 
 
-@pytest.mark.parametrize("wrong", ["k", "v", "q"])
-def test_the_model_sees_a_wrong_address(wrong):
-    """The model is not vacuous: swapping which lane bit picks the row half and which the column half
-    (lanes 8-15 against 16-31) in one operand's addresses gives a different answer."""
-    swapped = {
-        "q": lambda warp, step, stride: (16 * warp + LANES % 8 + ((LANES // 16) * 8)) * stride + 16 * step
-        + ((LANES // 8) % 2) * 8,
-        "k": lambda j, step, stride: (8 * j + ((LANES // 8) % 2) * 8 + LANES % 8) * stride + 16 * step
-        + (LANES // 16) * 8,
-        "v": lambda kk, j, stride: (16 * kk + LANES % 8 + (LANES // 16) * 8) * stride + 8 * j + ((LANES // 8) % 2) * 8,
-    }
-    q, k, v, causal = _model_inputs((1, 1, 1, 20, 40, 64), seed=3)
-    got = kernel_model(q.numpy(), k.numpy(), v.numpy(), causal, {**ADDRESSES, wrong: swapped[wrong]})
+SWAPPED_ADDRESSES = {
+    # Which lane bit picks the row half and which the column half (lanes 8-15 against 16-31), exchanged.
+    "q": lambda warp, m, step, stride: (16 * (TILES["RowTiles"] * warp + m) + LANES % 8 + (LANES // 16) * 8) * stride
+    + 16 * step + ((LANES // 8) % 2) * 8,
+    "k": lambda j, step, stride: (8 * j + ((LANES // 8) % 2) * 8 + LANES % 8) * stride + 16 * step + (LANES // 16) * 8,
+    "v": lambda kk, j, stride: (16 * kk + LANES % 8 + (LANES // 16) * 8) * stride + 8 * j + ((LANES // 8) % 2) * 8,
+}
+
+
+@pytest.mark.parametrize("d", spec.HEAD_DIMS)
+@pytest.mark.parametrize("wrong", ["q address", "k address", "v address", "q row tiles", "k tiles", "p row tiles"])
+def test_the_model_sees_a_swapped_operand(wrong, d):
+    """The model is not vacuous: one operand's lane addressing swapped (above), Q's two row tiles exchanged in
+    Q K^T, K's two n8 tiles of an ldmatrix.x4 exchanged, or P's row tiles exchanged in P V, each gives a
+    different answer, at both D (Q held or read again)."""
+    q, k, v, causal = _model_inputs((1, 1, 1, 40, 70, d), seed=3)
+    operand = wrong.split()[0]
+    if wrong.endswith("address"):
+        got = kernel_model(q.numpy(), k.numpy(), v.numpy(), causal, {**ADDRESSES, operand: SWAPPED_ADDRESSES[operand]})
+    else:
+        got = kernel_model(q.numpy(), k.numpy(), v.numpy(), causal, swap=wrong)
     assert not np.allclose(got, spec.reference(q, k, v, causal).numpy(), rtol=1e-3, atol=1e-3)
 
 
@@ -312,17 +388,20 @@ def phase_ways(byte_addresses, width: int) -> int:
 
 def ldmatrix_phases(d: int, pad: int):
     """Every ldmatrix phase (8 lanes, 16 bytes each) the kernel issues for Q, K and V, as byte addresses
-    from the start of dynamic shared memory, stages included."""
+    from the start of dynamic shared memory, stages and parts included."""
     stride = d + pad
     k_base = TILES["BlockRows"] * stride
     v_base = k_base + TILES["Stages"] * TILES["TileKeys"] * stride
     stage = TILES["TileKeys"] * stride
-    calls = [ADDRESSES["q"](warp, step, stride) for warp in range(TILES["Warps"]) for step in range(d // 16)]
+    calls = [ADDRESSES["q"](warp, m, step, stride) for warp in range(TILES["Warps"])
+             for m in range(TILES["RowTiles"]) for step in range(d // 16)]
     for s in range(TILES["Stages"]):
-        calls += [k_base + s * stage + ADDRESSES["k"](j, step, stride)
-                  for j in range(0, TILES["TileKeys"] // 8, 2) for step in range(d // 16)]
-        calls += [v_base + s * stage + ADDRESSES["v"](kk, j, stride)
-                  for kk in range(TILES["TileKeys"] // 16) for j in range(0, d // 8, 2)]
+        for part in range(TILES["TileKeys"] // TILES["ScoreKeys"]):
+            rows = s * stage + part * TILES["ScoreKeys"] * stride
+            calls += [k_base + rows + ADDRESSES["k"](j, step, stride)
+                      for j in range(0, TILES["ScoreKeys"] // 8, 2) for step in range(d // 16)]
+            calls += [v_base + rows + ADDRESSES["v"](kk, j, stride)
+                      for kk in range(TILES["ScoreKeys"] // 16) for j in range(0, d // 8, 2)]
     return [2 * call[8 * phase:8 * phase + 8] for call in calls for phase in range(4)]
 
 
@@ -339,31 +418,60 @@ def test_padded_rows_make_every_ldmatrix_conflict_free(d):
 
 @pytest.mark.parametrize("d", spec.HEAD_DIMS)
 def test_cp_async_pieces_cover_each_tile_once_without_conflicts(d):
-    """copy_rows_async: the block's passes (thread, p = thread + pass x threads) write each of a tile's
-    elements once, never the padding, and each 8-thread phase of a pass's 16-byte stores is conflict-free."""
+    """copy_rows_async: the block's passes (thread x: piece x % (D / 8) of row x / (D / 8) + pass x kRowsPerPass)
+    write each of a tile's elements once, never the padding, and each 8-thread phase of a pass's 16-byte
+    stores is conflict-free."""
     stride, threads = d + TILES["Pad"], TILES["Threads"]
+    pieces_per_row = d // 8
+    rows_per_pass = threads // pieces_per_row
     for rows in (TILES["BlockRows"], TILES["TileKeys"]):
-        pieces = rows * d // 8
-        assert pieces % threads == 0
+        assert threads % pieces_per_row == 0 and rows % rows_per_pass == 0
         written = np.zeros(rows * stride, dtype=int)
-        for first in range(0, pieces, threads):
+        for copy_pass in range(rows // rows_per_pass):
             addresses = []
-            for p in range(first, first + threads):
-                r, c = p // (d // 8), (p % (d // 8)) * 8
-                written[r * stride + c:r * stride + c + 8] += 1
-                addresses.append(2 * (r * stride + c))
+            for thread in range(threads):
+                row, c = thread // pieces_per_row + copy_pass * rows_per_pass, (thread % pieces_per_row) * 8
+                written[row * stride + c:row * stride + c + 8] += 1
+                addresses.append(2 * (row * stride + c))
             assert max(phase_ways(addresses[i:i + 8], 16) for i in range(0, threads, 8)) == 1
         layout = written.reshape(rows, stride)
         assert (layout[:, :d] == 1).all() and (layout[:, d:] == 0).all()
 
 
-def test_shared_memory_fits_sm_80_and_sm_90():
+def test_shared_memory_fits_two_blocks_an_sm_on_the_h200():
     """104,448 bytes at D = 128 (55,296 at 64): under the 163 KiB a block may opt into on sm_80 and the
-    227 KiB of sm_90; the launcher's count is the kernel's (shared_elements<D>() x 2 bytes)."""
+    227 KiB of sm_90, and two blocks (the header's occupancy) fit in the H200's 228 KiB an SM with 1 KiB
+    reserved a block; the launcher's count is the kernel's (shared_elements<D>() x 2 bytes)."""
     assert launcher.shared_bytes(128) == (128 + 2 * 2 * 64) * 136 * 2 == 104_448
     assert launcher.shared_bytes(64) == 55_296
     assert launcher.shared_bytes(128) <= 166_912 and launcher.shared_bytes(128) <= 232_448
-    assert TILES == {"Warps": 8, "Threads": 256, "BlockRows": 128, "TileKeys": 64, "Stages": 2, "Pad": 8}
+    assert 2 * (launcher.shared_bytes(128) + 1024) <= 228 * 1024
+    assert TILES == {"Warps": 4, "Threads": 128, "RowTiles": 2, "BlockRows": 128, "TileKeys": 64, "ScoreKeys": 32,
+                     "Stages": 2, "Pad": 8}
+
+
+def test_shared_bytes_per_flop_are_the_headers(monkeypatch):
+    """The header's count, from the model's own calls: one 64-key tile at D = 128 (4 warps, one block) is, per
+    warp, 256 mma.sync (1.05 MFLOP) and 96 ldmatrix.x4 (48 KiB: Q twice, K, V), 0.75x the shared bytes per
+    FLOP of 16 rows a warp (the same FLOPs took two warps, each reading the tile's 32 KiB of K and V)."""
+    calls = {"ldmatrix": 0, "mma": 0}
+
+    def counted(name, function):
+        def call(*arguments, **keywords):
+            calls[name] += 1
+            return function(*arguments, **keywords)
+        return call
+
+    monkeypatch.setattr(sys.modules[__name__], "ldmatrix_x4", counted("ldmatrix", ldmatrix_x4))
+    monkeypatch.setattr(sys.modules[__name__], "mma_m16n8k16", counted("mma", mma_m16n8k16))
+    q, k, v, causal = _model_inputs((1, 1, 1, 128, 64, 128), seed=5)
+    kernel_model(q.numpy(), k.numpy(), v.numpy(), causal)
+    warps = TILES["Warps"]
+    assert (calls["ldmatrix"] / warps, calls["mma"] / warps) == (96, 256)
+    bytes_read, flops = calls["ldmatrix"] / warps * 512, calls["mma"] / warps * 2 * 16 * 8 * 16
+    assert bytes_read == 48 * 1024 and flops == 4 * 32 * 64 * 128
+    sixteen_rows = 2 * (2 * 64 * 128 * 2)
+    assert bytes_read / sixteen_rows == 0.75
 
 
 # ------------------------------------------------------------------------------------ machine code, no GPU
@@ -382,51 +490,85 @@ def _sass_or_skip(kernel) -> str:
         pytest.skip(f"SASS not checked: {error}")
 
 
+def _ptxas_report(log: str, lowered_name: str) -> dict[str, int]:
+    section = ptxas_section(log, lowered_name)
+    assert f"Compiling entry function '{lowered_name}'" in section and "Used " in section, \
+        f"ptxas reported nothing for {lowered_name}: spills unchecked"
+    return parse_ptxas_report(section)
+
+
 @pytest.mark.parametrize("dtype", ("bfloat16", "float16"))
 @pytest.mark.parametrize("arch", ("sm_80", "sm_90"))
-def test_nvrtc_compiles_hmma_fed_by_ldsm_without_spills(arch, dtype):
-    """The binary hello-gpu builds (NVRTC): no spills, and its SASS multiplies on the tensor cores (HMMA
-    16816 with float32 sums), loads fragments by LDSM (plain for Q and K, .MT88 transposed for V), copies
-    tiles by LDGSTS (cp.async) and exponentiates on MUFU.EX2."""
-    kernel = RUNG.kernel(arch=arch, dtype=dtype)
-    binary = kernel.compile()
-    section = ptxas_section(binary.log, binary.lowered_name)
-    assert "Used " in section, "ptxas reported nothing: spills unchecked"
-    report = parse_ptxas_report(section)
-    assert report["spill_stores"] == 0 and report["spill_loads"] == 0, report
-    sass = _sass_or_skip(kernel)
-    hmma = "HMMA.16816.F32.BF16" if dtype == "bfloat16" else "HMMA.16816.F32 "
-    for instruction in (hmma, "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS", "MUFU.EX2"):
-        assert instruction in sass, f"{instruction.strip()} missing from the {arch} {dtype} SASS"
+def test_nvrtc_compiles_both_head_sizes_to_hmma_fed_by_ldsm_without_spills(arch, dtype):
+    """The binaries hello-gpu builds (NVRTC), the D = 128 entry and its D = 64 sibling as the launcher picks
+    them: no spills, D = 64 in fewer registers than D = 128 (its own kernel, not D = 128's budget), and each
+    one's SASS multiplies on the tensor cores (HMMA 16816 with float32 sums), loads fragments by LDSM (plain
+    for Q and K, .MT88 transposed for V), copies tiles by LDGSTS (cp.async) and exponentiates on MUFU.EX2."""
+    entry = RUNG.kernel(arch=arch, dtype=dtype)
+    registers = {}
+    for d in spec.HEAD_DIMS:
+        kernel = launcher.kernel_for(entry, d)
+        assert kernel.arch == arch
+        binary = kernel.compile()
+        report = _ptxas_report(binary.log, binary.lowered_name)
+        assert report["spill_stores"] == 0 and report["spill_loads"] == 0, (d, report)
+        registers[d] = report["registers"]
+        sass = _sass_or_skip(kernel)
+        hmma = "HMMA.16816.F32.BF16" if dtype == "bfloat16" else "HMMA.16816.F32 "
+        for instruction in (hmma, "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS", "MUFU.EX2"):
+            assert instruction in sass, f"{instruction.strip()} missing from the D = {d} {arch} {dtype} SASS"
+    assert registers[64] < registers[128] <= 255, registers
+
+
+def test_the_launcher_picks_the_kernel_of_each_head_size():
+    """kernel_for: D = 128 is the entry itself, D = 64 the sibling of the entry's dtype; both take the
+    arguments run() passes, in that order (compiled for sm_90 here: no GPU needed)."""
+    names = ["q", "k", "v", "out", "heads", "kv_heads", "q_len", "kv_len", "scale_log2", "causal"]
+    for dtype, suffix in (("bfloat16", "bfloat16"), ("float16", "half")):
+        entry = RUNG.kernel(arch="sm_90", dtype=dtype)
+        assert launcher.kernel_for(entry, 128) is entry
+        sibling = launcher.kernel_for(entry, 64)
+        assert sibling.entry == f"attention_mma_sync_d64_{suffix}" and sibling.arch == entry.arch
+        for kernel in (entry, sibling):
+            assert [p.name for p in kernel.signature.parameters] == names
+            assert [p.name for p in kernel.signature.parameters if p.is_output] == ["out"]
 
 
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, /usr/local/cuda/bin): the nvcc build is not checked")
-def test_nvcc_builds_the_same_source_to_hmma_and_ldsm(tmp_path):
-    """The rung is plain CUDA: nvcc -arch=sm_90 -cubin with the standard headers builds both instantiations,
-    and cuobjdump -sass shows HMMA and LDSM (plain and transposed) in each."""
+@pytest.mark.parametrize("arch", ("sm_80", "sm_90"))
+def test_nvcc_builds_the_same_source_to_hmma_and_ldsm_without_spills(tmp_path, arch):
+    """The rung is plain CUDA: nvcc -cubin -Xptxas -v with the standard headers builds its four kernels (the
+    D = 128 template for both dtypes, the two D = 64 kernels) without spills, and cuobjdump -sass shows
+    HMMA and LDSM (plain and transposed) in each."""
     from hello_gpu.runtime.kernel import _tool
     cuobjdump = _tool("cuobjdump")
     if cuobjdump is None:
         pytest.skip("cuobjdump not found (CUDA toolkit, triton's copy, PATH): nvcc's SASS not checked")
     (tmp_path / "standard.h").write_text("#include <cstdint>\n#include <cmath>\n#include <cuda_fp16.h>\n"
                                          "#include <cuda_bf16.h>\n")
-    arguments = "const T*, const T*, const T*, T*, int, int, int, int, int, float, int"
-    (tmp_path / "both.cu").write_text(f'#include "{RUNG.path.name}"\n' + "".join(
-        f"template __global__ void attention_mma_sync<{t}>({arguments.replace('T', t)});\n"
+    arguments = "const T*, const T*, const T*, T*, int, int, int, int, float, int"
+    (tmp_path / "all.cu").write_text(f'#include "{RUNG.path.name}"\n' + "".join(
+        f"template __global__ void attention_mma_sync_d128<{t}>({arguments.replace('T', t)});\n"
         for t in ("__half", "__nv_bfloat16")))
-    cubin = tmp_path / "both.cubin"
-    built = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-include", str(tmp_path / "standard.h"),
-                            f"-I{RUNG.path.parent}", "-o", str(cubin), str(tmp_path / "both.cu")],
+    cubin = tmp_path / "all.cubin"
+    built = subprocess.run([NVCC, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-include", str(tmp_path / "standard.h"),
+                            f"-I{RUNG.path.parent}", "-o", str(cubin), str(tmp_path / "all.cu")],
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
+    log = built.stdout + built.stderr
+    entries = re.findall(r"Compiling entry function '(\w+)'", log)
+    assert len(entries) == 4 and sum("d64" in name for name in entries) == 2, entries
+    for name in entries:
+        report = _ptxas_report(log, name)
+        assert report["spill_stores"] == 0 and report["spill_loads"] == 0, (name, report)
     sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, timeout=60).stdout
     functions = re.split(r"\n\s*Function : ", sass)[1:]
-    assert len(functions) == 2, sass[:2000]
+    assert len(functions) == 4, sass[:2000]
     for function in functions:
-        for instruction in ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4"):
+        for instruction in ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS"):
             assert instruction in function, f"{instruction} missing from {function.splitlines()[0]}"
 
 
@@ -461,11 +603,13 @@ def test_the_launcher_refuses_what_the_kernel_cannot_read():
 # ------------------------------------------------------------------------------------ GPU tier
 
 # Beyond the spec's edge shapes (test_ops_ladders checks those for every rung): many key tiles with a
-# partial last one, causal and not; a decode row against 4096 keys; query blocks past the first with
-# S_q > S_kv; Llama 3's 32 / 8 heads; 129 rows (a second block of one row).
+# partial last one, causal and not, at both D; a decode row against 4096 keys; query blocks past the first
+# with S_q > S_kv; Llama 3's 32 / 8 heads; 129 rows (a second block of one row); S_kv - S_q = 1, where a part
+# is seen by one row of a warp alone, at both D; causal S_q < S_kv over 33 tiles, no GQA (H = H_kv).
 GPU_SHAPES = ((1, 4, 1, 4097, 4097, 128, 1), (2, 8, 2, 1000, 4097, 64), (1, 2, 2, 1, 4096, 128, 1),
               (1, 4, 2, 2000, 300, 128, 1), (1, 32, 8, 512, 512, 128, 1), (3, 6, 3, 129, 129, 64),
-              (1, 2, 1, 127, 127, 128))
+              (1, 2, 1, 127, 127, 128), (1, 2, 1, 1023, 1024, 128, 1), (1, 2, 1, 1023, 1024, 64, 1),
+              (2, 4, 4, 777, 2049, 64, 1))
 
 
 def _gpu_rung():
@@ -518,13 +662,15 @@ def test_float32_is_refused_on_the_gpu_too():
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
 @pytest.mark.parametrize("dtype", ("bfloat16", "float16"))
 def test_the_module_the_gpu_loads_runs_on_hmma(dtype):
-    """The kernel the rung builds here (for this GPU's own arch: an sm_80 cubin does not load on sm_90)
-    is the tensor-core code: HMMA fed by LDSM, tiles by LDGSTS."""
+    """The kernels the rung builds here (for this GPU's own arch: an sm_80 cubin does not load on sm_90), the
+    D = 128 entry and the D = 64 sibling, are the tensor-core code: HMMA fed by LDSM, tiles by LDGSTS."""
     from hello_gpu.runtime.device import device_info
-    kernel = RUNG.kernel(dtype=dtype)
-    assert kernel.compile().arch == device_info().arch
-    inputs = spec.make_inputs((1, 2, 1, 64, 64, 128, 1), dtype, seed=2, device="cuda")
-    launcher.run(kernel, *inputs)                     # loaded and launched, not only compiled
-    sass = _sass_or_skip(kernel)
-    for instruction in ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS"):
-        assert instruction in sass, instruction
+    entry = RUNG.kernel(dtype=dtype)
+    for d in spec.HEAD_DIMS:
+        kernel = launcher.kernel_for(entry, d)
+        assert kernel.compile().arch == device_info().arch
+        inputs = spec.make_inputs((1, 2, 1, 64, 64, d, 1), dtype, seed=2, device="cuda")
+        launcher.run(entry, *inputs)                  # loaded and launched, not only compiled
+        sass = _sass_or_skip(kernel)
+        for instruction in ("HMMA.16816.F32", "LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS"):
+            assert instruction in sass, (d, instruction)

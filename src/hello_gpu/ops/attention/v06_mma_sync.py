@@ -1,5 +1,7 @@
-"""Launcher for v06_mma_sync.cu: 8 warps per (128 query rows, batch x head); grid (ceil(S_q / 128), B x H);
-dynamic shared memory for Q and two stages of K and V, sized from the kernel file's own constants.
+"""Launcher for v06_mma_sync.cu: 4 warps per (128 query rows, batch x head); grid (ceil(S_q / 128), B x H);
+dynamic shared memory for Q and two stages of K and V, sized from the kernel file's own constants. The
+kernel is chosen by D: the entry attention_mma_sync_d128<T> (the kernel the rung machinery compiles per
+dtype) for D = 128, its sibling attention_mma_sync_d64_bfloat16 / _half (launch.sibling) for D = 64.
 
 Beyond launch.prepare's checks (shapes, one dtype, D in {64, 128}, H a multiple of H_kv, contiguous):
 bfloat16 or float16 only (mma.sync m16n8k16 multiplies 16-bit inputs; float32 runs on the SIMT rungs),
@@ -15,20 +17,21 @@ from pathlib import Path
 
 import torch
 
-from hello_gpu.ops.attention.launch import MAX_GRID_Y, prepare, softmax_scale_log2
+from hello_gpu.ops.attention.launch import MAX_GRID_Y, prepare, sibling, softmax_scale_log2
 
 SOURCE = Path(__file__).with_name("v06_mma_sync.cu")
 DTYPES = (torch.bfloat16, torch.float16)
 ALIGNMENT = 16                  # bytes: a cp.async source
+D64_KERNEL = "attention_mma_sync_d64_{T}"      # {T}: the entry's dtype suffix (launch.SIBLING_SUFFIXES)
 
 
 def constants(source: Path = SOURCE) -> dict[str, int]:
-    """``{"Warps": 8, "Threads": 256, "BlockRows": 128, ...}``: every ``kNAME = number`` of the file's
+    """``{"Warps": 4, "Threads": 128, "BlockRows": 128, ...}``: every ``kNAME = number`` of the file's
     ``constexpr int`` lines, so the launch always matches the kernel."""
     found: dict[str, int] = {}
     for line in re.findall(r"^constexpr int ([^;(]*);", Path(source).read_text(encoding="utf-8"), re.M):
         found.update({name: int(value) for name, value in re.findall(r"\bk([A-Za-z]+) = (\d+)\b", line)})
-    missing = {"Threads", "BlockRows", "TileKeys", "Stages", "Pad"} - set(found)
+    missing = {"Warps", "Threads", "RowTiles", "BlockRows", "TileKeys", "ScoreKeys", "Stages", "Pad"} - set(found)
     if missing:
         raise ValueError(f"{source}: no 'constexpr int k{sorted(missing)[0]} = ...' line to read the launch from")
     return found
@@ -61,9 +64,16 @@ def checked(q, k, v, causal, out=None):
     return d, out
 
 
+def kernel_for(kernel, head_dim: int):
+    """The kernel compiled for ``head_dim``: ``kernel`` itself (the entry, D = 128) or its D = 64 sibling
+    from the same source, arch and dtype."""
+    return kernel if head_dim == 128 else sibling(kernel, D64_KERNEL)
+
+
 def run(kernel, q, k, v, causal, out=None):
     d, out = checked(q, k, v, causal, out)
     grid = (-(-d.q_len // TILES["BlockRows"]), d.batch * d.heads)
-    kernel(q, k, v, out, d.heads, d.kv_heads, d.q_len, d.kv_len, d.head_dim, softmax_scale_log2(d), int(d.causal),
-           block=TILES["Threads"], grid=grid, shared_mem=shared_bytes(d.head_dim))
+    kernel_for(kernel, d.head_dim)(q, k, v, out, d.heads, d.kv_heads, d.q_len, d.kv_len, softmax_scale_log2(d),
+                                   int(d.causal), block=TILES["Threads"], grid=grid,
+                                   shared_mem=shared_bytes(d.head_dim))
     return out
