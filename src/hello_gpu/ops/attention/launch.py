@@ -106,10 +106,10 @@ SIBLING_SUFFIXES = {"float": "float", "__half": "half", "hip_bfloat16": "bfloat1
 
 
 def sibling(kernel, function: str):
-    """Another kernel of the same .hip source as ``kernel`` (a rung's entry), for the same arch, compiled once
-    per process (and cached on disk by hello_gpu's compiler). ``function`` is a plain name, or one ending in
-    ``_{T}``, which becomes the suffix of the entry's dtype: ``attention_weighted_values_{T}`` for the entry
-    ``attention_scores<__half>`` is ``attention_weighted_values_half`` (one non-template kernel per dtype,
+    """Another kernel of the same source (.hip or .cu) as ``kernel`` (a rung's entry), for the same arch,
+    compiled once per process (and cached on disk by hello_gpu's compiler). ``function`` is a plain name, or one
+    ending in ``_{T}``, which becomes the suffix of the entry's dtype: ``attention_weighted_values_{T}`` for the
+    entry ``attention_scores<__half>`` is ``attention_weighted_values_half`` (one non-template kernel per dtype,
     so that the compile gate compiles each of them)."""
     template = kernel.entry[kernel.entry.index("<") + 1:-1] if "<" in kernel.entry else None
     if "{T}" in function:
@@ -119,6 +119,8 @@ def sibling(kernel, function: str):
     key = (id(kernel), function)
     if key not in _SIBLINGS:
         from hello_gpu.runtime.kernel import Kernel
-        _SIBLINGS[key] = Kernel(kernel.source, function, dialect=kernel.dialect, arch=kernel.arch,
-                                include_dirs=kernel.options.include_dirs, name=kernel.file_name)
-    return _SIBLINGS[key]
+        # The entry is kept with its sibling: while it lives, no other kernel can be given its id (CPython reuses
+        # the ids of freed objects), so a key never finds another dtype's or arch's sibling.
+        _SIBLINGS[key] = (kernel, Kernel(kernel.source, function, dialect=kernel.dialect, arch=kernel.arch,
+                                         include_dirs=kernel.options.include_dirs, name=kernel.file_name))
+    return _SIBLINGS[key][1]
