@@ -379,14 +379,14 @@ def test_a_pending_ladder_table_shows_a_box_until_its_record_exists_then_the_tab
     readme.write_text(f"# Demo\n\n{marker}\n<!-- /hello-gpu:table -->\n")
     assert update_tables([readme], repo) == [readme]
     box = readme.read_text()
-    assert "尚未测量（not yet measured on nvidia-h200）" in box and "`records/nvidia-h200/vector_add.float32.json`" in box
+    assert "还没有在 nvidia-h200 上测量（not yet measured）" in box and "`records/nvidia-h200/vector_add.float32.json`" in box
     assert "`hello-gpu ladder vector_add --dtype float32 --record`" in box
     assert not re.search(r"\| \d", box) and "µs" not in box           # no table, no figure
     assert update_tables([readme], repo, check=True) == []           # stable while the record is missing
     write_record(_record(repo, name="vector_add.float32"), repo_root=repo)
     assert update_tables([readme], repo) == [readme]
     table = readme.read_text()
-    assert "| variant | median µs (95% CI) |" in table and "尚未测量" not in table
+    assert "| variant | median µs (95% CI) |" in table and "not yet measured" not in table
 
 
 def test_the_pending_box_names_the_ladder_command_of_the_record(repo):

@@ -34,6 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..bench.records import RecordError
+from ..bench.records.tables import not_measured_box
 
 DECODE_PROMPT, DECODE_NEW = 512, 256       # issue 23's decode: a prompt of 512 tokens, 256 new ones
 # Issue 23's targets for batch-1 decode, as fractions of the bandwidth bound (a specification, not a measurement).
@@ -365,15 +366,7 @@ def not_yet_measured(record: str, root: Path, backends=BACKENDS) -> str:
     """The box a page shows where a model record does not exist yet: what is missing and the command that makes it."""
     command, stage = producing_command(record, backends)
     gpu = device_name(root, DEVICE_FOLDER.fullmatch(record)["slug"])
-    lines = ["> [!WARNING]", f"> **还没有在 {gpu} 上测量。** 这里的表来自 `{record}`，这份记录还不存在：",
-             "> GPU 还没有运行它，所以这里没有数字（数字只从记录生成，从不手写）。在 GPU 上运行", ">",
-             f"> `{command}`", ">"]
-    if stage:
-        lines += [f"> （或 `bash scripts/gpu_session.sh {stage}`），提交它写下的文件，再运行 `hello-gpu records tables`："
-                  f"这里就换成实测的表。"]
-    else:
-        lines += ["> 提交它写下的文件，再运行 `hello-gpu records tables`：这里就换成实测的表。"]
-    return "\n".join(lines)
+    return not_measured_box(record, gpu, command, stage)
 
 
 def _model_record(arguments: list[str], root: Path, where: str, kind: str, known: tuple[str, ...]):
