@@ -136,20 +136,23 @@ FAST_PLANS = 256              # signatures remembered per function (a shape swee
 _TENSOR = torch.Tensor
 
 
-def _remember(name: str, key: tuple, shape, *args) -> None:
-    """After the first checked eager call of a signature (contiguous tensors): keep the plan its launch
-    was replayed by, or False when it has none (not replayable, not a Triton rung), so that later
-    calls of the signature skip this look-up."""
-    plan = plan_of(best_launcher(name), *args) or False
+def remember_plan(plans: dict, key: tuple, launcher: Callable, shape, *args) -> None:
+    """After the first checked eager call of a signature (contiguous tensors): keep in ``plans`` the plan
+    ``launcher`` replayed ``args`` by, returning ``shape``, or False when it has none (not replayable,
+    not a Triton rung), so that later calls of the signature skip this look-up."""
+    plan = plan_of(launcher, *args) or False
     if plan and plan.result_shape != tuple(shape):
         try:
             plan = plan.reshaped(shape)
         except ValueError:          # a result that is not plain contiguous rows: the checked path it is
             plan = False
-    plans = _FAST_PLANS[name]
     plans[key] = plan
     if len(plans) > FAST_PLANS:
         plans.pop(next(iter(plans)), None)         # the oldest: a dict keeps insertion order
+
+
+def _remember(name: str, key: tuple, shape, *args) -> None:
+    remember_plan(_FAST_PLANS[name], key, best_launcher(name), shape, *args)
 
 
 @torch.library.custom_op("hello_gpu::softmax", mutates_args=())
