@@ -209,7 +209,8 @@ for shape in [(1, 1, 1), (3, 5, 517), (16, 33, 70), (39, 41, 37)]:
             op_name, rung_id = rung.split("/")
             built = load_op(op_name).rung(rung_id).build()
             ran = built(a, b) if op_name == "matmul" else built(a, weight)
-            out[f"{shape}/{dtype}/{case}"] = [rung, failure(matmul.spec, (a, b), got, dtype), bool(torch.equal(got, ran))]
+            problem = failure(matmul.spec, (a, b), got, dtype)
+            out[f"{shape}/{dtype}/{case}"] = [rung, problem, bool(torch.equal(got, ran))]
 x = torch.randn(2, 3, 40)
 weight = torch.randn(7, 40)
 want = x.double() @ weight.double().t()
