@@ -321,3 +321,27 @@ def test_fullgraph_compile_and_no_grad_on_the_gpu():
         ops.matmul(a.float().requires_grad_(), b.float())
     with torch.no_grad():
         assert ops.linear(x.float().requires_grad_(), weight.float()).shape == (1, 257, 384)
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("shape", [(1, 4096, 4095), (33, 65, 77), (300, 520, 1000)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_views_at_an_odd_offset_are_correct_on_the_gpu(shape, dtype):
+    """Contiguous views that start 2 or 4 bytes into their storage (not 16-byte aligned): the rungs take the
+    unaligned path or padded copies, never a wrong answer."""
+    from hello_gpu.ops.checking import output_failure
+    spec = MATMUL.spec
+    a, b = spec.make_inputs(shape, dtype, seed=random.randrange(2**31), device="cuda")
+
+    def shifted(t):
+        storage = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+        view = storage[1:].view(t.shape)
+        view.copy_(t)
+        return view
+
+    weight = b.t().contiguous()
+    for got in (ops.matmul(shifted(a), shifted(b)), ops.linear(shifted(a), shifted(weight)),
+                ops.matmul(shifted(a), shifted(weight).t())):
+        assert output_failure(spec, (a, b), got, dtype) is None
