@@ -49,7 +49,7 @@ from torch.compiler import is_compiling
 
 from ..runtime.device import device_info
 from ..runtime.triton_replay import launch_hooks_set
-from .functions import DTYPES, FAST_PLANS, _no_backward, remember_plan
+from .functions import DTYPES, _no_backward, remember_plan
 from .registry import load_op
 from .rung import Rung, load_module, requirement_unmet, triton_interpreter_on
 
