@@ -65,7 +65,9 @@ def test_a_whole_course_program_compiles_kernel_by_kernel_on_both_vendors(report
 def test_every_kernel_compiles_for_sm_90(report):
     assert report.kernels
     assert not _problems(report, "nvidia"), _problems(report, "nvidia")
-    assert all(k.nvidia.registers for k in report.kernels)
+    # every kernel built for NVIDIA reports its registers; an AMD-only rung (matmul v15_rdna4_wmma) reads n/a
+    assert all(k.nvidia.registers for k in report.kernels if k.nvidia.status != "n/a")
+    assert all(k.amd.status != "n/a" for k in report.kernels if k.nvidia.status == "n/a")
 
 
 def test_rungs_compile_for_their_declared_target_only(report):

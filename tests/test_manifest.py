@@ -34,3 +34,15 @@ def test_the_sender_s_commit_wins_over_a_git_folder_in_the_copy(monkeypatch):
     monkeypatch.setenv("HG_GIT_COMMIT", "feedface")
     monkeypatch.setenv("HG_GIT_DIRTY", "1")
     assert git_state(repo) == {"commit": "feedface", "dirty": True, "source": "environment"}
+
+
+def test_manifest_says_whether_float32_matmuls_ran_on_tf32():
+    import torch
+    assert environment_manifest()["float32_matmul"] == {"allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                                                        "precision": torch.get_float32_matmul_precision()}
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")            # what turns TF32 on for every float32 matmul
+        assert environment_manifest()["float32_matmul"] == {"allow_tf32": True, "precision": "high"}
+    finally:
+        torch.set_float32_matmul_precision(previous)

@@ -135,6 +135,24 @@ def test_v08_launcher_reads_the_tiles_the_kernel_was_compiled_with():
     assert launcher.tiles_of(other) == dict(zip(sweep.NAMES, sweep.CANDIDATES[0]))
 
 
+def test_every_route_is_timed_with_the_baselines_of_the_issue():
+    """The issue's baselines, in the same run as each route's rungs: torch.mm / F.linear in the run's dtype
+    (v00_torch: cuBLAS, float32 with TF32 off), torch.compile (v00_torch_compile) and torch.compile in
+    max-autotune with its compile time capped (peer_torch_max_autotune)."""
+    from hello_gpu.ops.ladder import select_rungs
+    for op in (MATMUL, LINEAR):
+        for route in ("hip", "cuda", "triton"):
+            baselines = [rung.id for rung in select_rungs(op, route) if rung.is_baseline]
+            assert baselines == ["v00_torch", "v00_torch_compile", "peer_torch_max_autotune"], (op.name, route)
+        peer = op.rung("peer_torch_max_autotune")
+        assert peer.metadata.package == "torch" and MATMUL.path / "max_autotune.py" in peer.sources
+    options = load_module(MATMUL.path / "max_autotune.py", "test_matmul_max_autotune").OPTIONS
+    assert options["max_autotune"] and options["triton.cudagraphs"] is False
+    assert 0 < options["precompilation_timeout_seconds"] <= 300
+    assert set(options["max_autotune_gemm_backends"].split(",")) == {"ATEN", "TRITON"}
+    assert "TF32 off" in MATMUL.rung("v00_torch").metadata.change
+
+
 # ------------------------------------------------------------------------------------------ GPU tier
 
 
@@ -169,3 +187,21 @@ def test_the_autotuned_rung_names_its_winner(monkeypatch):
     module.run(a, b)
     winners = module.winners()
     assert len(winners) == 1 and "BLOCK_M" in next(iter(winners.values()))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+def test_the_float32_baseline_runs_without_tf32_and_the_checker_would_see_tf32():
+    """The ladder's float32 baseline is cuBLAS with TF32 off (PyTorch's default, recorded in every record's
+    environment as float32_matmul); the same call with TF32 on fails the float32 Frobenius bound, so a
+    process that turned TF32 on would lose its baseline to the checker instead of timing it."""
+    spec = MATMUL.spec
+    a, b = spec.make_inputs((256, 256, 1024), "float32", seed=11, device="cuda")
+    baseline = MATMUL.rung("v00_torch").build()
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert spec.invariants((a, b), baseline(a, b)) == []
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert spec.invariants((a, b), baseline(a, b)), "TF32 on: the float32 bound should reject the result"
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False

@@ -356,3 +356,40 @@ def test_headless_import_picks_agg_without_pyplot():
 def test_an_explicit_backend_choice_is_left_alone():
     backend, pyplot = _import_in_fresh_process({"MPLBACKEND": "svg"})
     assert backend == "svg" and pyplot == "False"
+
+
+# ---- shape_chart ---------------------------------------------------------------------------------------
+
+
+def test_shape_chart_keeps_shapes_of_one_size_apart_and_draws_the_ceiling():
+    """4096x14336x4096 and 4096x4096x14336 have one element count: a size axis would put them on one x."""
+    shapes = ["4096x4096x4096", "4096x14336x4096", "4096x4096x14336"]
+    flops = [2 * 4096**3, 2 * 4096 * 14336 * 4096, 2 * 4096 * 4096 * 14336]
+    points = [{**make_entry("v00_torch", s, role="baseline", shape=shape, flops=f), "series": "cuBLAS"}
+              for shape, f, s in zip(shapes, flops, (1.9e-4, 6.7e-4, 6.8e-4))]
+    points += [{**make_entry("v14", s, shape=shape, flops=f), "series": "Hopper: best rung", "label": "v14"}
+               for shape, f, s in zip(shapes, flops, (2.0e-4, 6.9e-4, 7.0e-4))]
+    figure = plots.shape_chart(points, metric="tflop_per_s", shapes=shapes, ceiling=720.0, ceiling_label="peak")
+    (axes,) = figure.axes
+    lines = {line.get_gid(): line for line in axes.get_lines()}
+    assert list(lines["series:Hopper: best rung"].get_xdata()) == [0, 1, 2]
+    assert list(lines["series:Hopper: best rung"].get_ydata()) == pytest.approx(
+        [f / s / 1e12 for f, s in zip(flops, (2.0e-4, 6.9e-4, 7.0e-4))])
+    assert lines["series:cuBLAS"].get_linestyle() == "--" and lines["series:Hopper: best rung"].get_linestyle() == "-"
+    assert list(lines["ceiling"].get_ydata()) == [720.0, 720.0]
+    assert [t.get_text() for t in axes.get_xticklabels()] == shapes
+    assert [t.get_text() for t in axes.texts if t.get_gid() == "label"] == ["v14"] * 3
+
+
+def test_shape_chart_never_joins_a_suspect_point_and_names_unknown_shapes():
+    points = [make_entry("fast", 1e-3, shape="1x8", flops=1e9), make_entry("fast", 1e-3, shape="2x8", flops=1e9,
+                                                                           suspect="beyond the ceiling")]
+    figure = plots.shape_chart(points, metric="tflop_per_s")
+    (axes,) = figure.axes
+    (line,) = [line for line in axes.get_lines() if line.get_gid() == "series:fast"]
+    assert math.isnan(list(line.get_ydata())[1])
+    assert any(t.get_gid() == "suspect" for t in axes.texts)
+    with pytest.raises(ValueError, match=r"points at shapes not in shapes: 2x8"):
+        plots.shape_chart(points, metric="tflop_per_s", shapes=["1x8"])
+    with pytest.raises(ValueError, match="unknown metric 'median_us'"):
+        plots.shape_chart(points, metric="median_us")

@@ -189,3 +189,14 @@ def test_text_the_reader_cannot_place_is_left_to_the_compiler():
     source = "#define OPEN {\n#define CLOSE }\n__global__ void k(float* x) OPEN x[0] = 1.0f; CLOSE\n"
     assert device_source(source).text == source
     assert hg.hip(source, arch="sm_90").binary.lowered_name == "_Z1kPf"
+
+
+def test_a_vector_typedef_that_a_kernel_names_is_kept():
+    """The name of `typedef T Name __attribute__((ext_vector_type(8)))` is Name, not the attribute's word:
+    the typedefs of matmul v15_rdna4_wmma (gfx12 WMMA fragments) are device types, kept."""
+    source = ("typedef short Short8 __attribute__((ext_vector_type(8)));\n"
+              "typedef float Unused4 __attribute__((ext_vector_type(4)));\n"
+              "__global__ void k(Short8* x) { x[0] = x[1]; }\n")
+    device = device_source(source)
+    assert device.text.splitlines()[0] == source.splitlines()[0]
+    assert [str(part) for part in device.left_out] == ["line 2: type Unused4"]

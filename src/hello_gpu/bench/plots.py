@@ -9,6 +9,9 @@ headless, in scripts and in notebooks (a returned Figure displays itself as the 
   bug, never a win). ``record_bar_chart(record)`` adds the device name and the measured ceiling.
 - ``size_sweep(points, metric="gb_per_s" | "tflop_per_s")``: rate against problem size on a log2
   axis, one line per variant with its 95% band, and the measured ceiling as a horizontal line.
+- ``shape_chart(points, metric="tflop_per_s")``: rate at each named shape (a category axis: shapes of
+  one size, such as 4096x14336x4096 and 4096x4096x14336, stay apart), one line per ``series`` with
+  its 95% band, each point optionally labelled (which rung it is), and the measured ceiling.
 - ``save(figure, "results/vector_add")`` writes ``vector_add.png`` (150 dpi) and ``vector_add.svg``.
 
 Intervals are converted into the plotted unit: a rate is work / time, so the *low* end of the time
@@ -55,7 +58,7 @@ _choose_headless_backend()
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-__all__ = ["METRICS", "PlotFigure", "bar_chart", "record_bar_chart", "save", "size_sweep"]
+__all__ = ["METRICS", "PlotFigure", "bar_chart", "record_bar_chart", "save", "shape_chart", "size_sweep"]
 
 # metric -> (axis label, what the value is called in messages, higher is better?)
 METRICS: dict[str, tuple[str, str, bool]] = {
@@ -348,6 +351,70 @@ def _size_of(point: Mapping) -> float:
     raise ValueError(f"point {_describe(point)} has no size: give it a number 'size' or a 'shape' such as '4096'")
 
 
+def _draw_series(axes, series: dict[str, list], roles: dict[str, str | None], ceiling: float | None,
+                 ceiling_label: str, *, gid: str, baseline_color: str, baseline_styles: tuple) -> None:
+    """One line per series (rows ``(x, value, low, high, suspect[, label])``) with its 95% band and labels,
+    the ceiling, the y range, and the suspect points marked: for size_sweep and shape_chart."""
+    colors = iter(CANDIDATE_COLORS * (len(series) // len(CANDIDATE_COLORS) + 1))
+    dashes = iter(baseline_styles * (len(series) // len(baseline_styles) + 1))
+    nan = float("nan")
+    believed_top, suspects = 0.0, []
+    for name, rows in series.items():
+        rows.sort(key=lambda row: row[0])
+        xs = [row[0] for row in rows]
+        # a suspect point is not joined to its line (a line climbing to it would read as a win): a gap
+        ys = [nan if row[4] else row[1] for row in rows]
+        lows = [nan if row[4] else row[2] for row in rows]
+        highs = [nan if row[4] else row[3] for row in rows]
+        baseline = roles[name] == "baseline"
+        color = baseline_color if baseline else next(colors)
+        (line,) = axes.plot(xs, ys, marker="o", markersize=4, linewidth=1.6, color=color,
+                            linestyle=next(dashes) if baseline else "-",
+                            label=name + (" (baseline)" if baseline else ""), zorder=3)
+        line.set_gid(f"{gid}:{name}")
+        if any(math.isfinite(lo) and math.isfinite(hi) for lo, hi in zip(lows, highs)):
+            axes.fill_between(xs, lows, highs, color=color, alpha=0.18, linewidth=0, zorder=2)
+        for x, y, hi, row in zip(xs, ys, highs, rows):
+            believed_top = max([believed_top] + [v for v in (y, hi) if math.isfinite(v)])
+            if len(row) > 5 and row[5] and math.isfinite(y):
+                axes.annotate(str(row[5]), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7,
+                              color=color, gid="label")
+        suspects.extend((row[0], row[1], name) for row in rows if row[4])
+    if ceiling is not None and _finite(ceiling):
+        line = axes.axhline(ceiling, linestyle="-.", color=CEILING_COLOR, linewidth=1.3, zorder=4,
+                            label=f"{ceiling_label}: {format_figure(ceiling)}")
+        line.set_gid("ceiling")
+        believed_top = max(believed_top, ceiling)
+
+    # y range from the believed points and the ceiling; a suspect far above sits at the top edge, marked
+    highest = max([believed_top] + [y for _, y, _ in suspects])
+    limit = highest * 1.08 if highest > 0 else 1.0
+    if believed_top > 0 and highest > 1.6 * believed_top:
+        limit = believed_top * 1.3
+    axes.set_ylim(0, limit)
+    if suspects:
+        shown_y = [min(y, limit * 0.96) for _, y, _ in suspects]
+        axes.scatter([x for x, _, _ in suspects], shown_y, s=90, facecolors="none", edgecolors=SUSPECT_EDGE,
+                     linewidths=1.8, marker="o", zorder=5, label="SUSPECT: beyond the ceiling, not a win")
+        for (x, y, name), shown in zip(suspects, shown_y):
+            text = f"SUSPECT {name}: {'↑ ' if y > shown else ''}{format_figure(y)}"
+            axes.annotate(text, (x, shown), xytext=(-8, 0),
+                          textcoords="offset points", ha="right", va="center", fontsize=8, color=SUSPECT_EDGE,
+                          fontweight="bold", gid="suspect", zorder=6,
+                          bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.6})
+
+
+def _label_lines(axes, metric: str, title: str) -> None:
+    """The y label, the legend on the right and the title of a line chart (size_sweep, shape_chart)."""
+    axis_label, _, higher_is_better = METRICS[metric]
+    axes.set_ylabel(f"{axis_label}, {'higher' if higher_is_better else 'lower'} is better")
+    axes.set_axisbelow(True)
+    for side in ("top", "right"):
+        axes.spines[side].set_visible(False)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, borderaxespad=0.0)
+    axes.set_title(title, fontsize=11)
+
+
 def size_sweep(points: Iterable[Mapping], *, metric: str = "gb_per_s", ceiling: float | None = None,
                ceiling_label: str = "measured copy bandwidth", title: str | None = None,
                x_label: str | None = None) -> Figure:
@@ -375,62 +442,65 @@ def size_sweep(points: Iterable[Mapping], *, metric: str = "gb_per_s", ceiling: 
 
     figure = PlotFigure(figsize=(8.0, 4.8), layout="tight")
     axes = figure.add_subplot()
-    colors = iter(CANDIDATE_COLORS * (len(series) // len(CANDIDATE_COLORS) + 1))
-    nan = float("nan")
-    believed_top, suspects = 0.0, []
-    for name, rows in series.items():
-        rows.sort(key=lambda row: row[0])
-        xs = [row[0] for row in rows]
-        # a suspect point is not joined to its line (a line climbing to it would read as a win): a gap
-        ys = [nan if row[4] else row[1] for row in rows]
-        lows = [nan if row[4] else row[2] for row in rows]
-        highs = [nan if row[4] else row[3] for row in rows]
-        baseline = roles[name] == "baseline"
-        color = "#555555" if baseline else next(colors)
-        (line,) = axes.plot(xs, ys, marker="o", markersize=4, linewidth=1.6, color=color,
-                            linestyle="--" if baseline else "-", label=name + (" (baseline)" if baseline else ""),
-                            zorder=3)
-        line.set_gid(f"variant:{name}")
-        if any(math.isfinite(lo) and math.isfinite(hi) for lo, hi in zip(lows, highs)):
-            axes.fill_between(xs, lows, highs, color=color, alpha=0.18, linewidth=0, zorder=2)
-        for y, hi in zip(ys, highs):
-            for v in (y, hi):
-                if math.isfinite(v):
-                    believed_top = max(believed_top, v)
-        suspects.extend((row[0], row[1], name) for row in rows if row[4])
-    if ceiling is not None and _finite(ceiling):
-        line = axes.axhline(ceiling, linestyle="-.", color=CEILING_COLOR, linewidth=1.3, zorder=4,
-                            label=f"{ceiling_label}: {format_figure(ceiling)}")
-        line.set_gid("ceiling")
-        believed_top = max(believed_top, ceiling)
-
-    # y range from the believed points and the ceiling; a suspect far above sits at the top edge, marked
-    highest = max([believed_top] + [y for _, y, _ in suspects])
-    limit = highest * 1.08 if highest > 0 else 1.0
-    if believed_top > 0 and highest > 1.6 * believed_top:
-        limit = believed_top * 1.3
-    axes.set_ylim(0, limit)
-    if suspects:
-        shown_y = [min(y, limit * 0.96) for _, y, _ in suspects]
-        axes.scatter([x for x, _, _ in suspects], shown_y, s=90, facecolors="none", edgecolors=SUSPECT_EDGE,
-                     linewidths=1.8, marker="o", zorder=5, label="SUSPECT: beyond the ceiling, not a win")
-        for (x, y, name), shown in zip(suspects, shown_y):
-            text = f"SUSPECT {name}: {'↑ ' if y > shown else ''}{format_figure(y)}"
-            axes.annotate(text, (x, shown), xytext=(-8, 0),
-                          textcoords="offset points", ha="right", va="center", fontsize=8, color=SUSPECT_EDGE,
-                          fontweight="bold", gid="suspect", zorder=6,
-                          bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.6})
+    _draw_series(axes, series, roles, ceiling, ceiling_label, gid="variant", baseline_color="#555555",
+                 baseline_styles=("--",))
 
     axes.set_xscale("log", base=2)
     axes.set_xlabel(x_label or ("problem size (elements in the shape)" if from_shape else "problem size"))
-    axis_label, short, higher_is_better = METRICS[metric]
-    axes.set_ylabel(f"{axis_label}, {'higher' if higher_is_better else 'lower'} is better")
     axes.grid(alpha=0.3, which="major")
-    axes.set_axisbelow(True)
-    for side in ("top", "right"):
-        axes.spines[side].set_visible(False)
-    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, borderaxespad=0.0)
-    axes.set_title(title or f"{short} against problem size", fontsize=11)
+    _label_lines(axes, metric, title or f"{METRICS[metric][1]} against problem size")
+    return figure
+
+
+# ----------------------------------------------------------------------------------------------------
+# rate per named shape
+
+
+BASELINE_STYLES = ("--", ":", "-.", (0, (5, 1, 1, 1)))
+
+
+def shape_chart(points: Iterable[Mapping], *, metric: str = "tflop_per_s", shapes: Iterable[str] | None = None,
+                ceiling: float | None = None, ceiling_label: str = "measured ceiling",
+                title: str | None = None) -> Figure:
+    """Rate at each named shape: one line per series across the shapes (x is a category axis, in
+    ``shapes`` order or the points' first appearance), with its 95% band.
+
+    Points are record entries plus ``series`` (the line's name; default the variant) and optionally
+    ``label`` (written beside the point: which rung a "best of the route" line took there). Series whose
+    points have role "baseline" are grey, each in its own dash style. A suspect point is not joined to
+    its line; it is circled in red and named, as in size_sweep. ``ceiling`` is in the plotted unit.
+    """
+    _check_metric(metric, ("gb_per_s", "tflop_per_s"))
+    points = [dict(point) for point in points]
+    if not points:
+        raise ValueError("shape_chart(): no points to plot")
+    order = list(shapes) if shapes is not None else list(dict.fromkeys(str(p.get("shape")) for p in points))
+    position = {shape: index for index, shape in enumerate(order)}
+    unknown = sorted({str(p.get("shape")) for p in points} - set(position))
+    if unknown:
+        raise ValueError(f"shape_chart(): points at shapes not in shapes: {', '.join(unknown)}")
+    series: dict[str, list] = {}
+    roles: dict[str, str | None] = {}
+    for point in points:
+        name = str(point.get("series") or point.get("variant", "?"))
+        value, low, high = _value_and_interval(point, metric)
+        series.setdefault(name, []).append((position[str(point.get("shape"))], value, low, high, _suspect(point),
+                                            point.get("label")))
+        roles.setdefault(name, point.get("role"))
+
+    figure = PlotFigure(figsize=(max(8.0, 1.1 * len(order) + 4.5), 4.8), layout="tight")
+    axes = figure.add_subplot()
+    _draw_series(axes, series, roles, ceiling, ceiling_label, gid="series", baseline_color=BASELINE_COLOR,
+                 baseline_styles=BASELINE_STYLES)
+    axes.set_xticks(range(len(order)), order)
+    for tick in axes.get_xticklabels():
+        tick.set_rotation(30)
+        tick.set_horizontalalignment("right")
+        tick.set_rotation_mode("anchor")
+    axes.set_xlim(-0.5, len(order) - 0.5)
+    axes.set_xlabel("shape")
+    axes.grid(axis="y", alpha=0.3)
+    _label_lines(axes, metric, title or f"{METRICS[metric][1]} per shape")
     return figure
 
 

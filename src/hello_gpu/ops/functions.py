@@ -163,20 +163,26 @@ def _add_compiled(name: str, key: tuple, call_args: tuple, plan) -> None:
         keys.intersection_update(_FAST_PLANS[name])     # keys _FAST_PLANS has let go of
 
 
-def _remember(name: str, key: tuple, shape, call_args: tuple, *args) -> None:
-    """After the first checked eager call of a signature (contiguous tensors): keep the plan its launch
-    was replayed by, or False when it has none (not replayable, not a Triton rung), so that later
-    calls of the signature skip this look-up. The first plan starts the compiled replay's build."""
-    plan = plan_of(best_launcher(name), *args) or False
+def remember_plan(plans: dict, key: tuple, launcher: Callable, shape, *args):
+    """After the first checked eager call of a signature (contiguous tensors): keep in ``plans`` the plan
+    ``launcher`` replayed ``args`` by, returning ``shape``, or False when it has none (not replayable,
+    not a Triton rung), so that later calls of the signature skip this look-up. Returns what it kept."""
+    plan = plan_of(launcher, *args) or False
     if plan and plan.result_shape != tuple(shape):
         try:
             plan = plan.reshaped(shape)
         except ValueError:          # a result that is not plain contiguous rows: the checked path it is
             plan = False
-    plans = _FAST_PLANS[name]
     plans[key] = plan
     if len(plans) > FAST_PLANS:
         plans.pop(next(iter(plans)), None)         # the oldest: a dict keeps insertion order
+    return plan
+
+
+def _remember(name: str, key: tuple, shape, call_args: tuple, *args) -> None:
+    """remember_plan for softmax / rms_norm; the first plan also starts the compiled replay's build, and
+    once it is built each new plan is handed to it."""
+    plan = remember_plan(_FAST_PLANS[name], key, best_launcher(name), shape, *args)
     if plan:
         if compiled_replay.status() == "not started":
             compiled_replay.start()

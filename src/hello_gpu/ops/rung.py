@@ -153,8 +153,9 @@ def _accepts_out(function: Callable) -> bool:
 COMPILE_SHAPES_LIMIT = 64
 
 
-def _compile_per_shape(run: Callable) -> Callable:
-    """``torch.compile(run, dynamic=False)``: one specialised graph per shape, as a user with fixed shapes gets.
+def compile_per_shape(run: Callable, options: dict | None = None) -> Callable:
+    """``torch.compile(run, dynamic=False)``: one specialised graph per shape, as a user with fixed shapes
+    gets; ``options``: Inductor settings for those graphs (ops/matmul/max_autotune.py).
 
     With the default (dynamic after the second shape), the ladder's edge-shape checks turned the sizes
     symbolic, and Inductor then reduced 2^28 floats in one program at ~1 GB/s (records/nvidia-h200/
@@ -166,7 +167,7 @@ def _compile_per_shape(run: Callable) -> Callable:
     config = torch._dynamo.config
     name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
     setattr(config, name, max(getattr(config, name), COMPILE_SHAPES_LIMIT))
-    return torch.compile(run, dynamic=False)
+    return torch.compile(run, dynamic=False, **({"options": dict(options)} if options else {}))
 
 
 class LayoutError(RungError):
@@ -353,7 +354,7 @@ class Rung:
         if not callable(run):
             raise RungError(f"{self.path}: defines no run(*inputs) function")
         if self.id == TORCH_COMPILE:
-            return BuiltRung(self, _compile_per_shape(run), _accepts_out(run), any_layout=True)
+            return BuiltRung(self, compile_per_shape(run), _accepts_out(run), any_layout=True)
         interpreted = self.route == "triton" and triton_interpreter_on()
         accepts_out = _accepts_out(run)
         if self.route == "triton" and not interpreted:

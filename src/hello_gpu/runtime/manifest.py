@@ -83,6 +83,10 @@ def environment_manifest() -> dict:
         manifest["torch"] = torch.__version__
         manifest["cuda_runtime"] = torch.version.cuda
         manifest["hip_runtime"] = getattr(torch.version, "hip", None)
+        # What a float32 torch.mm ran as: TF32 tensor cores round the inputs to 10 mantissa bits (the
+        # matmul ladder's float32 baseline is cuBLAS with TF32 off, PyTorch's default).
+        manifest["float32_matmul"] = {"allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+                                      "precision": torch.get_float32_matmul_precision()}
         if torch.cuda.is_available():
             from .device import device_info
             info = device_info()

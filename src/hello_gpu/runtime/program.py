@@ -138,7 +138,9 @@ def _declared_names(head: str, kind: str) -> list[str]:
             pointer = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)", head)
             if pointer:
                 return [pointer.group(1)]
-            names = _IDENTIFIER.findall(re.sub(r"\{.*\}", " ", head, flags=re.S))
+            # `typedef short Short8 __attribute__((ext_vector_type(8)));`: the name comes before the attribute
+            bare = re.sub(r"__attribute__\s*\(\(.*?\)\)", " ", re.sub(r"\{.*\}", " ", head, flags=re.S), flags=re.S)
+            names = _IDENTIFIER.findall(bare)
             return names[-1:]
         return [match.group(1)] if match else []
     if kind == "function":
