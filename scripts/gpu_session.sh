@@ -7,7 +7,7 @@
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
 #           softmax-sweep reduce-sweep rms-sweep dirty-l2 eviction-sweep persistent-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
-#           ladder:OP[:DTYPE[:SHAPE,SHAPE...]] (e.g. ladder:softmax:bfloat16:8192x8192);
+#           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
 #           of search, e.g. agent:softmax:hip:v01_thread_per_row:8192x8192);
 #           agent-rerun:OP.ROUTE (the committed run's own command again, from its record's extra.rerun);
@@ -18,6 +18,8 @@
 #           ladder-profile.OP.ROUTE.DTYPE.txt);
 #           model-run:CONFIG:BATCH:PROMPT:NEW:BACKENDS (e.g. model-run:8b:1:512:256:eager,compile-reduce-overhead,hello-gpu);
 #           model-profile:CONFIG:PHASE[:BATCH[:PROMPT]] (e.g. model-profile:8b:decode);
+#           model-vision:BATCH:SIZE (the vision model's profile, e.g. model-vision:8:224);
+#           model-agent:CONFIG:PHASE:BATCH:PROMPT:NEW (`hello-gpu agent --model`, e.g. model-agent:1b:decode:1:512:256);
 #           notebooks (every course notebook executed; the executed .ipynb files in $OUT/notebooks/, to commit
 #           over notebooks/; needs jupytext, nbformat, nbclient and ipykernel: wheels in .whl/ where the machine lacks them);
 #           "all" = every stage but cpu-tests
@@ -136,9 +138,10 @@ softmax_sweep() {   # launch-parameter sweeps and counters behind the softmax ga
     COLUMNS=200 hello-gpu profile softmax "$rung" --shape 4096x1024 --dtype float32 --record "$RECORDS" 2>>"$ERRORS"
   done
 }
-ladder() {   # ladder OP DTYPE [SHAPE...]: check all rungs, time all, write the record and its plot
-  local op=$1 dtype=$2; shift 2
-  COLUMNS=220 hello-gpu ladder "$op" --dtype "$dtype" ${1:+--shapes "$@"} --record "$RECORDS" 2>>"$ERRORS"
+ladder() {   # ladder OP DTYPE ROUTE [SHAPE...]: check the rungs (of ROUTE, or all), time them, write the record and its plot
+  local op=$1 dtype=$2 route=$3; shift 3
+  COLUMNS=220 hello-gpu ladder "$op" --dtype "$dtype" ${route:+--route "$route"} ${1:+--shapes "$@"} \
+    --record "$RECORDS" 2>>"$ERRORS"
 }
 
 profile_records() {   # the profile records of reduce_sum and rms_norm (issue 6), then ladder --profile once
@@ -225,6 +228,17 @@ model_profile() {   # model_profile CONFIG PHASE [BATCH] [PROMPT]: `hello-gpu mo
   COLUMNS=200 hello-gpu model profile --config "$1" --phase "$2" --batch "${3:-1}" --prompt "${4:-512}" \
     --dtype bfloat16 --out "$folder" 2>>"$ERRORS"
 }
+model_vision() {   # model_vision BATCH SIZE: `hello-gpu model profile --vision` (the convolutional network)
+  local folder="$DEVICE_RECORDS/models/profile.vision.b$1.s$2"
+  mkdir -p "$folder"
+  COLUMNS=200 hello-gpu model profile --vision --batch "$1" --image-size "$2" --dtype bfloat16 --out "$folder" 2>>"$ERRORS"
+}
+model_agent() {   # model_agent CONFIG PHASE BATCH PROMPT NEW: `hello-gpu agent --model`, its run folder kept
+  local folder="$DEVICE_RECORDS/agent/model.$1.$2.b$3.p$4.n$5"
+  rm -rf "$folder"
+  COLUMNS=200 hello-gpu agent --model "$1" --phase "$2" --batch "$3" --prompt "$4" --new "$5" --dtype bfloat16 \
+    --run-dir "$folder" 2>>"$ERRORS"
+}
 agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent from START, its report and record
   local op=$1 route=$2 start=$3 shape=${4:-} dtype=${5:-}
   local run_dir="$DEVICE_RECORDS/agent/$op.$route"
@@ -234,7 +248,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f model_run model_profile notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
+export -f model_run model_profile model_vision model_agent notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
   reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug OUT
 
@@ -275,6 +289,12 @@ for stage in $stages; do
     model-profile:*)
       IFS=: read -r _ config phase batch prompt <<<"$stage"
       run_stage "$stage" model_profile "$config" "$phase" "$batch" "$prompt" ;;
+    model-vision:*)
+      IFS=: read -r _ batch size <<<"$stage"
+      run_stage "$stage" model_vision "${batch:-8}" "${size:-224}" ;;
+    model-agent:*)
+      IFS=: read -r _ config phase batch prompt new <<<"$stage"
+      run_stage "$stage" model_agent "$config" "$phase" "${batch:-1}" "${prompt:-512}" "${new:-256}" ;;
     agent-resume:*)
       IFS=: read -r _ run seconds counters <<<"$stage"
       run_stage "$stage" agent_resume "$run" "$seconds" $counters ;;
@@ -285,8 +305,8 @@ for stage in $stages; do
       IFS=: read -r _ op route shape dtype <<<"$stage"
       run_stage "$stage" ladder_profile "$op" "$route" "$shape" $dtype ;;
     ladder:*)
-      IFS=: read -r _ op dtype shapes <<<"$stage"
-      run_stage "$stage" ladder "$op" "${dtype:-float32}" ${shapes//,/ } ;;
+      IFS=: read -r _ op dtype shapes route <<<"$stage"
+      run_stage "$stage" ladder "$op" "${dtype:-float32}" "$route" ${shapes//,/ } ;;
     *) echo "unknown stage $stage"; codes[$stage]=2; order+=("$stage") ;;
   esac
 done

@@ -137,6 +137,8 @@ def test_a_missing_record_renders_a_box_whose_command_writes_that_record(record,
     assert "|" not in box                                              # no table, no number from anywhere
     command, stage = producing_command(record)
     assert f"`{command}`" in box and (stage is None or f"bash scripts/gpu_session.sh {stage}" in box)
+    if stage is not None:                                                # a stage the session script knows
+        assert f"\n    {stage.split(':')[0]}:*)" in (REPO / "scripts/gpu_session.sh").read_text(encoding="utf-8")
     args = build_parser().parse_args(shlex.split(command)[1:])           # a command the CLI accepts ...
     folder = str(Path(record).parent)
     assert (getattr(args, "out", None) or str(getattr(args, "run_dir", ""))) == folder   # ... writing that folder

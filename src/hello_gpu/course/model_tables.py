@@ -345,7 +345,7 @@ def producing_command(record: str, backends=BACKENDS) -> tuple[str, str | None]:
                 f"model-run:{c['config']}:{c['batch']}:{c['prompt']}:{c['new']}:{','.join(backends)}")
     if (match := VISION.fullmatch(rest)):
         return (f"hello-gpu model profile --vision --batch {match['batch']} --image-size {match['size']} --dtype bfloat16 "
-                f"--out {folder}", None)
+                f"--out {folder}", f"model-vision:{match['batch']}:{match['size']}")
     if (match := PROFILE.fullmatch(rest)):
         c = match.groupdict()
         return (f"hello-gpu model profile --config {c['config']} --phase {c['phase']} --batch {c['batch']} "
@@ -354,7 +354,8 @@ def producing_command(record: str, backends=BACKENDS) -> tuple[str, str | None]:
     if (match := AGENT.fullmatch(rest)):
         c = match.groupdict()
         return (f"hello-gpu agent --model {c['config']} --phase {c['phase']} --batch {c['batch']} --prompt {c['prompt']} "
-                f"--new {c['new']} --dtype bfloat16 --run-dir {folder}", None)
+                f"--new {c['new']} --dtype bfloat16 --run-dir {folder}",
+                f"model-agent:{c['config']}:{c['phase']}:{c['batch']}:{c['prompt']}:{c['new']}")
     raise RecordError(f"{record}: not a model record path this page knows how to produce: "
                       f"records/DEVICE/models/run.CONFIG.bB.pP.nN/model-run.json, "
                       f"records/DEVICE/models/profile.CONFIG.PHASE.bB.pP/model-profile.json, "
