@@ -725,6 +725,7 @@ TIMED_CHEATS = {
     "t64_frames_through_a_library.py": ("bench", {anticheat.TIMING, anticheat.TAMPER}, "counted batches"),
     "t66_hogs_while_idle.py": ("compare", {anticheat.TAMPER}, "thread"),
     "t70_writes_the_channel.py": ("compare", {anticheat.TAMPER}, "nonce"),
+    "t72_nondeterministic_when_timed.py": ("bench", {anticheat.NONDETERMINISTIC}, "on the same values"),
     "t74_signal_handler.py": ("bench", {anticheat.TAMPER}, "signal"),
 }
 
@@ -762,6 +763,24 @@ def test_cheats_that_behave_when_checked_are_caught_where_they_are_timed(name, t
     assert said, (name, result.raw)
     found = {tag for tag in anticheat.TAGS if tag in said}
     assert tags_wanted <= found and text in said, (name, said)
+
+
+DETERMINISTIC_TASK = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",),
+                          check_shapes=OUTSIDE_TASK.check_shapes, bench_shape=4096, deterministic=True)
+
+
+def test_timed_repeats_pass_an_honest_deterministic_kernel():
+    """The control for t72: on a task that declares determinism, the honest add is timed with repeated sets
+    (at least one batch per timing, in bench and in compare) and every repeat agrees bit for bit."""
+    from hello_gpu.agent import tools
+    bench = tools.bench(candidate_of(HONEST), DETERMINISTIC_TASK, max_seconds=0.3)
+    assert bench.ok and bench.suspect is None, (bench.suspect, bench.raw.get("detail"))
+    assert bench.raw["determinism"]["declared"] is True and bench.raw["determinism"]["repeated_batches_compared"] >= 1
+    compare = tools.compare(candidate_of(HONEST), candidate_of("t98_honest_scratch.py"), DETERMINISTIC_TASK,
+                            min_rounds=4, max_seconds=0.8)
+    assert compare.ok and compare.suspect is None, (compare.suspect, compare.raw.get("detail"))
+    for side in ("baseline", "candidate"):
+        assert compare.raw["determinism"][side]["repeated_batches_compared"] >= 1, compare.raw["determinism"]
 
 
 def test_the_evidence_channel_cannot_be_taken_back():

@@ -76,8 +76,9 @@ COVERAGE = "dtype coverage"             # the header declares fewer dtypes than 
 TIMED_OUTPUT = "timed output wrong"     # a timed call at the benchmark shape gave a wrong output
 TIMING = "timing inconsistent"          # the child's claimed times disagree with the parent's clock
 GUARD = SHARED_GUARD                    # a write outside the output, into the guard bytes around it
+NONDETERMINISTIC = "nondeterministic"   # declared deterministic; two timed calls on the same values differ
 TAGS = (LIBRARY, CONCURRENCY, CACHED, PARTIAL_WRITE, INPUT_WRITE, LOW_PRECISION, NO_LAUNCH, TIMER, SUSPECT,
-        INCORRECT, MISSING, TAMPER, COVERAGE, TIMED_OUTPUT, TIMING, GUARD)
+        INCORRECT, MISSING, TAMPER, COVERAGE, TIMED_OUTPUT, TIMING, GUARD, NONDETERMINISTIC)
 
 RUNTIME_CHECKS = ("fresh_inputs", "partial_writes", "input_writes", "precision", "stale_output")
 EVIDENCE_KEYS = ("kernels", "streams", "launches", "rates", "runtime")
