@@ -510,11 +510,23 @@ def test_a_dispatching_rungs_sibling_kernels_count_as_its_own():
     ('"""torch.add(a, b) in prose is not a call."""\nimport torch\nout = torch.empty(4)\n', None),
     ("import torch.nn.functional as F\ndef run(x):\n    return F.softmax(x, -1)\n", LIBRARY),
     ("from torch import add\ndef run(a, b):\n    return add(a, b)\n", LIBRARY),
-    ("def run(a, b):\n    return a.add(b)\n", LIBRARY),
-    ("def run(x, w):\n    return x @ w\n", LIBRARY),
-    ("import torch\ndef run(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)\n", LIBRARY),
+    # Names the scan can read for sure, however they are looked up: judged.
+    ("import torch\ndef run(a, b):\n    return getattr(torch, 'add')(a, b)\n", LIBRARY),
+    ("import torch\ndef run(a, b):\n    return vars(torch)['add'](a, b)\n", LIBRARY),
+    ("import torch\nns = vars(torch)\nadd = ns['add']\ndef run(a, b):\n    return add(a, b)\n", LIBRARY),
+    ("import torch\ndef run(a, b):\n    return torch.__dict__.get('add')(a, b)\n", LIBRARY),
+    ("import operator, torch\ndef run(x):\n    return operator.attrgetter('nn.functional.softmax')(torch)(x, -1)\n",
+     LIBRARY),
+    ("import functools, torch\nS = functools.reduce(getattr, ['nn', 'functional', 'softmax'], torch)\n"
+     "def run(x):\n    return S(x, -1)\n", LIBRARY),
     ("import torch\nrun = torch.compile(lambda a, b: a + b)\n", LIBRARY),
+    # What it cannot know without types or values: hints (static_hints), judged by the run-time evidence.
+    ("def run(a, b):\n    return a.add(b)\n", None),
+    ("def run(x, w):\n    return x @ w\n", None),
+    ("import torch\ndef run(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)\n", None),
+    ("import torch\nname = 'add'\ndef run(a, b):\n    return vars(torch)[name](a, b)\n", None),
     ("import torch\nDTYPE = getattr(torch, 'bfloat16')\n", None),
+    ("seen = set()\ndef run(n):\n    seen.add(n)\n", None),
     ("def run(a, b:\n", INCORRECT),                                          # unparsable: said once, as such
     ("import triton\n@triton.jit\ndef k(x):\n    y = x.sum(0)\n", None),        # device code: methods are fine
     ("import threading\n", CONCURRENCY),
@@ -532,6 +544,23 @@ def test_a_dispatching_rungs_sibling_kernels_count_as_its_own():
 def test_python_source_scans(source, tag):
     reasons = anticheat.inspect(Candidate(None, None, "triton", source), TASK)
     assert tags(reasons) == ({tag} if tag else set()) and len(reasons) <= 1 + (tag == LIBRARY), reasons
+
+
+@pytest.mark.parametrize("source, hint", [
+    ("def run(a, b):\n    return a.add(b)\n", "calls .add() on something whose type"),
+    ("def run(x, w):\n    return x @ w\n", "uses @ on the host"),
+    ("import torch\ndef run(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)\n", "attribute of torch by a computed"),
+    ("import torch as T\nname = 'add'\nns = T.__dict__\ndef run(a, b):\n    return ns[name](a, b)\n",
+     "attribute of torch by a computed"),
+    ("import functools, operator, torch\nname = 'add'\nA = functools.reduce(getattr, [name], torch)\n"
+     "B = operator.attrgetter(name)(torch)\n", "attribute of torch by a computed"),
+    ("seen = set()\ndef run(n):\n    seen.add(n)\n", None),
+    ("import torch\nDTYPE = getattr(torch, 'bfloat16')\n", None),
+])
+def test_what_the_scan_cannot_decide_is_a_hint(source, hint):
+    """Hints reject nothing (the ATen watch in every call judges them); they say where the scan was blind."""
+    hints = anticheat.static_hints(Candidate(None, None, "triton", source))
+    assert (any(hint in text for text in hints) if hint else hints == []), hints
 
 
 @pytest.mark.parametrize("source, tag", [
@@ -625,7 +654,10 @@ OUTSIDE_CHEATS = {
     "t71_right_for_a_while.py": {INCORRECT},                         # wrong from the 40th call on
     "t73_only_when_poisoned.py": {INCORRECT},                        # right only into a NaN output
     "t74_signal_handler.py": {anticheat.TAMPER},                     # a SIGALRM handler handed the harness's frame
+    # Red team, second round: the classes the first round left open.
+    "t75_reaches_torch_by_a_computed_name.py": {LIBRARY},            # vars(torch)[name]: the ATen watch, not the scan
 }
+HONEST_CONTROLS = ("t98_honest_scratch.py", "t77_honest_bookkeeping.py", HONEST)
 
 
 def _check_all(names_and_tasks):
@@ -642,7 +674,7 @@ def outside_results():
     tasks = [(name, Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32", "bfloat16"),
                          check_shapes=OUTSIDE_TASK.check_shapes, bench_shape=4096)
               if name.startswith("t84_") else OUTSIDE_TASK) for name in OUTSIDE_CHEATS]
-    return _check_all(tasks + [("t98_honest_scratch.py", OUTSIDE_TASK), (HONEST, OUTSIDE_TASK)])
+    return _check_all(tasks + [(name, OUTSIDE_TASK) for name in HONEST_CONTROLS])
 
 
 def _reason_tags(result) -> set[str]:
@@ -661,15 +693,28 @@ def test_each_class_of_issue_17_is_rejected_with_its_reason(name, outside_result
 
 
 def test_honest_controls_at_the_edge_are_accepted(outside_results):
-    """A kernel with its own scratch buffer (two own launches a call, writes into its own allocation) and
-    the plain honest add pass every rule: no guard, origin, tamper or coverage reason."""
-    for name in ("t98_honest_scratch.py", HONEST):
+    """A kernel with its own scratch buffer (two own launches a call, writes into its own allocation), one
+    with host-side bookkeeping (a set's .add(), dtypes looked up by computed names) and the plain honest
+    add pass every rule: no guard, origin, tamper or coverage reason."""
+    for name in HONEST_CONTROLS:
         result = outside_results[name]
         assert result.status == "ok" and result.passed and result.cheats == [], (name, result.reason)
         anticheat_part = result.raw["anticheat"]
         assert anticheat_part["tamper"] == [] and anticheat_part["guard"] == [] and anticheat_part["coverage"] == []
         assert anticheat_part["bench_shape"]["dtypes"] == ["float32"] and not anticheat_part["bench_shape"]["failures"]
         assert result.raw["verdict_in"] == "parent" and result.patched == []
+
+
+def test_the_run_time_evidence_judges_what_the_scan_cannot_read(outside_results):
+    """t75 reaches torch.add by a computed name: the scan has no reason against it, only hints naming its
+    lookups; the ATen watch in the child saw aten::add in its calls. t77's set.add() is no reason either."""
+    t75 = candidate_of("t75_reaches_torch_by_a_computed_name.py")
+    assert static_reasons(t75) == []
+    assert sum("by a computed name" in hint for hint in anticheat.static_hints(t75)) == 3
+    result = outside_results["t75_reaches_torch_by_a_computed_name.py"]
+    assert any("aten::add ran inside a call" in reason for reason in result.cheats), result.cheats
+    assert result.raw["static_hints"] == anticheat.static_hints(t75)
+    assert static_reasons(candidate_of("t77_honest_bookkeeping.py")) == []
 
 
 def test_the_reference_and_the_seeds_never_reach_the_child(outside_results):
