@@ -656,6 +656,9 @@ OUTSIDE_CHEATS = {
     "t74_signal_handler.py": {anticheat.TAMPER},                     # a SIGALRM handler handed the harness's frame
     # Red team, second round: the classes the first round left open.
     "t75_reaches_torch_by_a_computed_name.py": {LIBRARY},            # vars(torch)[name]: the ATen watch, not the scan
+    "t76_switches_the_watch_off.py": {anticheat.TAMPER},             # _disable_current_modes around a + b
+    "t79_redirects_the_evidence.py": {anticheat.TAMPER},             # os.dup2 over the evidence pipe, then back
+    "t100_disarms_through_a_closure.py": {anticheat.TAMPER},         # the watch's flags sought through a wrapper
 }
 HONEST_CONTROLS = ("t98_honest_scratch.py", "t77_honest_bookkeeping.py", HONEST)
 
@@ -715,6 +718,101 @@ def test_the_run_time_evidence_judges_what_the_scan_cannot_read(outside_results)
     assert any("aten::add ran inside a call" in reason for reason in result.cheats), result.cheats
     assert result.raw["static_hints"] == anticheat.static_hints(t75)
     assert static_reasons(candidate_of("t77_honest_bookkeeping.py")) == []
+
+
+# The other routes that take the ATen watch off, each swapped for t76's switch line.
+T76_SWITCH = '_OFF = vars(_dispatch)["_disable_current_" + "modes"]\n'
+T76_ROUTES = {
+    "the dispatch guard": "_OFF = lambda: _C._DisableTorchDispatch()\n",
+    "the Python key excluded by a guard": "_OFF = lambda: _C._ExcludeDispatchKeyGuard(_C.DispatchKeySet(_C.DispatchKey.Python))\n",
+    "the mode popped and pushed back": (
+        "import contextlib\n\n\n@contextlib.contextmanager\ndef _OFF():\n    mode = _C._pop_torch_dispatch_stack(None)\n"
+        "    try:\n        yield\n    finally:\n        _C._push_on_torch_dispatch_stack(mode)\n"),
+    "the thread's key set": (
+        "import contextlib\n\n\n@contextlib.contextmanager\ndef _OFF():\n"
+        "    _C._dispatch_tls_set_dispatch_key_excluded(_C.DispatchKey.Python, True)\n"
+        "    try:\n        yield\n    finally:\n        _C._dispatch_tls_set_dispatch_key_excluded(_C.DispatchKey.Python, False)\n"),
+    "an op's entry at a dispatch key": (
+        "import contextlib\n_OFF = contextlib.nullcontext\n_ops = vars(torch)['op' + 's']\n"
+        "def _add(a, b):\n    return _ops.aten.add.Tensor._op_dk(getattr(_C.DispatchKey, a.device.type.upper()), a, b)\n"),
+    "a redispatch below the Python key": (
+        "import contextlib\n_OFF = contextlib.nullcontext\n_ops = vars(torch)['op' + 's']\n"
+        "def _add(a, b):\n    keys = _C.DispatchKeySet(getattr(_C.DispatchKey, a.device.type.upper()))\n"
+        "    return _ops.aten.add.Tensor.redispatch(keys, a, b)\n"),
+    "the watch's method replaced for good": (
+        "import contextlib\n_OFF = contextlib.nullcontext\n_replaced = []\n"
+        "def _add(a, b):\n    if not _replaced:\n        mode = _dispatch._get_current_dispatch_mode()\n"
+        "        setattr(type(mode), '__torch_dispatch__', lambda self, func, types, args=(), kwargs=None: "
+        "func(*args, **(kwargs or {})))\n        _replaced.append(mode)\n    return a + b\n"),
+}
+
+# The other descriptor routes, each swapped for t79's _hide / _put_back.
+T79_TRICK_START, T79_TRICK_END = "def _hide(evidence):", "def _timed() -> bool:"
+T79_ROUTES = {
+    "closed, then put back": (
+        "def _hide(evidence):\n    saved = os.dup(evidence)\n    os.close(evidence)\n    return saved\n\n\n"
+        "def _put_back(evidence, saved):\n    os.dup2(saved, evidence)\n    os.close(saved)\n\n\n"),
+    "drained through /proc": (
+        "def _hide(evidence):\n    return os.open(f'/proc/self/fd/{evidence}', os.O_RDONLY | os.O_NONBLOCK)\n\n\n"
+        "def _put_back(evidence, reader):\n    try:\n        os.read(reader, 1 << 16)\n    except BlockingIOError:\n"
+        "        pass\n    os.close(reader)\n\n\n"),
+    "closed by an original found in a default value": (
+        "_Connection = sys.modules['multiprocessing.connection'].Connection\n\n\n"
+        "def _hide(evidence):\n    close = _Connection._close.__defaults__[0]\n    if _done:\n        return None\n"
+        "    _done.append(close(evidence))\n    return None\n\n\n_done = []\n\n\n"
+        "def _put_back(evidence, kept):\n    pass\n\n\n"),
+}
+# t87's thread, started through the alias the low-level module also keeps.
+T87_ALIAS = ("_thread.start_new_thread(_later, (a, b, out))", "vars(_thread)['start_' + 'new'](_later, (a, b, out))")
+
+
+def _routes():
+    """(route, candidate source, the text its rejection must contain) for each variant above."""
+    t76 = candidate_of("t76_switches_the_watch_off.py").source
+    assert T76_SWITCH in t76
+    found = [(f"t76: {name}", t76.replace(T76_SWITCH, text), "switching off the ATen watch")
+             for name, text in T76_ROUTES.items()]
+    t79 = candidate_of("t79_redirects_the_evidence.py").source
+    head, rest = t79.split(T79_TRICK_START, 1)
+    tail = rest.split(T79_TRICK_END, 1)[1]
+    found += [(f"t79: {name}", head + text + T79_TRICK_END + tail, "evidence channel")
+              for name, text in T79_ROUTES.items()]
+    t87 = candidate_of("t87_raw_thread.py").source
+    assert T87_ALIAS[0] in t87
+    found.append(("t87: _thread.start_new", t87.replace(*T87_ALIAS), "start_new"))
+    return found
+
+
+@pytest.fixture(scope="module")
+def route_results():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hello_gpu.agent import tools
+    routes = _routes()
+    with ThreadPoolExecutor(2) as pool:
+        results = pool.map(lambda route: tools.check(Candidate(None, None, "triton", route[1]), OUTSIDE_TASK), routes)
+        return {name: (result, text) for (name, _, text), result in zip(routes, results)}
+
+
+@pytest.mark.parametrize("route", [name for name, _, _ in _routes()])
+def test_each_route_of_a_class_is_rejected_with_its_reason(route, route_results):
+    """The classes of t76 (the ATen watch switched off), t79 (the evidence channel hidden) and t87 (a thread
+    the watch does not see), by their other routes: each is named (tamper evidence), none gets through."""
+    result, text = route_results[route]
+    assert result.status == "ok" and not result.passed, (route, result.raw.get("detail"))
+    tamper = [reason for reason in result.cheats if tag_of(reason) == anticheat.TAMPER]
+    assert any(text in reason for reason in tamper), (route, result.reason)
+
+
+def test_the_watch_leaves_nothing_in_reach(outside_results):
+    """t100 followed every closure, default and instance dict from the thread wrappers and found no switch
+    to turn off: its stack walk is named. t79 emptied the list of what the watch saw, through the frames it
+    hid from the pipe: the parent counted the lines that never arrived."""
+    t100 = outside_results["t100_disarms_through_a_closure.py"]
+    assert any("frame inspection" in reason and "sys._getframe" in reason for reason in t100.cheats), t100.cheats
+    t79 = outside_results["t79_redirects_the_evidence.py"]
+    assert any("lost lines" in reason for reason in t79.cheats), t79.cheats
+    assert any("os.dup2 on descriptor" in reason for reason in t79.cheats), t79.cheats
 
 
 def test_the_reference_and_the_seeds_never_reach_the_child(outside_results):

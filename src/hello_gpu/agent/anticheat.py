@@ -10,7 +10,9 @@ Three kinds of check, composed by :func:`inspect`:
 - **Static**, on the candidate's source (a Triton ``.py``, or a HIP ``.hip`` and its companion ``.py``):
   :func:`find_library_calls`, :func:`find_concurrency`, :func:`find_timer_patching`. The Python scans
   read the syntax tree, so a docstring that says "torch.add" is not a call; the code inside
-  ``@triton.jit`` functions is device code and is not scanned for host calls.
+  ``@triton.jit`` functions is device code and is not scanned for host calls. They judge only what a
+  name says for sure; what they cannot decide without types or values is a hint (:func:`static_hints`),
+  judged by the run-time evidence (the child's ATen watch in every call, the kernel trace).
 - **Run-time**, in the process that runs the candidate (the sandbox's child): :func:`check_fresh_inputs`,
   :func:`check_partial_writes`, :func:`check_input_writes`, :func:`check_precision`,
   :func:`check_stale_output`. :func:`runtime_evidence` runs them all on one built candidate and returns

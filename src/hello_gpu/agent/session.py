@@ -85,6 +85,8 @@ CONSISTENCY_SECONDS = 0.02    # the warm batch the parent's clock checks lasts a
                               # the ~0.1-1 ms a request's round trip costs
 CONSISTENCY_FILL = 0.75       # the claimed span must cover >= 75% of the parent's interval (less its round trip)
 CONSISTENCY_SLACK_S = 5e-4    # and may exceed it by at most this: timer resolution, nothing more
+SLOW_BATCH_SHARE = 0.25       # counted batches whose own claims fall short of the parent's clock: more than
+                              # this share of them (and at least two) is a forged clock, not a hiccup
 BATCH_SLACK_S = 1e-4          # per counted batch, what the child's honest span may fall short of the parent's
                               # interval besides the round trip (~10 events made and read: tens of microseconds)
 IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
@@ -133,6 +135,9 @@ class WorkerSession:
         self.evidence_child_fd = evidence_write
         self.evidence_lines: list[str] = []
         self._evidence_tail = b""
+        self.evidence_lost: list[str] = []            # answers whose count of evidence lines exceeded what arrived
+        self.channel_child_fd = child_end.fileno()
+        self.channel_inode = os.fstat(child_end.fileno()).st_ino
         self.stdout = tempfile.TemporaryFile()
         self.stderr = tempfile.TemporaryFile()
         self.folder = tempfile.TemporaryDirectory(prefix="hello-gpu-worker-")
@@ -182,6 +187,7 @@ class WorkerSession:
         if not isinstance(answer, dict):
             raise CandidateFailed(f"the {self.label} child answered a {type(answer).__name__}, not an object")
         self.drain()
+        self._count_evidence(operation, answer.get("evidence_written"))
         if answer.get("nonce") != nonce:
             # Something besides the worker wrote on the channel (a forged answer): the stream cannot be trusted.
             self.kill()
@@ -203,6 +209,22 @@ class WorkerSession:
         if lines:
             detail += f"; last stderr line: {lines[-1][:300]}"
         return WorkerEnded("crashed", detail)
+
+    def _count_evidence(self, operation: str, written) -> None:
+        """Every line the child's watch wrote must have arrived: one redirected (``os.dup2`` over the pipe),
+        drained (the pipe reopened for reading through /proc) or dropped is itself evidence."""
+        if self.evidence_lost:
+            return                                    # the first shortfall says it; later ones only repeat it
+        if not isinstance(written, int) or isinstance(written, bool):
+            problem = (f"{TAMPER}: the {self.label} child's answer to {operation} does not say how many evidence "
+                       f"lines its watch wrote (its watch no longer answers)")
+        elif written > len(self.evidence_lines):
+            problem = (f"{TAMPER}: the {self.label} child's evidence channel lost lines: its watch had written "
+                       f"{written} by the answer to {operation}, {len(self.evidence_lines)} arrived (the pipe was "
+                       f"redirected, drained or closed)")
+        else:
+            return
+        self.evidence_lost.append(problem)
 
     def drain(self) -> None:
         """Read what the child's watch wrote on the evidence channel so far."""
@@ -228,11 +250,14 @@ class WorkerSession:
             links = {entry.name: os.readlink(entry) for entry in folder.iterdir()}
         except OSError:
             return None
-        holders = sorted(name for name, link in links.items() if link == pipe)
-        if holders != [str(self.evidence_child_fd)]:
-            return (f"{TAMPER}: the {self.label} child's evidence channel (descriptor {self.evidence_child_fd}) was "
-                    f"replaced or copied (descriptors holding it now: {', '.join(holders) or 'none'})")
-        return None
+        problems = []
+        for what, link, descriptor in (("evidence channel", pipe, self.evidence_child_fd),
+                                       ("socket to the parent", f"socket:[{self.channel_inode}]", self.channel_child_fd)):
+            holders = sorted(name for name, target in links.items() if target == link)
+            if holders != [str(descriptor)]:
+                problems.append(f"{TAMPER}: the {self.label} child's {what} (descriptor {descriptor}) was replaced or "
+                                f"copied (descriptors holding it now: {', '.join(holders) or 'none'})")
+        return "; ".join(problems) or None
 
     def cpu_seconds(self) -> float | None:
         """User + system CPU seconds the child process has used (all its threads), from /proc; None elsewhere."""
@@ -275,7 +300,7 @@ class WorkerSession:
                              if kind not in ("replaced", "ATen op")},          # those two are read from the lines below
                   "patched": list((finished or {}).get("patched") or []),
                   "threads_running": (finished or {}).get("threads_running") or 0,
-                  "channel": (finished or {}).get("channel"), "library": []}
+                  "channel": (finished or {}).get("channel"), "library": [], "lost": list(self.evidence_lost)}
         for line in lines:
             kind, tab, text = line.partition("\t")
             if not tab:                               # not the watch's "kind<TAB>text": someone else wrote it
@@ -495,7 +520,7 @@ def _tamper_reasons(finished: dict | None, who: str = "the candidate") -> tuple[
     reasons = []
     for kind, seen in sorted((finished.get("events") or {}).items()):
         if seen:
-            reasons.append(f"{TAMPER}: {who}'s code did {kind} ({'; '.join(map(str, seen[:4]))}"
+            reasons.append(f"{TAMPER}: {kind} in {who}'s process ({'; '.join(map(str, seen[:4]))}"
                            f"{' ...' if len(seen) > 4 else ''})")
     library = list(finished.get("library") or [])
     if library:
@@ -503,6 +528,7 @@ def _tamper_reasons(finished: dict | None, who: str = "the candidate") -> tuple[
                        f"{' ...' if len(library) > 4 else ''}): the work must be done by its own kernel")
     if finished.get("channel"):
         reasons.append(str(finished["channel"]))
+    reasons += [str(problem) for problem in finished.get("lost") or ()]
     patched = list(finished.get("patched") or [])
     if patched:
         reasons.append(f"{TAMPER}: {who}'s process replaced {len(patched)} function(s) the verdict leans on "
@@ -832,6 +858,16 @@ class TimedSide:
                 problems.append(f"the {batches} counted batches claimed {spans:.6g} s in all, which the parent's clock "
                                 f"saw take {walls:.6g} s ({walls - batches * floor:.6g} s less the round trips): the "
                                 f"claims run at {spans / max(walls - batches * floor, 1e-12):.2f}x")
+            # ... and batch by batch: a clock slowed in some batches only (those whose outputs were poisoned with
+            # NaN, one in two at random) leaves the sum near the line, but each such batch runs at half speed.
+            slow = [span / max(wall - floor, 1e-12) for wall, span in self.counted
+                    if span < CONSISTENCY_FILL * (wall - floor) - BATCH_SLACK_S]
+            result["slow_batches"] = len(slow)
+            if len(slow) >= max(2, SLOW_BATCH_SHARE * batches):
+                problems.append(f"{len(slow)} of the {batches} counted batches claimed less than "
+                                f"{CONSISTENCY_FILL:.0%} of what the parent's clock saw (their clocks ran at "
+                                f"{', '.join(f'{ratio:.2f}x' for ratio in sorted(slow)[:4])}"
+                                f"{' ...' if len(slow) > 4 else ''})")
         result["problems"] = [f"{TIMING}: {problem}" for problem in problems]
         self.failures += result["problems"]
         return result
@@ -936,6 +972,7 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
             side.batch(inputs, check=True)              # warm-up: compiles, first touch; checked
             side.per_call.clear()
             side.batches.clear()
+            side.counted.clear()      # the clock check covers the counted batches, not a warm-up that compiled
             max_seconds = float(payload.get("max_seconds", 2.0))
             started = time.perf_counter()
             stopped_by = "time cap"
@@ -1018,6 +1055,8 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
                      for label, session in sessions.items()}
             for label in "ABAB":                                # warm-up, checked, not counted
                 sides[label].batch(inputs, check=True)
+            for side in sides.values():
+                side.counted.clear()                            # nor in the clock check (see run_bench)
             rounds: dict[str, list[float]] = {"A": [], "B": []}
             started = time.perf_counter()
             count = 0
