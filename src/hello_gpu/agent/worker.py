@@ -116,12 +116,13 @@ class TamperWatch:
     and the parent counts what arrived, so a line redirected, drained or dropped is itself evidence.
     """
 
-    def __init__(self, evidence_fd: int | None = None, watched_fds: dict[int, str] | None = None, invoke_code=None):
+    def __init__(self, evidence_fd: int | None = None, watched_fds: dict[int, str] | None = None, invoke_code=None,
+                 serve_code=None):
         self.candidate_files: set[str] = set()
         self.allowed_folders: list[str] = []
         self.events: dict[str, list[str]] = {}
         (self.hook, self.record, self.report, self.take_fingerprint, self.remember,
-         self.protect) = _bound_watch(self, evidence_fd, dict(watched_fds or {}), invoke_code)
+         self.protect) = _bound_watch(self, evidence_fd, dict(watched_fds or {}), invoke_code, serve_code)
 
     def guard_functions(self, aten=None) -> list[str]:
         """Wrap every guarded function (GUARDED_FUNCTIONS, and torch's DISPATCH_SWITCHES when torch is loaded)
@@ -202,7 +203,8 @@ _GUARDED_CODE = _guarded("x").__code__
 _MISSING = object()
 
 
-def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[int, str], invoke_code):
+def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[int, str], invoke_code,
+                 serve_code=None):
     """The closures of a :class:`TamperWatch` (see its docstring): (hook, record, report, take_fingerprint,
     remember, protect). The hook's switches (armed, calls in progress, the originals) are its own cells."""
     import _thread
@@ -222,6 +224,7 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
     protected: set[int] = set()           # ids of functions whose code or defaults must not be rewritten
     mode = [None]                         # the dispatch mode that must be on top while a call runs
     call_states: list[tuple] = []         # the dispatch state as each call in progress began
+    request = [None, 0, 0]                # the request being served: (its operation, calls it makes, calls seen)
     pipe = [None]                         # (device, inode) of the evidence pipe
     if evidence_fd is not None:
         identity = os.fstat(evidence_fd)
@@ -320,8 +323,19 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
             box.append(wrapper)
         elif event == "hello_gpu.arm":
             armed[0] = True
+        elif event == "hello_gpu.request" and caller.f_code is serve_code:
+            operation, expected = args           # (the operation, its calls) as it begins; (None, check?) at its end
+            if operation is not None:
+                request[:] = [operation, expected, 0]
+            elif request[0] is not None:
+                if armed[0] and expected and request[2] < request[1]:
+                    record(SWITCH_KIND, f"a {request[0]} request made {request[1]} call(s) of the candidate, but only "
+                                        f"{request[2]} went through the worker's own Worker._invoke (the others "
+                                        f"bypassed the watch: a method of the worker replaced)")
+                request[:] = [None, 0, 0]
         elif event == "hello_gpu.call" and caller.f_code is invoke_code:
             if args[0] > 0:
+                request[2] += 1
                 if dispatch and mode[0] is not None and armed[0]:
                     now = dispatch_state()
                     if now[1] != id(mode[0]):
@@ -781,6 +795,9 @@ class Worker:
                 return
             operation = request.get("op")
             watched = self.aten if self.aten is not None and operation in ("call", "time", "profile") else None
+            # How many calls of the candidate this request makes: each must go through _invoke (the watch counts).
+            calls = {"call": 1, "time": len(request.get("calls") or ()), "profile": int(request.get("repeats", 3))}
+            _audit("hello_gpu.request", operation, calls.get(operation, 0))
             try:
                 if watched is not None:
                     with watched:
@@ -790,6 +807,8 @@ class Worker:
             except Exception as error:  # noqa: BLE001 - the candidate (or the harness on it) failed: say so
                 answer = {"ok": False, "error": f"{type(error).__name__}: {error}",
                           "traceback": traceback.format_exc()[-4000:]}
+            # The request is over: were its calls all watched? (Not asked when it failed part-way.)
+            _audit("hello_gpu.request", None, bool(answer["ok"]))
             answer["nonce"] = request.get("nonce")          # whose answer this is: the parent checks it
             written: list[int] = []
             _audit("hello_gpu.written", written)            # how many evidence lines the watch has written:
@@ -817,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
     from . import anticheat as _anticheat  # noqa: F401
     from . import sandbox as _sandbox  # noqa: F401
     watched = {channel: "the socket to the parent", **({evidence: "the evidence pipe"} if evidence is not None else {})}
-    watch = TamperWatch(evidence, watched, invoke_code=Worker._invoke.__code__)
+    watch = TamperWatch(evidence, watched, invoke_code=Worker._invoke.__code__, serve_code=Worker.serve.__code__)
     aten = aten_watch()
     sys.addaudithook(watch.hook)
     watch.guard_functions(aten)          # after the hook: the wrappers get their originals from it
