@@ -225,6 +225,7 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
     mode = [None]                         # the dispatch mode that must be on top while a call runs
     call_states: list[tuple] = []         # the dispatch state as each call in progress began
     request = [None, 0, 0]                # the request being served: (its operation, calls it makes, calls seen)
+    worker: list = [None, None, {}]       # the worker being served, its class, its methods as they were
     pipe = [None]                         # (device, inode) of the evidence pipe
     if evidence_fd is not None:
         identity = os.fstat(evidence_fd)
@@ -333,7 +334,13 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
                                         f"{request[2]} went through the worker's own Worker._invoke (the others "
                                         f"bypassed the watch: a method of the worker replaced)")
                 request[:] = [None, 0, 0]
+        elif event == "hello_gpu.serving" and caller.f_code is serve_code and worker[0] is None:
+            cls = type(args[0])
+            worker[:] = [args[0], cls, {name: value for name, value in vars(cls).items() if isinstance(value, is_function)}]
         elif event == "hello_gpu.call" and caller.f_code is invoke_code:
+            problem = worker_problem(args[1] if len(args) > 1 else None)
+            if problem and armed[0]:
+                record(SWITCH_KIND, problem)
             if args[0] > 0:
                 request[2] += 1
                 if dispatch and mode[0] is not None and armed[0]:
@@ -357,6 +364,19 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
                 record("ATen op", f"{args[0]} ran inside a call")
         elif event == "hello_gpu.written":
             args[0].append(written[0])
+
+    def worker_problem(who) -> str | None:
+        """A call through Worker._invoke for another object than the worker, or with one of the worker's methods
+        replaced (on its class or its instance): a bypass of the watch, and decoy calls to fill its count."""
+        served, cls, methods = worker
+        if served is None:
+            return None
+        if who is not served or type(who) is not cls:
+            return "a call went through Worker._invoke for another object than the worker (a decoy call)"
+        own = vars(who)
+        replaced = sorted(name for name, function in methods.items() if vars(cls).get(name) is not function
+                          or name in own)
+        return f"the worker's {', '.join(replaced)} replaced while a call ran" if replaced else None
 
     def judge(name: str, kind: str, arguments: tuple, caller) -> None:
         """Is this use of a guarded function evidence? ``caller``: the frame that asked for the original."""
@@ -668,13 +688,13 @@ class Worker:
         here (it accepts them from this function's code only), and checks the dispatch state around it."""
         arguments = [self.buffers[name] for name in inputs]
         target = self.buffers[out] if out is not None else None
-        _audit("hello_gpu.call", 1)
+        _audit("hello_gpu.call", 1, self)
         try:
             if target is not None:
                 return self.built(*arguments, out=target), target
             return self.built(*arguments), None
         finally:
-            _audit("hello_gpu.call", -1)
+            _audit("hello_gpu.call", -1, self)
 
     def call(self, request: dict) -> dict:
         """One call; the output lands in the parent's buffer (``out``) or is held for ``fetch``."""
@@ -788,6 +808,7 @@ class Worker:
         handlers = {"load": self.load, "register": self.register, "release": self.release, "call": self.call,
                     "fetch": self.fetch, "time": self.time, "profile": self.profile, "ping": self.ping,
                     "finish": self.finish}
+        _audit("hello_gpu.serving", self)                  # the one worker whose calls count, and its methods
         while True:
             try:
                 request = pickle.loads(self.connection.recv_bytes())
