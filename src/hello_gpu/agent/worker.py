@@ -282,8 +282,7 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
         size = length()
         watch = mode[0]
         method = (vars(type(watch)).get("__torch_dispatch__"), vars(watch).get("__torch_dispatch__"))
-        return (size, id(stack_at(size - 1)) if size else None, represent(included()), represent(excluded()),
-                method == dispatch_method[0])
+        return size, id(stack_at(size - 1)) if size else None, included(), excluded(), method == dispatch_method[0]
 
     def watched_descriptor(arguments: tuple, name: str) -> str | None:
         """The watched descriptor a descriptor call touches, as text; None when it touches none."""
@@ -306,6 +305,10 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
             inside.busy = busy
 
     def handle(event: str, args: tuple, busy: bool) -> None:
+        if event == "hello_gpu.aten":     # the most frequent: one per computing op, no frame needed
+            if armed[0] and depth[0] > 0:
+                record("ATen op", f"{args[0]} ran inside a call")
+            return
         caller = getframe(3)              # the frame that raised the event (above handle, internal and the hook)
         if event == "hello_gpu.original":
             name, arguments, box = args
@@ -359,9 +362,6 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
                                if old != new]
                     if changed:
                         record(SWITCH_KIND, "during a call: " + "; ".join(changed))
-        elif event == "hello_gpu.aten":
-            if armed[0] and depth[0] > 0:
-                record("ATen op", f"{args[0]} ran inside a call")
         elif event == "hello_gpu.written":
             args[0].append(written[0])
 
