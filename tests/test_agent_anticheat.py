@@ -510,11 +510,23 @@ def test_a_dispatching_rungs_sibling_kernels_count_as_its_own():
     ('"""torch.add(a, b) in prose is not a call."""\nimport torch\nout = torch.empty(4)\n', None),
     ("import torch.nn.functional as F\ndef run(x):\n    return F.softmax(x, -1)\n", LIBRARY),
     ("from torch import add\ndef run(a, b):\n    return add(a, b)\n", LIBRARY),
-    ("def run(a, b):\n    return a.add(b)\n", LIBRARY),
-    ("def run(x, w):\n    return x @ w\n", LIBRARY),
-    ("import torch\ndef run(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)\n", LIBRARY),
+    # Names the scan can read for sure, however they are looked up: judged.
+    ("import torch\ndef run(a, b):\n    return getattr(torch, 'add')(a, b)\n", LIBRARY),
+    ("import torch\ndef run(a, b):\n    return vars(torch)['add'](a, b)\n", LIBRARY),
+    ("import torch\nns = vars(torch)\nadd = ns['add']\ndef run(a, b):\n    return add(a, b)\n", LIBRARY),
+    ("import torch\ndef run(a, b):\n    return torch.__dict__.get('add')(a, b)\n", LIBRARY),
+    ("import operator, torch\ndef run(x):\n    return operator.attrgetter('nn.functional.softmax')(torch)(x, -1)\n",
+     LIBRARY),
+    ("import functools, torch\nS = functools.reduce(getattr, ['nn', 'functional', 'softmax'], torch)\n"
+     "def run(x):\n    return S(x, -1)\n", LIBRARY),
     ("import torch\nrun = torch.compile(lambda a, b: a + b)\n", LIBRARY),
+    # What it cannot know without types or values: hints (static_hints), judged by the run-time evidence.
+    ("def run(a, b):\n    return a.add(b)\n", None),
+    ("def run(x, w):\n    return x @ w\n", None),
+    ("import torch\ndef run(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)\n", None),
+    ("import torch\nname = 'add'\ndef run(a, b):\n    return vars(torch)[name](a, b)\n", None),
     ("import torch\nDTYPE = getattr(torch, 'bfloat16')\n", None),
+    ("seen = set()\ndef run(n):\n    seen.add(n)\n", None),
     ("def run(a, b:\n", INCORRECT),                                          # unparsable: said once, as such
     ("import triton\n@triton.jit\ndef k(x):\n    y = x.sum(0)\n", None),        # device code: methods are fine
     ("import threading\n", CONCURRENCY),
@@ -532,6 +544,23 @@ def test_a_dispatching_rungs_sibling_kernels_count_as_its_own():
 def test_python_source_scans(source, tag):
     reasons = anticheat.inspect(Candidate(None, None, "triton", source), TASK)
     assert tags(reasons) == ({tag} if tag else set()) and len(reasons) <= 1 + (tag == LIBRARY), reasons
+
+
+@pytest.mark.parametrize("source, hint", [
+    ("def run(a, b):\n    return a.add(b)\n", "calls .add() on something whose type"),
+    ("def run(x, w):\n    return x @ w\n", "uses @ on the host"),
+    ("import torch\ndef run(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)\n", "attribute of torch by a computed"),
+    ("import torch as T\nname = 'add'\nns = T.__dict__\ndef run(a, b):\n    return ns[name](a, b)\n",
+     "attribute of torch by a computed"),
+    ("import functools, operator, torch\nname = 'add'\nA = functools.reduce(getattr, [name], torch)\n"
+     "B = operator.attrgetter(name)(torch)\n", "attribute of torch by a computed"),
+    ("seen = set()\ndef run(n):\n    seen.add(n)\n", None),
+    ("import torch\nDTYPE = getattr(torch, 'bfloat16')\n", None),
+])
+def test_what_the_scan_cannot_decide_is_a_hint(source, hint):
+    """Hints reject nothing (the ATen watch in every call judges them); they say where the scan was blind."""
+    hints = anticheat.static_hints(Candidate(None, None, "triton", source))
+    assert (any(hint in text for text in hints) if hint else hints == []), hints
 
 
 @pytest.mark.parametrize("source, tag", [
@@ -625,7 +654,13 @@ OUTSIDE_CHEATS = {
     "t71_right_for_a_while.py": {INCORRECT},                         # wrong from the 40th call on
     "t73_only_when_poisoned.py": {INCORRECT},                        # right only into a NaN output
     "t74_signal_handler.py": {anticheat.TAMPER},                     # a SIGALRM handler handed the harness's frame
+    # Red team, second round: the classes the first round left open.
+    "t75_reaches_torch_by_a_computed_name.py": {LIBRARY},            # vars(torch)[name]: the ATen watch, not the scan
+    "t76_switches_the_watch_off.py": {anticheat.TAMPER},             # _disable_current_modes around a + b
+    "t79_redirects_the_evidence.py": {anticheat.TAMPER},             # os.dup2 over the evidence pipe, then back
+    "t100_disarms_through_a_closure.py": {anticheat.TAMPER},         # the watch's flags sought through a wrapper
 }
+HONEST_CONTROLS = ("t98_honest_scratch.py", "t77_honest_bookkeeping.py", HONEST)
 
 
 def _check_all(names_and_tasks):
@@ -642,7 +677,7 @@ def outside_results():
     tasks = [(name, Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32", "bfloat16"),
                          check_shapes=OUTSIDE_TASK.check_shapes, bench_shape=4096)
               if name.startswith("t84_") else OUTSIDE_TASK) for name in OUTSIDE_CHEATS]
-    return _check_all(tasks + [("t98_honest_scratch.py", OUTSIDE_TASK), (HONEST, OUTSIDE_TASK)])
+    return _check_all(tasks + [(name, OUTSIDE_TASK) for name in HONEST_CONTROLS])
 
 
 def _reason_tags(result) -> set[str]:
@@ -661,15 +696,137 @@ def test_each_class_of_issue_17_is_rejected_with_its_reason(name, outside_result
 
 
 def test_honest_controls_at_the_edge_are_accepted(outside_results):
-    """A kernel with its own scratch buffer (two own launches a call, writes into its own allocation) and
-    the plain honest add pass every rule: no guard, origin, tamper or coverage reason."""
-    for name in ("t98_honest_scratch.py", HONEST):
+    """A kernel with its own scratch buffer (two own launches a call, writes into its own allocation), one
+    with host-side bookkeeping (a set's .add(), dtypes looked up by computed names) and the plain honest
+    add pass every rule: no guard, origin, tamper or coverage reason."""
+    for name in HONEST_CONTROLS:
         result = outside_results[name]
         assert result.status == "ok" and result.passed and result.cheats == [], (name, result.reason)
         anticheat_part = result.raw["anticheat"]
         assert anticheat_part["tamper"] == [] and anticheat_part["guard"] == [] and anticheat_part["coverage"] == []
         assert anticheat_part["bench_shape"]["dtypes"] == ["float32"] and not anticheat_part["bench_shape"]["failures"]
         assert result.raw["verdict_in"] == "parent" and result.patched == []
+
+
+def test_the_run_time_evidence_judges_what_the_scan_cannot_read(outside_results):
+    """t75 reaches torch.add by a computed name: the scan has no reason against it, only hints naming its
+    lookups; the ATen watch in the child saw aten::add in its calls. t77's set.add() is no reason either."""
+    t75 = candidate_of("t75_reaches_torch_by_a_computed_name.py")
+    assert static_reasons(t75) == []
+    assert sum("by a computed name" in hint for hint in anticheat.static_hints(t75)) == 3
+    result = outside_results["t75_reaches_torch_by_a_computed_name.py"]
+    assert any("aten::add ran inside a call" in reason for reason in result.cheats), result.cheats
+    assert result.raw["static_hints"] == anticheat.static_hints(t75)
+    assert static_reasons(candidate_of("t77_honest_bookkeeping.py")) == []
+
+
+# The other routes that take the ATen watch off, each swapped for t76's switch line.
+T76_SWITCH = '_OFF = vars(_dispatch)["_disable_current_" + "modes"]\n'
+T76_ROUTES = {
+    "the dispatch guard": "_OFF = lambda: _C._DisableTorchDispatch()\n",
+    "the Python key excluded by a guard": "_OFF = lambda: _C._ExcludeDispatchKeyGuard(_C.DispatchKeySet(_C.DispatchKey.Python))\n",
+    "the mode popped and pushed back": (
+        "import contextlib\n\n\n@contextlib.contextmanager\ndef _OFF():\n    mode = _C._pop_torch_dispatch_stack(None)\n"
+        "    try:\n        yield\n    finally:\n        _C._push_on_torch_dispatch_stack(mode)\n"),
+    "the thread's key set": (
+        "import contextlib\n\n\n@contextlib.contextmanager\ndef _OFF():\n"
+        "    _C._dispatch_tls_set_dispatch_key_excluded(_C.DispatchKey.Python, True)\n"
+        "    try:\n        yield\n    finally:\n        _C._dispatch_tls_set_dispatch_key_excluded(_C.DispatchKey.Python, False)\n"),
+    "an op's entry at a dispatch key": (
+        "import contextlib\n_OFF = contextlib.nullcontext\n_ops = vars(torch)['op' + 's']\n"
+        "def _add(a, b):\n    return _ops.aten.add.Tensor._op_dk(getattr(_C.DispatchKey, a.device.type.upper()), a, b)\n"),
+    "a redispatch below the Python key": (
+        "import contextlib\n_OFF = contextlib.nullcontext\n_ops = vars(torch)['op' + 's']\n"
+        "def _add(a, b):\n    keys = _C.DispatchKeySet(getattr(_C.DispatchKey, a.device.type.upper()))\n"
+        "    return _ops.aten.add.Tensor.redispatch(keys, a, b)\n"),
+    "the watch's method replaced for good": (
+        "import contextlib\n_OFF = contextlib.nullcontext\n_replaced = []\n"
+        "def _add(a, b):\n    if not _replaced:\n        mode = _dispatch._get_current_dispatch_mode()\n"
+        "        setattr(type(mode), '__torch_dispatch__', lambda self, func, types, args=(), kwargs=None: "
+        "func(*args, **(kwargs or {})))\n        _replaced.append(mode)\n    return a + b\n"),
+    "the worker's own _invoke replaced on its class": (
+        "import contextlib\n_OFF = contextlib.nullcontext\n_worker = importlib.import_module('hello_gpu.agent.' + 'worker')\n"
+        "def _unwatched(self, inputs, out, *rest):\n    arguments = [self.buffers[name] for name in inputs]\n"
+        "    if out is not None:\n        return self.built(*arguments, out=self.buffers[out]), self.buffers[out]\n"
+        "    return self.built(*arguments), None\nsetattr(_worker.Worker, '_invoke', _unwatched)\n"),
+    "the worker's _time replaced by one that calls the candidate itself": (
+        "import contextlib, time as _clock\n_OFF = contextlib.nullcontext\n"
+        "_worker = importlib.import_module('hello_gpu.agent.' + 'worker')\n"
+        "def _unwatched_time(self, request):\n    seconds, began = [], _clock.perf_counter()\n"
+        "    for inputs, out in request['calls']:\n        start = _clock.perf_counter()\n"
+        "        self.built(*[self.buffers[name] for name in inputs], out=self.buffers[out])\n"
+        "        seconds.append(_clock.perf_counter() - start)\n"
+        "    return {'per_call_s': seconds, 'span_s': _clock.perf_counter() - began, 'clock': 'wall'}\n"
+        "setattr(_worker.Worker, '_time', _unwatched_time)\n"),
+}
+
+# The other descriptor routes, each swapped for t79's _hide / _put_back.
+T79_TRICK_START, T79_TRICK_END = "def _hide(evidence):", "def _timed() -> bool:"
+T79_ROUTES = {
+    "closed, then put back": (
+        "def _hide(evidence):\n    saved = os.dup(evidence)\n    os.close(evidence)\n    return saved\n\n\n"
+        "def _put_back(evidence, saved):\n    os.dup2(saved, evidence)\n    os.close(saved)\n\n\n"),
+    "drained through /proc": (
+        "def _hide(evidence):\n    return os.open(f'/proc/self/fd/{evidence}', os.O_RDONLY | os.O_NONBLOCK)\n\n\n"
+        "def _put_back(evidence, reader):\n    try:\n        os.read(reader, 1 << 16)\n    except BlockingIOError:\n"
+        "        pass\n    os.close(reader)\n\n\n"),
+    "closed by an original found in a default value": (
+        "_Connection = sys.modules['multiprocessing.connection'].Connection\n\n\n"
+        "def _hide(evidence):\n    close = _Connection._close.__defaults__[0]\n    if _done:\n        return None\n"
+        "    _done.append(close(evidence))\n    return None\n\n\n_done = []\n\n\n"
+        "def _put_back(evidence, kept):\n    pass\n\n\n"),
+}
+# t87's thread, started through the alias the low-level module also keeps.
+T87_ALIAS = ("_thread.start_new_thread(_later, (a, b, out))", "vars(_thread)['start_' + 'new'](_later, (a, b, out))")
+
+
+def _routes():
+    """(route, candidate source, the text its rejection must contain) for each variant above."""
+    t76 = candidate_of("t76_switches_the_watch_off.py").source
+    assert T76_SWITCH in t76
+    found = [(f"t76: {name}", t76.replace(T76_SWITCH, text), "switching off the ATen watch")
+             for name, text in T76_ROUTES.items()]
+    t79 = candidate_of("t79_redirects_the_evidence.py").source
+    head, rest = t79.split(T79_TRICK_START, 1)
+    tail = rest.split(T79_TRICK_END, 1)[1]
+    found += [(f"t79: {name}", head + text + T79_TRICK_END + tail, "evidence channel")
+              for name, text in T79_ROUTES.items()]
+    t87 = candidate_of("t87_raw_thread.py").source
+    assert T87_ALIAS[0] in t87
+    found.append(("t87: _thread.start_new", t87.replace(*T87_ALIAS), "start_new"))
+    return found
+
+
+@pytest.fixture(scope="module")
+def route_results():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hello_gpu.agent import tools
+    routes = _routes()
+    with ThreadPoolExecutor(2) as pool:
+        results = pool.map(lambda route: tools.check(Candidate(None, None, "triton", route[1]), OUTSIDE_TASK), routes)
+        return {name: (result, text) for (name, _, text), result in zip(routes, results)}
+
+
+@pytest.mark.parametrize("route", [name for name, _, _ in _routes()])
+def test_each_route_of_a_class_is_rejected_with_its_reason(route, route_results):
+    """The classes of t76 (the ATen watch switched off), t79 (the evidence channel hidden) and t87 (a thread
+    the watch does not see), by their other routes: each is named (tamper evidence), none gets through."""
+    result, text = route_results[route]
+    assert result.status == "ok" and not result.passed, (route, result.raw.get("detail"))
+    tamper = [reason for reason in result.cheats if tag_of(reason) == anticheat.TAMPER]
+    assert any(text in reason for reason in tamper), (route, result.reason)
+
+
+def test_the_watch_leaves_nothing_in_reach(outside_results):
+    """t100 followed every closure, default and instance dict from the thread wrappers and found no switch
+    to turn off: its stack walk is named. t79 emptied the list of what the watch saw, through the frames it
+    hid from the pipe: the parent counted the lines that never arrived."""
+    t100 = outside_results["t100_disarms_through_a_closure.py"]
+    assert any("frame inspection" in reason and "sys._getframe" in reason for reason in t100.cheats), t100.cheats
+    t79 = outside_results["t79_redirects_the_evidence.py"]
+    assert any("lost lines" in reason for reason in t79.cheats), t79.cheats
+    assert any("os.dup2 on descriptor" in reason for reason in t79.cheats), t79.cheats
 
 
 def test_the_reference_and_the_seeds_never_reach_the_child(outside_results):
@@ -725,6 +882,7 @@ TIMED_CHEATS = {
     "t64_frames_through_a_library.py": ("bench", {anticheat.TIMING, anticheat.TAMPER}, "counted batches"),
     "t66_hogs_while_idle.py": ("compare", {anticheat.TAMPER}, "thread"),
     "t70_writes_the_channel.py": ("compare", {anticheat.TAMPER}, "nonce"),
+    "t72_nondeterministic_when_timed.py": ("bench", {anticheat.NONDETERMINISTIC}, "on the same values"),
     "t74_signal_handler.py": ("bench", {anticheat.TAMPER}, "signal"),
 }
 
@@ -762,6 +920,24 @@ def test_cheats_that_behave_when_checked_are_caught_where_they_are_timed(name, t
     assert said, (name, result.raw)
     found = {tag for tag in anticheat.TAGS if tag in said}
     assert tags_wanted <= found and text in said, (name, said)
+
+
+DETERMINISTIC_TASK = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",),
+                          check_shapes=OUTSIDE_TASK.check_shapes, bench_shape=4096, deterministic=True)
+
+
+def test_timed_repeats_pass_an_honest_deterministic_kernel():
+    """The control for t72: on a task that declares determinism, the honest add is timed with repeated sets
+    (at least one batch per timing, in bench and in compare) and every repeat agrees bit for bit."""
+    from hello_gpu.agent import tools
+    bench = tools.bench(candidate_of(HONEST), DETERMINISTIC_TASK, max_seconds=0.3)
+    assert bench.ok and bench.suspect is None, (bench.suspect, bench.raw.get("detail"))
+    assert bench.raw["determinism"]["declared"] is True and bench.raw["determinism"]["repeated_batches_compared"] >= 1
+    compare = tools.compare(candidate_of(HONEST), candidate_of("t98_honest_scratch.py"), DETERMINISTIC_TASK,
+                            min_rounds=4, max_seconds=0.8)
+    assert compare.ok and compare.suspect is None, (compare.suspect, compare.raw.get("detail"))
+    for side in ("baseline", "candidate"):
+        assert compare.raw["determinism"][side]["repeated_batches_compared"] >= 1, compare.raw["determinism"]
 
 
 def test_the_evidence_channel_cannot_be_taken_back():

@@ -439,7 +439,8 @@ def _red_team() -> dict:
     """The red team's cheats the CPU tier catches in the check step (tests/test_agent_anticheat.py), on the
     device too; t65 maps /dev/shm blocks, which hold nothing on a GPU (buffers there are CUDA IPC)."""
     from test_agent_anticheat import OUTSIDE_CHEATS as CPU_OUTSIDE
-    return {name: tags for name, tags in CPU_OUTSIDE.items() if name.startswith(("t6", "t7")) and name != "t65_reads_the_baseline.py"}
+    return {name: tags for name, tags in CPU_OUTSIDE.items()
+            if name.startswith(("t6", "t7", "t10")) and name != "t65_reads_the_baseline.py"}
 
 
 OUTSIDE_CHEATS.update(_red_team())
@@ -456,11 +457,12 @@ def test_every_class_of_issue_17_is_rejected_on_the_device():
                         check_shapes=CHECK_SHAPES, bench_shape=2**20)
         return tools.check(cheat_candidate(path), task, timeout_s=CHECK_TIMEOUT_S)
 
-    names = sorted(OUTSIDE_CHEATS) + ["t98_honest_scratch.py", HONEST]
+    honest = ("t98_honest_scratch.py", "t77_honest_bookkeeping.py", HONEST)
+    names = sorted(OUTSIDE_CHEATS) + list(honest)
     with ThreadPoolExecutor(6) as pool:
         results = dict(zip(names, pool.map(check, names)))
     assert_parent_cuda_healthy()
-    for name in ("t98_honest_scratch.py", HONEST):
+    for name in honest:
         result = results[name]
         assert result.status == "ok" and result.passed and not result.cheats, (name, everything_said(result))
         anticheat = result.raw["anticheat"]
@@ -571,6 +573,36 @@ def test_the_red_teams_timed_cheats_are_caught_on_the_device():
     for name, (_, tags_wanted, text) in TIMED_CHEATS.items():
         said = results[name].suspect or str(results[name].raw.get("detail") or "")
         assert all(tag in said for tag in tags_wanted) and text in said, (name, said)
+
+
+def test_the_other_routes_of_each_class_are_rejected_on_the_device():
+    """tests/test_agent_anticheat.py's routes (the ATen watch taken off seven ways, the evidence channel hidden
+    three ways, a thread through _thread's alias) on the H200, where Triton compiles with ptxas in a
+    subprocess while the candidate's call is on the stack: each still named, none from the compiler's own
+    descriptor calls."""
+    from test_agent_anticheat import _routes
+
+    from hello_gpu.agent.anticheat import TAMPER, tag_of
+    routes = _routes()
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda route: tools.check(Candidate(None, None, "triton", route[1]), triton_task(),
+                                                          timeout_s=CHECK_TIMEOUT_S), routes))
+    for (name, _, text), result in zip(routes, results):
+        assert result.status == "ok" and not result.passed, (name, everything_said(result))
+        assert any(tag_of(reason) == TAMPER and text in reason for reason in result.cheats), (name, result.reason)
+
+
+def test_an_honest_deterministic_kernel_passes_the_timed_repeats_on_the_device():
+    """On a task that declares determinism, t99's timed batches repeat sets at random (at least once per
+    timing) and agree bit for bit; t72, random rounding only where it is timed, does not."""
+    task = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), check_shapes=CHECK_SHAPES,
+                bench_shape=2**22, deterministic=True)
+    honest = tools.bench(cheat_candidate(CHEATS / HONEST), task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+    assert honest.ok and honest.suspect is None, everything_said(honest)
+    assert honest.raw["determinism"]["repeated_batches_compared"] >= 1, honest.raw["determinism"]
+    noisy = tools.bench(cheat_candidate(CHEATS / "t72_nondeterministic_when_timed.py"), task, max_seconds=1.0,
+                        timeout_s=CHECK_TIMEOUT_S)
+    assert noisy.suspect and "nondeterministic" in noisy.suspect, everything_said(noisy)
 
 
 # The current stream switched in the timed (poisoned) calls and never switched back: the harness's end event

@@ -5,9 +5,9 @@ compares bits. In a process whose first call was at the benchmark shape (the ben
 the kernel picks, at random, the other float32 neighbour of the exact sum where that stays within
 float32's tolerance (significands of 1.5 and more, so 1 ulp is under 2^-23 of the value): every output
 still passes the comparison, but the same inputs no longer give the same bits, as a faster order of
-work without a fixed order would. NOT CAUGHT YET (issue 17, open): determinism is checked in the check
-step only (three repeats at the benchmark shape); the fix is two sets of a timed batch with the same
-values, compared bit for bit, where deterministic is declared.
+work without a fixed order would. Caught where it is timed: where determinism is declared, some timed
+batches (the parent's choice, at random; at least one per timing) give two of their calls the same values
+in different buffers, and the parent compares the two outputs bit for bit (nondeterministic).
 
 parent: t01_tile_1024
 change: random rounding when the process's first call was at the benchmark shape

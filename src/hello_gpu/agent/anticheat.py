@@ -10,7 +10,9 @@ Three kinds of check, composed by :func:`inspect`:
 - **Static**, on the candidate's source (a Triton ``.py``, or a HIP ``.hip`` and its companion ``.py``):
   :func:`find_library_calls`, :func:`find_concurrency`, :func:`find_timer_patching`. The Python scans
   read the syntax tree, so a docstring that says "torch.add" is not a call; the code inside
-  ``@triton.jit`` functions is device code and is not scanned for host calls.
+  ``@triton.jit`` functions is device code and is not scanned for host calls. They judge only what a
+  name says for sure; what they cannot decide without types or values is a hint (:func:`static_hints`),
+  judged by the run-time evidence (the child's ATen watch in every call, the kernel trace).
 - **Run-time**, in the process that runs the candidate (the sandbox's child): :func:`check_fresh_inputs`,
   :func:`check_partial_writes`, :func:`check_input_writes`, :func:`check_precision`,
   :func:`check_stale_output`. :func:`runtime_evidence` runs them all on one built candidate and returns
@@ -76,8 +78,9 @@ COVERAGE = "dtype coverage"             # the header declares fewer dtypes than 
 TIMED_OUTPUT = "timed output wrong"     # a timed call at the benchmark shape gave a wrong output
 TIMING = "timing inconsistent"          # the child's claimed times disagree with the parent's clock
 GUARD = SHARED_GUARD                    # a write outside the output, into the guard bytes around it
+NONDETERMINISTIC = "nondeterministic"   # declared deterministic; two timed calls on the same values differ
 TAGS = (LIBRARY, CONCURRENCY, CACHED, PARTIAL_WRITE, INPUT_WRITE, LOW_PRECISION, NO_LAUNCH, TIMER, SUSPECT,
-        INCORRECT, MISSING, TAMPER, COVERAGE, TIMED_OUTPUT, TIMING, GUARD)
+        INCORRECT, MISSING, TAMPER, COVERAGE, TIMED_OUTPUT, TIMING, GUARD, NONDETERMINISTIC)
 
 RUNTIME_CHECKS = ("fresh_inputs", "partial_writes", "input_writes", "precision", "stale_output")
 EVIDENCE_KEYS = ("kernels", "streams", "launches", "rates", "runtime")
@@ -144,6 +147,9 @@ class _Aliases:
     def __init__(self, tree: ast.AST):
         self.names: dict[str, str] = {}
         self.imports: list[tuple[str, int]] = []          # (module, line)
+        # Names bound to Python containers (``seen = set()``, ``TILES = {}``): their .add() is not a tensor's.
+        self.containers = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                           for target in node.targets if isinstance(target, ast.Name) and _is_container(node.value)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -175,9 +181,9 @@ class _Aliases:
                     target, value = node.targets[0].id, node.value
                 elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and isinstance(node.target, ast.Name):
                     target, value = node.target.id, node.value
-                dotted = _dotted(value) if value is not None else None
-                if target and dotted and dotted.split(".")[0] in self.names and target not in self.names:
-                    self.names[target] = self.resolve(dotted)
+                found = self.find(value) if value is not None else None
+                if target and found and target not in self.names:
+                    self.names[target] = found
 
     def resolve(self, dotted: str | None) -> str | None:
         if dotted is None:
@@ -188,6 +194,86 @@ class _Aliases:
 
     def is_module(self, name: str) -> bool:
         return name in self.names
+
+    def find(self, node: ast.AST) -> str | None:
+        """The dotted name an expression finds when it starts from an imported module and every name on the
+        way is spelled out: ``F.softmax``, ``getattr(torch, "add")``, ``vars(torch)["add"]``,
+        ``torch.__dict__.get("add")``, ``operator.attrgetter("nn.functional.softmax")(torch)``,
+        ``functools.reduce(getattr, ["nn", "functional"], torch)``. None otherwise: a computed name is
+        :meth:`dynamic`'s, and anything not rooted in a module is no library's."""
+        dotted = _dotted(node)
+        if dotted is not None:
+            return self.resolve(dotted) if self.is_module(dotted.split(".")[0]) else None
+        if isinstance(node, ast.Attribute):
+            base = self.find(node.value)
+            return f"{base}.{node.attr}" if base else None
+        lookup = _lookup_parts(node)
+        if lookup is None:
+            return None
+        base, names = lookup
+        found = self.find(base)
+        if not found or names is None:
+            return None
+        return ".".join([found.removesuffix(".__dict__"), *names]) if names else f"{found}.__dict__"
+
+    def dynamic(self, node: ast.AST) -> str | None:
+        """The module an expression looks an attribute of up by a computed name (``getattr(torch, name)``,
+        ``vars(torch)[name]``, ``operator.attrgetter(name)(torch)``...): what it finds no scan can know."""
+        lookup = _lookup_parts(node)
+        if lookup is None or lookup[1] is not None:
+            return None
+        found = self.find(lookup[0])
+        return found.removesuffix(".__dict__") if found else None
+
+
+def _is_container(node: ast.AST) -> bool:
+    """A set, dict or list display or comprehension, or a call of set / dict / list / frozenset."""
+    return isinstance(node, (ast.Set, ast.Dict, ast.List, ast.SetComp, ast.DictComp, ast.ListComp)) or \
+        (isinstance(node, ast.Call) and _dotted(node.func) in ("set", "dict", "list", "frozenset"))
+
+
+def _constant_names(node: ast.AST | None) -> list[str] | None:
+    """``"a.b"`` / ``["a", "b"]`` / ``("a", "b")`` / ``"a.b".split(".")`` -> ["a", "b"]; None when computed."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.split(".")
+    if isinstance(node, (ast.List, ast.Tuple)) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                       for e in node.elts):
+        return [part for element in node.elts for part in element.value.split(".")]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "split" \
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str):
+        return node.func.value.value.split(".")
+    return None
+
+
+def _lookup_parts(node: ast.AST) -> tuple[ast.AST, list[str] | None] | None:
+    """(the object looked into, the names looked up: [] for its namespace itself, None when computed) for
+    the lookups that take names as data; None for anything else."""
+    if isinstance(node, ast.Call):
+        called = _dotted(node.func) or ""
+        short = called.rpartition(".")[2]
+        if called == "getattr" and len(node.args) >= 2:
+            return node.args[0], _constant_names(node.args[1])
+        if called == "vars" and len(node.args) == 1:
+            return node.args[0], []
+        if short == "reduce" and len(node.args) == 3 and _dotted(node.args[0]) == "getattr":
+            return node.args[2], _constant_names(node.args[1])
+        if isinstance(node.func, ast.Call) and (_dotted(node.func.func) or "").rpartition(".")[2] == "attrgetter" \
+                and len(node.func.args) == 1 and len(node.args) == 1:
+            return node.args[0], _constant_names(node.func.args[0])
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "__getitem__") and node.args \
+                and _is_namespace(node.func.value):
+            return node.func.value, _constant_names(node.args[0])
+    if isinstance(node, ast.Subscript) and _is_namespace(node.value):
+        return node.value, _constant_names(node.slice)
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return node.value, []
+    return None
+
+
+def _is_namespace(node: ast.AST) -> bool:
+    """``vars(x)`` or ``x.__dict__``, or a name bound to one (the aliases then say ``....__dict__``)."""
+    return (isinstance(node, ast.Call) and _dotted(node.func) == "vars") or \
+        (isinstance(node, ast.Attribute) and node.attr == "__dict__") or isinstance(node, ast.Name)
 
 
 def _dynamic_module(node: ast.AST) -> str | None:
@@ -237,44 +323,45 @@ def _host_calls(tree: ast.AST, aliases: _Aliases):
     device = _jit_nodes(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and id(node) not in device:
-            yield aliases.resolve(_dotted(node.func)), node
+            yield aliases.find(node.func) or aliases.resolve(_dotted(node.func)), node
 
 
-def _names_a_dtype(call: ast.Call) -> bool:
-    """``getattr(torch, "float32")``: a constant name of a torch dtype (the only lookup a launcher needs)."""
-    import torch
-    name = call.args[1] if len(call.args) > 1 else None
-    return isinstance(name, ast.Constant) and isinstance(name.value, str) \
-        and isinstance(getattr(torch, name.value, None), torch.dtype)
-
-
-def _python_library_calls(source: str, where: str) -> list[str]:
+def _python_library_calls(source: str, where: str) -> tuple[list[str], list[str]]:
+    """(findings, hints). Findings are sound: a call whose target the source spells out, through any alias
+    or constant-named lookup, is a torch function that computes (or another array library's). Hints are
+    what a scan cannot decide without types or values: ``x.add(y)`` (a tensor's method, or a set's?),
+    host ``@``, an attribute of a module looked up by a computed name. Hints reject nothing: the run-time
+    evidence (the ATen watch in every call, the kernel trace) decides those."""
     tree = _parse(source, where)
     if isinstance(tree, str):
-        return []                   # find_library_calls reports the parse error
+        return [], []               # find_library_calls reports the parse error
     aliases = _Aliases(tree)
-    found = []
+    found, hints = [], []
+    device = _jit_nodes(tree)
     for name, node in _host_calls(tree, aliases):
         if name and name.startswith("torch.") and name not in TORCH_ALLOWED_CALLS \
                 and not name.startswith("torch.cuda."):       # streams, events, graphs: find_concurrency's
             found.append(f"{where} line {node.lineno} calls {name}()")
-        elif name == "getattr" and node.args and (aliases.resolve(_dotted(node.args[0])) or "").startswith("torch") \
-                and not _names_a_dtype(node):
-            found.append(f"{where} line {node.lineno} looks a torch attribute up by name (getattr), not a dtype")
         elif name and _within(name, FOREIGN_COMPUTE_MODULES):
             found.append(f"{where} line {node.lineno} calls {name}()")
-        elif isinstance(node.func, ast.Attribute) and node.func.attr in TENSOR_COMPUTE_METHODS:
-            root = _dotted(node.func.value)
-            if root is None or not aliases.is_module(root.split(".")[0]):
-                found.append(f"{where} line {node.lineno} calls the tensor method .{node.func.attr}()")
-    device = _jit_nodes(tree)
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in TENSOR_COMPUTE_METHODS \
+                and aliases.find(node.func) is None \
+                and not (isinstance(node.func.value, ast.Name) and node.func.value.id in aliases.containers):
+            hints.append(f"{where} line {node.lineno} calls .{node.func.attr}() on something whose type the scan "
+                         f"cannot know (a tensor's method computes; a set's does not)")
     for node in ast.walk(tree):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and id(node) not in device:
-            found.append(f"{where} line {node.lineno} multiplies matrices with @ on the host (torch.matmul)")
+        if id(node) in device:
+            continue
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            hints.append(f"{where} line {node.lineno} uses @ on the host (torch.matmul, if its operands are tensors)")
+        module = aliases.dynamic(node)
+        if module:
+            hints.append(f"{where} line {node.lineno} looks up an attribute of {module} by a computed name "
+                         f"({ast.unparse(node)[:80]}): what it finds, no scan can know")
     for module, line in aliases.imports:
         if _within(module, FOREIGN_COMPUTE_MODULES):
             found.append(f"{where} line {line} imports {module}")
-    return found
+    return found, list(dict.fromkeys(hints))
 
 
 def _sources(candidate) -> list[tuple[str, str, str]]:
@@ -292,11 +379,17 @@ def find_library_calls(candidate) -> list[str]:
 
     A Triton rung (and a HIP rung's companion) may call torch only to allocate (``torch.empty``,
     ``empty_like``, ``zeros``, ``full`` ...) or to ask about the device; any other ``torch.*`` call
-    (``torch.add``, ``torch.nn.functional.softmax``, ``torch.ops.aten...``, ``torch.compile``), a
-    computing tensor method (``a.add(b)``, ``x.softmax(-1)``), host ``@`` or another array library is a
-    fallback. In a ``.hip`` file: cuBLAS, cuDNN, hipBLAS, rocBLAS, MIOpen, ``at::``, ``torch::``, ``c10::``,
-    device-wide CUB and Thrust. Host arithmetic on tensors written with operators (``a + b``) is not
-    visible in the syntax tree without types; the kernel trace (:func:`check_kernel_sources`) catches it.
+    (``torch.add``, ``torch.nn.functional.softmax``, ``torch.ops.aten...``, ``torch.compile``), reached
+    by its name through any alias or constant-named lookup (``getattr(torch, "add")``, ``vars(torch)["add"]``,
+    ``operator.attrgetter("add")(torch)``, ``functools.reduce(getattr, [...], torch)``), or another array
+    library is a fallback. In a ``.hip`` file: cuBLAS, cuDNN, hipBLAS, rocBLAS, MIOpen, ``at::``, ``torch::``,
+    ``c10::``, device-wide CUB and Thrust.
+
+    The scan judges only what it can read for sure. Without types and values it cannot know whether
+    ``x.add(y)`` is a tensor's method or a set's, what ``x @ w`` multiplies, or what a computed name finds
+    (``getattr(torch, name)`` is also how a launcher picks a dtype); those are :func:`static_hints`, and the
+    run-time evidence judges them: the child's ATen watch records every computing ATen op in every call
+    (``a + b`` included), and on a GPU the kernel trace names every kernel by its origin.
     """
     reasons = []
     for language, text, where in _sources(candidate):
@@ -308,9 +401,19 @@ def find_library_calls(candidate) -> list[str]:
             names = sorted({match.group(1) for match in HIP_LIBRARY_PATTERN.finditer(_without_c_comments(text))})
             found = [f"{where} uses {', '.join(names)}"] if names else []
         else:
-            found = _python_library_calls(text, where)
+            found = _python_library_calls(text, where)[0]
         reasons += [f"{LIBRARY}: {item}: the work must be done by the candidate's own kernel" for item in found]
     return reasons
+
+
+def static_hints(candidate) -> list[str]:
+    """What the source scan cannot decide (see :func:`_python_library_calls`): notes for a reader and for the
+    policy, never a reason to reject. The run-time evidence decides them."""
+    hints = []
+    for language, text, where in _sources(candidate):
+        if language == "python":
+            hints += _python_library_calls(text, where)[1]
+    return hints
 
 
 def _without_c_comments(text: str) -> str:
@@ -394,14 +497,14 @@ def find_timer_patching(candidate) -> list[str]:
             for target in targets:
                 for part in _assigned(target):
                     base = part.value if isinstance(part, (ast.Attribute, ast.Subscript)) else None
-                    name = aliases.resolve(_dotted(base)) if base is not None else None
-                    if name and _within(name, TIMING_ROOTS) and aliases.is_module(_dotted(base).split(".")[0]):
+                    name = aliases.find(base) if base is not None else None
+                    if name and _within(name.removesuffix(".__dict__"), TIMING_ROOTS):
                         shown = f"{name}.{part.attr}" if isinstance(part, ast.Attribute) else f"{name}[...]"
                         flag(node.lineno, f"replaces {shown}")
             if isinstance(node, ast.Call):
                 called = aliases.resolve(_dotted(node.func))
                 if called in ("setattr", "delattr", "object.__setattr__") and node.args:
-                    name = aliases.resolve(_dotted(node.args[0]))
+                    name = aliases.find(node.args[0]) or aliases.resolve(_dotted(node.args[0]))
                     if name and _within(name, TIMING_ROOTS):
                         flag(node.lineno, f"calls {called}({name}, ...)")
                 if called and (called.startswith("unittest.mock") or called.endswith("monkeypatch.setattr")):

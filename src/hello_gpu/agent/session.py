@@ -17,7 +17,10 @@ process, drives it and decides (issue 17, parts 1, 2 and 6):
   each call of a batch on its own input set and into its own poisoned output; after each batch the
   parent picks outputs at random (the child cannot know which) and compares them with the reference.
   Before timing, every dtype is checked at the benchmark shape too, and repeated for determinism where
-  the task or the rung declares it.
+  the task or the rung declares it. Where it is declared, some timed batches (the parent's choice, at
+  random) also give two of their calls the same values in different buffers: the two outputs must be
+  the same bits (:data:`NONDETERMINISTIC`), so a kernel deterministic only where it is checked is seen
+  where it is timed.
 - **The clock is checked from outside.** The child's device-event (or wall) times are claims. A warm
   batch of back-to-back calls is timed by the child and, around the whole request, by the parent's wall
   clock: the claimed span must fit inside the parent's interval and fill most of it (a child whose
@@ -53,6 +56,7 @@ from ..ops.checking import (
     CHECK_CHUNK_BYTES,
     INTERPRETER_MAX_ELEMENTS,
     check_rung,
+    differing_elements,
     expected_shape,
     fresh_seeds,
     output_failure,
@@ -61,7 +65,7 @@ from ..ops.checking import (
 )
 from ..ops.rung import Rung
 from ..ops.shapes import numel, shape_label
-from .anticheat import COVERAGE, GUARD, LIBRARY, TAMPER, TIMED_OUTPUT, TIMING, _second_poison
+from .anticheat import COVERAGE, GUARD, LIBRARY, NONDETERMINISTIC, TAMPER, TIMED_OUTPUT, TIMING, _second_poison
 from .shared import allocate, new_pool, release
 
 INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
@@ -75,10 +79,14 @@ HISTORY_CALLS = 24            # earlier calls' inputs kept per shape to name a c
 HISTORY_MAX_ELEMENTS = 2**13
 PROFILED_CALLS = 3            # calls profiled per dtype for the kernel evidence
 DETERMINISM_REPEATS = 3       # calls on the same inputs that must agree bit for bit, where declared
+REPEATED_SET_CHANCE = 0.5     # where determinism is declared, the chance that a timed batch gives two of its calls
+                              # the same values (in different buffers): their outputs must agree bit for bit
 CONSISTENCY_SECONDS = 0.02    # the warm batch the parent's clock checks lasts about this long: 20 ms dwarfs
                               # the ~0.1-1 ms a request's round trip costs
 CONSISTENCY_FILL = 0.75       # the claimed span must cover >= 75% of the parent's interval (less its round trip)
 CONSISTENCY_SLACK_S = 5e-4    # and may exceed it by at most this: timer resolution, nothing more
+SLOW_BATCH_SHARE = 0.25       # counted batches whose own claims fall short of the parent's clock: more than
+                              # this share of them (and at least two) is a forged clock, not a hiccup
 BATCH_SLACK_S = 1e-4          # per counted batch, what the child's honest span may fall short of the parent's
                               # interval besides the round trip (~10 events made and read: tens of microseconds)
 IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
@@ -127,6 +135,9 @@ class WorkerSession:
         self.evidence_child_fd = evidence_write
         self.evidence_lines: list[str] = []
         self._evidence_tail = b""
+        self.evidence_lost: list[str] = []            # answers whose count of evidence lines exceeded what arrived
+        self.channel_child_fd = child_end.fileno()
+        self.channel_inode = os.fstat(child_end.fileno()).st_ino
         self.stdout = tempfile.TemporaryFile()
         self.stderr = tempfile.TemporaryFile()
         self.folder = tempfile.TemporaryDirectory(prefix="hello-gpu-worker-")
@@ -176,6 +187,7 @@ class WorkerSession:
         if not isinstance(answer, dict):
             raise CandidateFailed(f"the {self.label} child answered a {type(answer).__name__}, not an object")
         self.drain()
+        self._count_evidence(operation, answer.get("evidence_written"))
         if answer.get("nonce") != nonce:
             # Something besides the worker wrote on the channel (a forged answer): the stream cannot be trusted.
             self.kill()
@@ -197,6 +209,22 @@ class WorkerSession:
         if lines:
             detail += f"; last stderr line: {lines[-1][:300]}"
         return WorkerEnded("crashed", detail)
+
+    def _count_evidence(self, operation: str, written) -> None:
+        """Every line the child's watch wrote must have arrived: one redirected (``os.dup2`` over the pipe),
+        drained (the pipe reopened for reading through /proc) or dropped is itself evidence."""
+        if self.evidence_lost:
+            return                                    # the first shortfall says it; later ones only repeat it
+        if not isinstance(written, int) or isinstance(written, bool):
+            problem = (f"{TAMPER}: the {self.label} child's answer to {operation} does not say how many evidence "
+                       f"lines its watch wrote (its watch no longer answers)")
+        elif written > len(self.evidence_lines):
+            problem = (f"{TAMPER}: the {self.label} child's evidence channel lost lines: its watch had written "
+                       f"{written} by the answer to {operation}, {len(self.evidence_lines)} arrived (the pipe was "
+                       f"redirected, drained or closed)")
+        else:
+            return
+        self.evidence_lost.append(problem)
 
     def drain(self) -> None:
         """Read what the child's watch wrote on the evidence channel so far."""
@@ -222,11 +250,14 @@ class WorkerSession:
             links = {entry.name: os.readlink(entry) for entry in folder.iterdir()}
         except OSError:
             return None
-        holders = sorted(name for name, link in links.items() if link == pipe)
-        if holders != [str(self.evidence_child_fd)]:
-            return (f"{TAMPER}: the {self.label} child's evidence channel (descriptor {self.evidence_child_fd}) was "
-                    f"replaced or copied (descriptors holding it now: {', '.join(holders) or 'none'})")
-        return None
+        problems = []
+        for what, link, descriptor in (("evidence channel", pipe, self.evidence_child_fd),
+                                       ("socket to the parent", f"socket:[{self.channel_inode}]", self.channel_child_fd)):
+            holders = sorted(name for name, target in links.items() if target == link)
+            if holders != [str(descriptor)]:
+                problems.append(f"{TAMPER}: the {self.label} child's {what} (descriptor {descriptor}) was replaced or "
+                                f"copied (descriptors holding it now: {', '.join(holders) or 'none'})")
+        return "; ".join(problems) or None
 
     def cpu_seconds(self) -> float | None:
         """User + system CPU seconds the child process has used (all its threads), from /proc; None elsewhere."""
@@ -269,7 +300,7 @@ class WorkerSession:
                              if kind not in ("replaced", "ATen op")},          # those two are read from the lines below
                   "patched": list((finished or {}).get("patched") or []),
                   "threads_running": (finished or {}).get("threads_running") or 0,
-                  "channel": (finished or {}).get("channel"), "library": []}
+                  "channel": (finished or {}).get("channel"), "library": [], "lost": list(self.evidence_lost)}
         for line in lines:
             kind, tab, text = line.partition("\t")
             if not tab:                               # not the watch's "kind<TAB>text": someone else wrote it
@@ -467,6 +498,11 @@ def _expected_shape(spec, shape, dtype: str, device: str) -> tuple:
     return expected_shape(spec, inputs), inputs
 
 
+def _declares_determinism(spec, rung) -> bool:
+    """The rung's header says "deterministic: yes", or the spec (or the task, through it) requires it."""
+    return bool(rung.deterministic or getattr(spec, "DETERMINISTIC_REQUIRED", False))
+
+
 def _footprint(inputs, output_shape) -> int:
     """Bytes of one input set and its output (in the first input's dtype)."""
     tensors = [value for value in inputs if hasattr(value, "element_size")]
@@ -484,7 +520,7 @@ def _tamper_reasons(finished: dict | None, who: str = "the candidate") -> tuple[
     reasons = []
     for kind, seen in sorted((finished.get("events") or {}).items()):
         if seen:
-            reasons.append(f"{TAMPER}: {who}'s code did {kind} ({'; '.join(map(str, seen[:4]))}"
+            reasons.append(f"{TAMPER}: {kind} in {who}'s process ({'; '.join(map(str, seen[:4]))}"
                            f"{' ...' if len(seen) > 4 else ''})")
     library = list(finished.get("library") or [])
     if library:
@@ -492,6 +528,7 @@ def _tamper_reasons(finished: dict | None, who: str = "the candidate") -> tuple[
                        f"{' ...' if len(library) > 4 else ''}): the work must be done by its own kernel")
     if finished.get("channel"):
         reasons.append(str(finished["channel"]))
+    reasons += [str(problem) for problem in finished.get("lost") or ()]
     patched = list(finished.get("patched") or [])
     if patched:
         reasons.append(f"{TAMPER}: {who}'s process replaced {len(patched)} function(s) the verdict leans on "
@@ -548,12 +585,12 @@ def check_at_bench_shape(session: WorkerSession, remote: RemoteCandidate, spec, 
                 failures.append(f"{dtype} {shape_label(shape)} set {index}: {problem}")
                 break
             if deterministic and index == 0:
-                first_bits = tensor_bits(output.clone())
+                first_output = output.clone()
                 for repeat in range(1, DETERMINISM_REPEATS):
                     again = torch.full(output_shape, poison_value(torch_dtype), dtype=torch_dtype, device=device) \
                         if remote.accepts_out else None
                     again = remote(*inputs, out=again)
-                    differing = int((tensor_bits(again) != first_bits).sum())
+                    differing = differing_elements(again, first_output)
                     if differing:
                         failures.append(f"{dtype} {shape_label(shape)}: declared deterministic, but repeat {repeat} "
                                         f"on the same inputs differs in {differing} of {again.numel()} elements")
@@ -665,7 +702,7 @@ def run_check(payload: dict, timeout_s: float, environment: dict | None = None) 
                     runtime["triton_kernels"] = list(session.loaded.get("triton_kernels") or [])
                     anticheat_evidence.update(runtime)
                     bench_shape = _bench_shape(task, op)
-                    deterministic = bool(rung.deterministic or getattr(spec, "DETERMINISTIC_REQUIRED", False))
+                    deterministic = _declares_determinism(spec, rung)
                     timed = check_at_bench_shape(session, remote, spec, ran, bench_shape, deterministic, device)
                     anticheat_evidence["bench_shape"] = timed
                     if timed["failures"]:
@@ -719,8 +756,10 @@ class TimedSide:
     outputs, one per input set, and what its timed batches claimed and showed."""
 
     def __init__(self, session: WorkerSession, spec, dtype: str, output_shape, torch_dtype, device: str,
-                 sets: int = INPUT_SETS):
+                 sets: int = INPUT_SETS, deterministic: bool = False):
         self.session, self.spec, self.dtype, self.device = session, spec, dtype, device
+        self.deterministic = deterministic           # declared by the task, the spec or this side's rung
+        self.repeats_compared = 0                    # timed batches whose repeated sets were compared bit for bit
         self.accepts_out = bool(session.loaded["accepts_out"])
         self.outputs = [session.buffer(f"timed_output{index}", output_shape, torch_dtype, device)
                         for index in range(sets)]
@@ -755,6 +794,8 @@ class TimedSide:
         empty = answer.get("empty_launches")
         if empty and empty not in self.failures:
             self.failures.append(empty)            # zero-block launches: calls timed for work they never did
+        if self.deterministic and self.accepts_out and inputs.repeated is not None:
+            self._compare_repeated(inputs.repeated)
         if check and self.accepts_out:
             chosen = random.SystemRandom().sample(range(len(inputs.sets)), k=1)
             for index in chosen:
@@ -768,6 +809,18 @@ class TimedSide:
         median = sorted(seconds)[len(seconds) // 2]
         self.batches.append(median)
         return median
+
+    def _compare_repeated(self, repeated: tuple[int, int]) -> None:
+        """Two calls of this batch read the same values from different buffers: a deterministic kernel wrote the
+        same bits into both outputs."""
+        first, second = repeated
+        one, other = self.outputs[first][1].tensor, self.outputs[second][1].tensor
+        differing = differing_elements(one, other)
+        self.repeats_compared += 1
+        if differing and not any(failure.startswith(NONDETERMINISTIC) for failure in self.failures):
+            self.failures.append(f"{NONDETERMINISTIC}: declared deterministic, but two timed calls at the benchmark "
+                                 f"shape on the same values (sets {first} and {second} of batch {len(self.batches)}, "
+                                 f"in different buffers) differ in {differing} of {one.numel()} elements")
 
     def consistency(self, inputs: "TimedInputs") -> dict:
         """A warm batch of back-to-back calls timed by the child and, around the request, by this clock."""
@@ -805,6 +858,16 @@ class TimedSide:
                 problems.append(f"the {batches} counted batches claimed {spans:.6g} s in all, which the parent's clock "
                                 f"saw take {walls:.6g} s ({walls - batches * floor:.6g} s less the round trips): the "
                                 f"claims run at {spans / max(walls - batches * floor, 1e-12):.2f}x")
+            # ... and batch by batch: a clock slowed in some batches only (those whose outputs were poisoned with
+            # NaN, one in two at random) leaves the sum near the line, but each such batch runs at half speed.
+            slow = [span / max(wall - floor, 1e-12) for wall, span in self.counted
+                    if span < CONSISTENCY_FILL * (wall - floor) - BATCH_SLACK_S]
+            result["slow_batches"] = len(slow)
+            if len(slow) >= max(2, SLOW_BATCH_SHARE * batches):
+                problems.append(f"{len(slow)} of the {batches} counted batches claimed less than "
+                                f"{CONSISTENCY_FILL:.0%} of what the parent's clock saw (their clocks ran at "
+                                f"{', '.join(f'{ratio:.2f}x' for ratio in sorted(slow)[:4])}"
+                                f"{' ...' if len(slow) > 4 else ''})")
         result["problems"] = [f"{TIMING}: {problem}" for problem in problems]
         self.failures += result["problems"]
         return result
@@ -823,8 +886,10 @@ class TimedInputs:
     The parent keeps each set's seed, not a copy: the values a call was given are made again from it
     when its output is checked (the child may have written into the shared ones)."""
 
-    def __init__(self, sessions: list[WorkerSession], spec, shape, dtype: str, device: str):
+    def __init__(self, sessions: list[WorkerSession], spec, shape, dtype: str, device: str, repeat_sets: bool = False):
         self.spec, self.shape, self.dtype, self.device = spec, shape, dtype, device
+        self.repeat_sets = repeat_sets        # some side declares determinism: batches may repeat a set's values
+        self.repeated: tuple[int, int] | None = None
         owner = sessions[0]
         first = _fresh_inputs(spec, shape, dtype, device, fresh_seeds(1)[0])
         self.expected_shape = expected_shape(spec, first)
@@ -846,8 +911,17 @@ class TimedInputs:
         del first
         self.refresh()
 
-    def refresh(self) -> None:
+    def refresh(self, repeat: bool = False) -> None:
+        """New values in every set; where determinism is declared, now and then (the parent's choice, which the
+        child cannot predict) two sets get the same seed, hence the same values in different buffers. ``repeat``:
+        this time for sure (a timing that ended without one)."""
         self.seeds = list(fresh_seeds(len(self.sets)))
+        self.repeated = None
+        chooser = random.SystemRandom()
+        if self.repeat_sets and len(self.sets) > 1 and (repeat or chooser.random() < REPEATED_SET_CHANCE):
+            first, second = chooser.sample(range(len(self.sets)), 2)
+            self.seeds[second] = self.seeds[first]
+            self.repeated = (first, second)
         for (_, views), seed in zip(self.sets, self.seeds):
             for view, values in zip(views, _fresh_inputs(self.spec, self.shape, self.dtype, self.device, seed)):
                 view.copy_(values)
@@ -891,11 +965,14 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
         try:
             session.load()
             device = _device(session)
-            inputs = TimedInputs([session], spec, shape, dtype, device)
-            side = TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device, inputs.count)
+            deterministic = _declares_determinism(spec, rung)
+            inputs = TimedInputs([session], spec, shape, dtype, device, repeat_sets=deterministic)
+            side = TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device, inputs.count,
+                             deterministic)
             side.batch(inputs, check=True)              # warm-up: compiles, first touch; checked
             side.per_call.clear()
             side.batches.clear()
+            side.counted.clear()      # the clock check covers the counted batches, not a warm-up that compiled
             max_seconds = float(payload.get("max_seconds", 2.0))
             started = time.perf_counter()
             stopped_by = "time cap"
@@ -911,6 +988,10 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
                 if time.perf_counter() - started > max_seconds or count >= 2000:
                     stopped_by = "time cap" if count < 2000 else "max repeats"
                     break
+            if side.deterministic and side.repeats_compared == 0:
+                # Not one batch repeated a set (a short timing): one more, which does, to the child like any other.
+                inputs.refresh(repeat=True)
+                side.batch(inputs, check=True)
             consistency = side.consistency(inputs)
             finished = session.finish()
         except WorkerEnded as ended:
@@ -940,6 +1021,7 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
             "suspect": suspect, "notes": [], "input_sets": inputs.count, "inputs": "fresh values before every batch",
             "timing": timing_from_summary(summary, cache="cold", graph=False, clock=clock),
             "derived": measured.to_dict(), "timed_outputs_checked": side.checked, "consistency": consistency,
+            "determinism": {"declared": side.deterministic, "repeated_batches_compared": side.repeats_compared},
             "problems": problems, "patched": patched, "stdout_tail": tails[0], "stderr_tail": tails[1]}
 
 
@@ -965,12 +1047,16 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
             for session in sessions.values():           # both children start together; each loads its own
                 session.load()
             device = _device(sessions["B"])
-            inputs = TimedInputs([sessions["A"], sessions["B"]], spec, shape, dtype, device)
+            declared = {"A": _declares_determinism(spec, baseline_rung), "B": _declares_determinism(spec, candidate_rung)}
+            inputs = TimedInputs([sessions["A"], sessions["B"]], spec, shape, dtype, device,
+                                 repeat_sets=any(declared.values()))
             sides = {label: TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device,
-                                      inputs.count)
+                                      inputs.count, declared[label])
                      for label, session in sessions.items()}
             for label in "ABAB":                                # warm-up, checked, not counted
                 sides[label].batch(inputs, check=True)
+            for side in sides.values():
+                side.counted.clear()                            # nor in the clock check (see run_bench)
             rounds: dict[str, list[float]] = {"A": [], "B": []}
             started = time.perf_counter()
             count = 0
@@ -993,6 +1079,10 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
                     low, high = ratio.ci95
                     if (high - low) / ratio.value < 0.02 or time.perf_counter() - started > max_seconds:
                         break
+            if any(side.deterministic and side.repeats_compared == 0 for side in sides.values()):
+                inputs.refresh(repeat=True)                     # as in run_bench: at least one repeated batch
+                for label in "AB":
+                    sides[label].batch(inputs, check=True)
             consistency = {label: sides[label].consistency(inputs) for label in "AB"}
             finished = {label: sessions[label].finish() for label in "AB"}
         except WorkerEnded as ended:
@@ -1028,6 +1118,9 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
             "candidate_gb_per_s": candidate_rates.gb_per_s,
             "candidate_bandwidth_fraction": candidate_rates.bandwidth_fraction, "suspect": suspect,
             "timed_outputs_checked": {"baseline": sides["A"].checked, "candidate": sides["B"].checked},
+            "determinism": {name: {"declared": sides[label].deterministic,
+                                   "repeated_batches_compared": sides[label].repeats_compared}
+                            for label, name in (("A", "baseline"), ("B", "candidate"))},
             "consistency": consistency, "problems": problems, "baseline_problems": baseline_problems,
             "patched": patched, "baseline_patched": baseline_patched, "stdout_tail": tails[0],
             "stderr_tail": tails[1]}

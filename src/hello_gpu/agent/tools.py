@@ -185,6 +185,11 @@ def check(candidate: Candidate, task, *, timeout_s: float = CHECK_TIMEOUT_S) -> 
     patched = list(raw.get("patched") or [])
     evidence = {"check": raw, "compile": candidate.results.get("compile")}
     cheats = inspect_candidate(candidate, task, evidence)
+    module = _anticheat()
+    if module is not None and hasattr(module, "static_hints"):
+        # Where the source scan was blind (x.add(y), a computed getattr): notes, never reasons; the run-time
+        # evidence above judged those calls.
+        raw["static_hints"] = module.static_hints(candidate)
     if raw.get("anticheat_error"):
         cheats.append(f"evidence missing: the anti-cheat run-time checks failed ({raw['anticheat_error']})")
     if patched:

@@ -20,12 +20,21 @@ audit hook (``sys.addaudithook``: it cannot be removed) and takes a fingerprint 
 verdict leans on. The hook records, when the innermost frame outside the standard library is the
 candidate's own file: frame inspection (``sys._getframe``, ``sys._current_frames``, ``tb_frame`` /
 ``gi_frame`` reads), ``ctypes``, ``gc.get_objects`` / ``get_referrers``, ``sys.settrace`` / ``setprofile``,
-``compile`` / ``exec``, processes and sockets, files opened outside the candidate's folder, new threads
-(``_thread`` wrapped: Python 3.11 raises no audit event for them); and any import of another GPU compute
-library (cupy, numba, jax, ...), whoever imports it. The fingerprint (object ids and code objects of
-every function of ``hello_gpu``, ``torch``, ``torch.cuda``, ``torch.profiler``, ``numpy``, ``time``,
-``triton``'s JIT and the spec, and the spec's data) is taken again at ``finish``; anything replaced is
-named. Every one of these rejects the candidate (tag :data:`hello_gpu.agent.anticheat.TAMPER`).
+``compile`` / ``exec``, processes and sockets, files opened outside the candidate's folder; and any import
+of another GPU compute library (cupy, numba, jax, ...), whoever imports it. Functions that raise no audit
+event are wrapped wherever a loaded module holds them (:data:`GUARDED_FUNCTIONS`, :data:`DISPATCH_SWITCHES`):
+new threads (``_thread``'s starters and aliases), signal handlers, descriptor calls on the child's own
+channels (``os.dup2`` over the evidence pipe, ``os.close`` of the socket), and whatever takes the ATen
+watch off (the dispatch-mode stack, the Python dispatch key, an op called at a chosen dispatch key).
+The fingerprint (object ids and code objects of every function of ``hello_gpu``, ``torch``, ``torch._C``,
+``torch.cuda``, ``torch.profiler``, ``numpy``, ``time``, ``os`` / ``posix``, ``triton``'s JIT and the spec,
+and the spec's data) is taken again at ``finish``; anything replaced is named. Every one of these rejects
+the candidate (tag :data:`hello_gpu.agent.anticheat.TAMPER`).
+
+What the watch cannot promise (docs/agent.md, threat model): the candidate owns this interpreter, so an
+object it can reach it can change for the length of one call and put back; the watch's own switches are
+therefore kept where nothing reaches them without an audited access, evidence leaves at once and is
+counted, and the verdict itself is the parent's.
 """
 
 from __future__ import annotations
@@ -59,6 +68,34 @@ CODE_EVENTS = ("compile", "exec", "code.__new__", "function.__new__", "object.__
 # Memory the candidate was not lent: another process's shared blocks mapped by name, a folder listed to find them.
 MEMORY_EVENTS = ("mmap.__new__", "os.listdir", "os.scandir")
 RECORDED_EVENTS = 40                         # evidence kept per kind: enough to name it, not to flood the result
+# Functions a candidate could use unseen (Python 3.11 raises no audit event for them), wrapped before it is
+# imported wherever a module holds them; the kind of evidence each use is. The descriptor functions are
+# evidence only on the child's watched descriptors (the evidence pipe, the socket to the parent).
+GUARDED_FUNCTIONS = {
+    "_thread.start_new_thread": "thread", "_thread.start_new": "thread", "_thread.start_joinable_thread": "thread",
+    "_signal.signal": "signal handler",
+    **{f"posix.{name}": "descriptor" for name in ("dup", "dup2", "close", "closerange", "write", "writev", "pwrite",
+                                                    "read", "readv", "set_inheritable", "set_blocking", "sendfile",
+                                                    "ftruncate", "lseek")},
+    "_socket.close": "descriptor", "_socket.dup": "descriptor",
+}
+# What takes the ATen watch off (issue 17): the mode stack's pop and push, the guards and setters of the
+# thread-local dispatch keys (excluding the Python key skips every mode), the infra-mode slots, and the calls
+# that dispatch below the Python key. Evidence when the candidate's code is anywhere on the stack.
+DISPATCH_SWITCHES = ("_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack", "_set_dispatch_mode",
+                     "_unset_dispatch_mode", "_dispatch_tls_set_dispatch_key_excluded",
+                     "_dispatch_tls_set_dispatch_key_included", "_DisableTorchDispatch", "_ExcludeDispatchKeyGuard",
+                     "_IncludeDispatchKeyGuard", "_ForceDispatchKeyGuard", "_SetExcludeDispatchKeyGuard",
+                     "_get_operation_overload")
+# ... and each op's entry at a chosen dispatch key (OpOverload._op_dk, and the handle's redispatch), which call
+# the op below the Python key without switching anything. torch itself makes an op's entries the first time
+# the op is looked up, so _get_operation_overload is evidence only when the candidate's code calls it directly.
+DISPATCH_METHODS = (("_DispatchOperatorHandle", "redispatch_boxed"),)
+CALLED_DIRECTLY = ("torch._C._get_operation_overload",)
+SWITCH_KIND = "switching off the ATen watch"
+DISPATCH_STATE = ("modes on the stack", "the top mode's id", "included dispatch keys", "excluded dispatch keys",
+                  "the watch's __torch_dispatch__ as installed")
+CHANNEL_KIND = "descriptor calls on the watched channels"
 
 # The standard library's folders (in a virtual environment "platstdlib" is the venv's lib/pythonX.Y, which
 # also holds site-packages: a frame under "-packages" is never the standard library's).
@@ -66,67 +103,145 @@ _STDLIB = tuple(str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("std
 
 
 class TamperWatch:
-    """The audit hook, the thread and signal wrappers and the fingerprint; everything they saw, as reasons.
+    """The audit hook, the guarded functions and the fingerprint; everything they saw, as reasons.
 
-    Bound before any candidate code runs (issue 17): the hook and the report are closures over the functions
-    and constants they use, taken at construction, so rebinding a module global (``worker.FRAME_EVENTS``,
-    ``worker.time``), replacing a method on this class or ``builtins.__import__`` changes nothing they do;
-    and every new piece of evidence is written at once to ``evidence_fd``, a pipe the parent reads, so
-    nothing the candidate does afterwards can take it back (the parent also checks, from /proc, that the
-    descriptor is still that pipe).
+    Bound before any candidate code runs (issue 17). Nothing the candidate can reach without an audited
+    access (frames, ``gc``) leads to the watch's switches: they live in the audit hook's own closure, and
+    the hook is held by the interpreter alone. The wrappers of the guarded functions and the dispatch mode
+    hold no reference to the watch: they raise audit events (``hello_gpu.*``), and the hook hands each
+    wrapper the function it wraps, one call at a time. Whether the watch is armed and whether a candidate
+    call is in progress are told to the hook by events it checks the origin of (a call begins and ends
+    only in :meth:`Worker._invoke`'s own code). Every new piece of evidence is written at once to
+    ``evidence_fd``, a pipe the parent reads, and counted: every answer says how many lines were written,
+    and the parent counts what arrived, so a line redirected, drained or dropped is itself evidence.
     """
 
-    def __init__(self, evidence_fd: int | None = None):
+    def __init__(self, evidence_fd: int | None = None, watched_fds: dict[int, str] | None = None, invoke_code=None,
+                 serve_code=None):
         self.candidate_files: set[str] = set()
         self.allowed_folders: list[str] = []
         self.events: dict[str, list[str]] = {}
-        self.armed = False
-        self._threads_before = 0
-        self.hook, self.record, self.report, self.take_fingerprint, self.remember = _bound_watch(self, evidence_fd)
+        (self.hook, self.record, self.report, self.take_fingerprint, self.remember,
+         self.protect) = _bound_watch(self, evidence_fd, dict(watched_fds or {}), invoke_code, serve_code)
 
-    def wrap_threads(self) -> None:
-        """Python 3.11 raises no audit event for a new thread, nor for a signal handler: wrap ``_thread``'s
-        starters, the reference ``threading`` took of them at its import, and ``signal.signal``."""
-        import _signal
+    def guard_functions(self, aten=None) -> list[str]:
+        """Wrap every guarded function (GUARDED_FUNCTIONS, and torch's DISPATCH_SWITCHES when torch is loaded)
+        in every loaded module that holds it; hand ``aten`` (the dispatch mode) to the hook, which checks it
+        is on top of the mode stack when each call begins. Returns the names wrapped."""
         import _thread
-        import signal
-        import threading
-        record, frame_of = self.record, self._frame_of
-        for module, name in ((_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
-                             (threading, "_start_new_thread"), (threading, "_start_joinable_thread"),
-                             (_signal, "signal"), (signal, "signal")):
-            original = getattr(module, name, None)
-            if original is None:
+        originals: dict[str, tuple[object, str]] = {}
+        for dotted, kind in GUARDED_FUNCTIONS.items():
+            module_name, _, name = dotted.rpartition(".")
+            value = getattr(sys.modules.get(module_name), name, None)
+            if value is not None:
+                originals[dotted] = (value, kind)
+        torch_c = sys.modules.get("torch._C")
+        if torch_c is not None:
+            for name in DISPATCH_SWITCHES:
+                if hasattr(torch_c, name):
+                    originals[f"torch._C.{name}"] = (getattr(torch_c, name), SWITCH_KIND)
+        wrappers = {id(original): _guarded(dotted) for dotted, (original, _) in originals.items()}
+        self.protect(originals, wrappers, aten)
+        for module in list(sys.modules.values()):
+            mapping = getattr(module, "__dict__", None)
+            if not isinstance(mapping, dict):
                 continue
-            kind = "signal handler" if "signal" in module.__name__ else "thread"
-
-            def wrapped(*args, __original=original, __name=f"{module.__name__}.{name}", __kind=kind,
-                        __getframe=sys._getframe, **kwargs):
-                frame = frame_of(__getframe(1))
-                if frame is not None:
-                    record(__kind, f"line {frame.f_lineno} called {__name}")
-                return __original(*args, **kwargs)
-            setattr(module, name, wrapped)
-            self.remember(f"{module.__name__}.{name}", wrapped)   # its defaults and closure, checked at the end
+            for key, value in list(mapping.items()):
+                wrapper = wrappers.get(id(value))
+                if wrapper is not None and any(value is original for original, _ in originals.values()):
+                    mapping[key] = wrapper
+        if torch_c is not None:
+            for class_name, method in DISPATCH_METHODS:
+                cls = getattr(torch_c, class_name, None)
+                if cls is not None and hasattr(cls, method):
+                    dotted = f"torch._C.{class_name}.{method}"
+                    original = getattr(cls, method)
+                    wrapper = _guarded(dotted)
+                    self.protect({dotted: (original, SWITCH_KIND)}, {id(original): wrapper}, aten)
+                    setattr(cls, method, wrapper)
+        if "torch._ops" in sys.modules:
+            _guard_operator_entries(sys.modules["torch._ops"])
         self._threads_before = _thread._count()  # noqa: SLF001 - the standard library's own count
+        return sorted(originals)
 
 
+def _guard_operator_entries(ops) -> None:
+    """Each op's entry at a chosen dispatch key (``OpOverload._op_dk``) becomes a wrapper whose use by the
+    candidate is evidence (the hook keeps the original): for the ops torch has made already, and, through
+    ``OpOverload.__init__``, for every op it makes later."""
+    import torch
+    for namespace in list(vars(torch.ops).values()):
+        for packet in list(vars(namespace).values()) if isinstance(namespace, ops._OpNamespace) else ():  # noqa: SLF001
+            for overload in list(vars(packet).values()) if isinstance(packet, ops.OpOverloadPacket) else ():
+                if isinstance(overload, ops.OpOverload) and "_op_dk" in vars(overload):
+                    box: list = []
+                    sys.audit("hello_gpu.guard_entry", overload._name, vars(overload)["_op_dk"], box)  # noqa: SLF001
+                    if box:
+                        vars(overload)["_op_dk"] = box[0]
+
+    def __init__(self, overloadpacket, op, op_dk, schema, tags, *, __init=ops.OpOverload.__init__,
+                 __audit=sys.audit):
+        box: list = []
+        __audit("hello_gpu.guard_entry", f"{schema.name}.{schema.overload_name or 'default'}", op_dk, box)
+        __init(self, overloadpacket, op, box[0] if box else op_dk, schema, tags)
+    ops.OpOverload.__init__ = __init__
+
+
+def _guarded(dotted: str):
+    """A stand-in for the guarded function ``dotted``: it raises an audit event, and the hook, which decides
+    whether the call is evidence, gives it the original to call. It holds no reference to the original or to
+    the watch (its keyword defaults are only the audit function and its name; writing them is audited)."""
+    def guarded(*args, __audit=sys.audit, __name=dotted, **kwargs):
+        box: list = []
+        __audit("hello_gpu.original", __name, args, box)
+        return box[0](*args, **kwargs)
+    guarded.__name__ = guarded.__qualname__ = dotted.rpartition(".")[2]
+    return guarded
+
+
+_GUARDED_CODE = _guarded("x").__code__
 _MISSING = object()
 
 
-def _bound_watch(state: TamperWatch, evidence_fd: int | None):
-    """The closures of a :class:`TamperWatch` (see its docstring): (hook, record, report, take_fingerprint)."""
+def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[int, str], invoke_code,
+                 serve_code=None):
+    """The closures of a :class:`TamperWatch` (see its docstring): (hook, record, report, take_fingerprint,
+    remember, protect). The hook's switches (armed, calls in progress, the originals) are its own cells."""
     import _thread
 
-    write, getframe, count_threads = os.write, sys._getframe, _thread._count  # noqa: SLF001
+    write, getframe, count_threads, stat, fstat = os.write, sys._getframe, _thread._count, os.stat, os.fstat  # noqa: SLF001
     compute_libraries, frame_events, frame_attributes = COMPUTE_LIBRARIES, FRAME_EVENTS, FRAME_ATTRIBUTES
     gc_events, process_events, code_events, memory_events = GC_EVENTS, PROCESS_EVENTS, CODE_EVENTS, MEMORY_EVENTS
-    stdlib, recorded_events, missing = _STDLIB, RECORDED_EVENTS, _MISSING
-    string, represent, is_function, make_tuple = str, repr, types.FunctionType, tuple
+    stdlib, recorded_events, missing, guarded_code, make_wrapper = _STDLIB, RECORDED_EVENTS, _MISSING, _GUARDED_CODE, \
+        _guarded
+    called_directly = CALLED_DIRECTLY
+    string, represent, is_function, make_tuple, integer = str, repr, types.FunctionType, tuple, int
     inside = threading.local()
+    armed = [False]                       # only ever switched on ("hello_gpu.arm")
+    depth = [0]                           # candidate calls in progress (Worker._invoke's own events)
+    written = [0]                         # evidence lines written to the pipe
+    originals: dict[str, tuple[object, str]] = {}        # guarded name -> (original, kind of evidence)
+    protected: set[int] = set()           # ids of functions whose code or defaults must not be rewritten
+    mode = [None]                         # the dispatch mode that must be on top while a call runs
+    call_states: list[tuple] = []         # the dispatch state as each call in progress began
+    request = [None, 0, 0]                # the request being served: (its operation, calls it makes, calls seen)
+    worker: list = [None, None, {}]       # the worker being served, its class, its methods as they were
+    pipe = [None]                         # (device, inode) of the evidence pipe
+    if evidence_fd is not None:
+        identity = os.fstat(evidence_fd)
+        pipe[0] = (identity.st_dev, identity.st_ino)
+    watched_files = {}                    # (device, inode) of each watched descriptor -> what it is
+    for descriptor, what in watched_fds.items():
+        try:
+            found = fstat(descriptor)
+            watched_files[(found.st_dev, found.st_ino)] = what
+        except OSError:
+            pass
     snapshot: list[tuple[str, object, object, object]] = []      # (name, live mapping, key, the value then)
     codes: list[tuple[str, object, tuple]] = []                   # (name, function, its insides then)
     texts: list[tuple[str, object, str]] = []                     # (name, data object, its repr then)
+    dispatch = []                         # torch's dispatch-state functions, taken before anything is wrapped
+    dispatch_method = [None]              # the watch's __torch_dispatch__ (class, instance) as installed
 
     def record(kind: str, text: str) -> None:
         found = state.events.setdefault(kind, [])
@@ -135,9 +250,14 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None):
             if evidence_fd is not None:
                 line = f"{kind}\t{text}".replace("\n", " ")[:500] + "\n"
                 try:
-                    write(evidence_fd, line.encode("utf-8", "replace"))
-                except OSError:           # a full or closed pipe: the parent sees the channel broken
+                    # Only into the pipe itself: a descriptor number closed and reused holds something else
+                    # (a shared buffer, a file). Anything else, or a full pipe: the count says a line is missing.
+                    now = fstat(evidence_fd)
+                    if (now.st_dev, now.st_ino) == pipe[0]:
+                        write(evidence_fd, line.encode("utf-8", "replace"))
+                except OSError:
                     pass
+                written[0] += 1
 
     def frame_of(frame, anywhere: bool = False):
         """The innermost frame outside the standard library when it is the candidate's own code (None also
@@ -155,14 +275,152 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None):
             frame = frame.f_back
         return None
 
+    def dispatch_state() -> tuple:
+        """(modes on the stack, the top one, the thread's included / excluded dispatch keys, the watch's method
+        as its class and the instance hold it): what must not change while a call runs."""
+        length, stack_at, included, excluded = dispatch
+        size = length()
+        watch = mode[0]
+        method = (vars(type(watch)).get("__torch_dispatch__"), vars(watch).get("__torch_dispatch__"))
+        return size, id(stack_at(size - 1)) if size else None, included(), excluded(), method == dispatch_method[0]
+
+    def watched_descriptor(arguments: tuple, name: str) -> str | None:
+        """The watched descriptor a descriptor call touches, as text; None when it touches none."""
+        numbers = [value for value in arguments[:2] if isinstance(value, integer) and not isinstance(value, bool)]
+        if name.endswith("closerange") and len(numbers) == 2:
+            hit = [descriptor for descriptor in watched_fds if numbers[0] <= descriptor < numbers[1]]
+        else:
+            hit = [value for value in numbers if value in watched_fds]
+        return ", ".join(f"{descriptor} ({watched_fds[descriptor]})" for descriptor in hit) or None
+
+    def internal(event: str, args: tuple) -> None:
+        """The watch's own events (``hello_gpu.*``): told by the worker, or by the wrappers and the mode.
+        Answered even while the hook is busy (a wrapper needs its original); what the hook itself does here
+        (frames read, the dispatch state asked) raises events it must not record: busy meanwhile."""
+        busy = getattr(inside, "busy", False)
+        inside.busy = True
+        try:
+            handle(event, args, busy)
+        finally:
+            inside.busy = busy
+
+    def handle(event: str, args: tuple, busy: bool) -> None:
+        if event == "hello_gpu.aten":     # the most frequent: one per computing op, no frame needed
+            if armed[0] and depth[0] > 0:
+                record("ATen op", f"{args[0]} ran inside a call")
+            return
+        caller = getframe(3)              # the frame that raised the event (above handle, internal and the hook)
+        if event == "hello_gpu.original":
+            name, arguments, box = args
+            original, kind = originals.get(name, (None, None))
+            if original is None:
+                return
+            if armed[0] and not busy:
+                judge(name, kind, arguments, caller)
+            box.append(original)
+        elif event == "hello_gpu.guard_entry":
+            name, original, box = args
+            dotted = f"OpOverload {name}._op_dk #{id(original)}"
+            wrapper = make_wrapper(dotted)
+            originals[dotted] = (original, SWITCH_KIND)
+            protected.add(id(wrapper))
+            box.append(wrapper)
+        elif event == "hello_gpu.arm":
+            armed[0] = True
+        elif event == "hello_gpu.request" and caller.f_code is serve_code:
+            operation, expected = args           # (the operation, its calls) as it begins; (None, check?) at its end
+            if operation is not None:
+                request[:] = [operation, expected, 0]
+            elif request[0] is not None:
+                if armed[0] and expected and request[2] < request[1]:
+                    record(SWITCH_KIND, f"a {request[0]} request made {request[1]} call(s) of the candidate, but only "
+                                        f"{request[2]} went through the worker's own Worker._invoke (the others "
+                                        f"bypassed the watch: a method of the worker replaced)")
+                request[:] = [None, 0, 0]
+        elif event == "hello_gpu.serving" and caller.f_code is serve_code and worker[0] is None:
+            cls = type(args[0])
+            worker[:] = [args[0], cls, {name: value for name, value in vars(cls).items() if isinstance(value, is_function)}]
+        elif event == "hello_gpu.call" and caller.f_code is invoke_code:
+            problem = worker_problem(args[1] if len(args) > 1 else None)
+            if problem and armed[0]:
+                record(SWITCH_KIND, problem)
+            if args[0] > 0:
+                request[2] += 1
+                if dispatch and mode[0] is not None and armed[0]:
+                    now = dispatch_state()
+                    if now[1] != id(mode[0]):
+                        record(SWITCH_KIND, "a call began with the dispatch watch not on top of the mode stack")
+                    if not now[4]:
+                        record(SWITCH_KIND, "a call began with the dispatch watch's __torch_dispatch__ replaced")
+                    call_states.append(now)
+                depth[0] += 1
+            else:
+                depth[0] = max(0, depth[0] - 1)
+                if call_states:
+                    before, after = call_states.pop(), dispatch_state()
+                    changed = [f"{what} {old} -> {new}" for what, old, new in zip(DISPATCH_STATE, before, after)
+                               if old != new]
+                    if changed:
+                        record(SWITCH_KIND, "during a call: " + "; ".join(changed))
+        elif event == "hello_gpu.written":
+            args[0].append(written[0])
+
+    def worker_problem(who) -> str | None:
+        """A call through Worker._invoke for another object than the worker, or with one of the worker's methods
+        replaced (on its class or its instance): a bypass of the watch, and decoy calls to fill its count."""
+        served, cls, methods = worker
+        if served is None:
+            return None
+        if who is not served or type(who) is not cls:
+            return "a call went through Worker._invoke for another object than the worker (a decoy call)"
+        own = vars(who)
+        replaced = sorted(name for name, function in methods.items() if vars(cls).get(name) is not function
+                          or name in own)
+        return f"the worker's {', '.join(replaced)} replaced while a call ran" if replaced else None
+
+    def judge(name: str, kind: str, arguments: tuple, caller) -> None:
+        """Is this use of a guarded function evidence? ``caller``: the frame that asked for the original."""
+        if caller.f_code is not guarded_code:
+            found = frame_of(caller, anywhere=True)
+            record("code", f"{'line ' + string(found.f_lineno) + ' ' if found else ''}asked the watch for the "
+                           f"original {name} (only its wrapper may)")
+            return
+        if kind == "descriptor":
+            touched = watched_descriptor(arguments, name)
+            if touched is not None:
+                found = frame_of(caller.f_back, anywhere=True)
+                where = f"line {found.f_lineno} " if found is not None else ""
+                record(CHANNEL_KIND, f"{where}called os.{name.rpartition('.')[2]} on descriptor {touched}")
+        elif kind == SWITCH_KIND:
+            found = frame_of(caller.f_back, anywhere=name not in called_directly)
+            if found is not None:
+                record(SWITCH_KIND, f"line {found.f_lineno} called {name.split(' #')[0]}")
+        else:
+            found = frame_of(caller.f_back)
+            if found is not None:
+                record(kind, f"line {found.f_lineno} called {name}")
+
     def hook(event: str, args: tuple) -> None:
-        if not state.armed or getattr(inside, "busy", False):
+        if event.startswith("hello_gpu."):
+            internal(event, args)
+            return
+        if not armed[0] or getattr(inside, "busy", False):
             return
         if event == "import":
             module = string(args[0]) if args else ""
             if any(module == name or module.startswith(name + ".") for name in compute_libraries):
                 record("compute library", f"imported {module}")
             return
+        if event == "object.__setattr__" and args and id(args[0]) in protected:
+            record("code", f"rewrote {string(args[1]) if len(args) > 1 else '?'} of the watch's "
+                           f"{getattr(args[0], '__qualname__', '?')}")
+            return
+        if event == "open" and args and (watched_fds or watched_files):
+            target = args[0]
+            opened = watched_fds.get(target) if isinstance(target, integer) else opens_watched(target)
+            if opened:
+                record(CHANNEL_KIND, f"opened {string(target)[:200]}, which is {opened}")
+                return
         reaching = (event in frame_events or event in gc_events
                     or (event == "object.__getattr__" and len(args) > 1 and args[1] in frame_attributes))
         watched = (reaching or event in code_events or event in memory_events or event == "open"
@@ -177,7 +435,7 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None):
             where = f"line {frame.f_lineno}"
             if event == "open":
                 path = string(args[0]) if args else ""
-                if isinstance(args[0], int) or any(path.startswith(folder) for folder in state.allowed_folders):
+                if isinstance(args[0], integer) or any(path.startswith(folder) for folder in state.allowed_folders):
                     return
                 record("file", f"{where} opened {path}")
             elif event in frame_events or event == "object.__getattr__":
@@ -197,6 +455,20 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None):
         finally:
             inside.busy = False
 
+    def opens_watched(path) -> str | None:
+        """What a path leads to when it is a watched descriptor's file (``/proc/self/fd/N``, a link to it):
+        opening the pipe that way gives its read end, from which the evidence could be drained."""
+        if not isinstance(path, (str, bytes)):
+            return None
+        inside.busy = True
+        try:
+            found = stat(path)
+            return watched_files.get((found.st_dev, found.st_ino))
+        except (OSError, ValueError):
+            return None
+        finally:
+            inside.busy = False
+
     def insides(function) -> tuple:
         """What a function runs with besides its name: code, defaults, keyword defaults, closure cells (each
         can be changed in place, without rebinding the name)."""
@@ -209,6 +481,31 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None):
 
     def remember(name: str, function) -> None:
         codes.append((name, function, insides(function)))
+
+    def protect(guarded: dict, wrappers: dict, dispatch_mode=None) -> None:
+        """Take the originals of the guarded functions (name -> (original, kind)); their wrappers (by the
+        original's id) and the worker's own functions are protected: rewriting their code or defaults is
+        evidence, and they are fingerprinted."""
+        originals.update(guarded)
+        for name, (original, _) in guarded.items():
+            wrapper = wrappers[id(original)]
+            protected.add(id(wrapper))
+            remember(name, wrapper)
+        if dispatch_mode is not None and mode[0] is None:
+            mode[0] = dispatch_mode
+            torch_c = sys.modules["torch._C"]
+            dispatch[:] = [torch_c._len_torch_dispatch_stack, torch_c._get_dispatch_stack_at,  # noqa: SLF001
+                           torch_c._dispatch_tls_local_include_set, torch_c._dispatch_tls_local_exclude_set]
+            dispatch_method[0] = (vars(type(dispatch_mode)).get("__torch_dispatch__"),
+                                  vars(dispatch_mode).get("__torch_dispatch__"))
+            for function in vars(type(dispatch_mode)).values():
+                if isinstance(function, is_function):
+                    protected.add(id(function))
+                    remember(f"the dispatch watch's {function.__name__}", function)
+        worker_module = sys.modules.get(__name__)
+        for value in list(vars(worker_module).values()) if worker_module else ():
+            members = vars(value).values() if isinstance(value, type) and value.__module__ == __name__ else [value]
+            protected.update(id(member) for member in members if isinstance(member, is_function))
 
     def take_fingerprint(spec=None) -> None:
         """Remember what every name a verdict leans on refers to now (see :func:`fingerprint_targets`)."""
@@ -238,17 +535,20 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None):
             inside.busy = False
 
     state._frame_of = frame_of
-    return hook, record, report, take_fingerprint, remember
+    state._threads_before = count_threads()
+    return hook, record, report, take_fingerprint, remember, protect
 
 
 FINGERPRINTED_MODULES = ("time", "numpy", "torch", "torch.cuda", "torch.profiler", "torch.autograd.profiler",
                          "torch.multiprocessing.reductions", "triton.runtime.jit", "triton.runtime.autotuner",
                          "statistics", "math", "json", "pickle", "random", "multiprocessing.connection", "builtins",
-                         "os", "sys", "signal", "_thread", "threading", "gc")
+                         "os", "sys", "signal", "_thread", "threading", "gc", "posix", "_signal", "_socket",
+                         "torch._C", "torch.utils._python_dispatch", "torch._ops")
 FINGERPRINTED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "torch.profiler.profile",
                          "multiprocessing.connection.Connection", "triton.runtime.jit.JITFunction",
                          "triton.runtime.jit.KernelInterface", "triton.runtime.autotuner.Autotuner",
-                         "triton.runtime.interpreter.InterpretedFunction")
+                         "triton.runtime.interpreter.InterpretedFunction", "torch._C._DispatchOperatorHandle",
+                         "torch._ops.OpOverload", "torch._ops.OpOverloadPacket")
 
 
 def fingerprint_targets(spec=None) -> list[tuple[str, object, object, object]]:
@@ -288,25 +588,24 @@ def fingerprint_targets(spec=None) -> list[tuple[str, object, object, object]]:
     return found
 
 
-def aten_watch(record):
-    """A dispatch mode that records every computing ATen op the candidate's calls run (issue 17: a library
-    fallback is seen in every call, checked or timed, not only in the profiled ones, so a candidate that
-    behaves while profiled gains nothing). Pushed around each request that calls the candidate; it records
-    only while ``inside`` is set (the candidate's own call), through ``record`` (the write-through channel,
-    kind "ATen op"). Allocation, views and copies (anticheat.CPU_GLUE_OPS) compute nothing and pass."""
+def aten_watch():
+    """A dispatch mode that reports every computing ATen op (issue 17: a library fallback is seen in every
+    call, checked or timed, not only in the profiled ones, so a candidate that behaves while profiled gains
+    nothing). Pushed around each request that calls the candidate. It decides nothing and holds nothing of
+    the watch: it raises an audit event per op, and the hook records it only while a candidate call is in
+    progress (kind "ATen op", written through to the parent). Allocation, views and copies
+    (anticheat.CPU_GLUE_OPS) compute nothing and pass. The hook checks, as each call begins and ends, that
+    this mode is on top of the stack and the dispatch keys are as they were (see DISPATCH_SWITCHES)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from .anticheat import CPU_GLUE_OPS
-    glue = frozenset(CPU_GLUE_OPS)
 
     class AtenWatch(TorchDispatchMode):
-        inside = False
-
-        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
-            if self.inside:
-                name = func._schema.name  # noqa: SLF001 - "aten::add" for aten.add.Tensor
-                if name not in glue:
-                    record("ATen op", f"{name} ran inside a call")
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None, *, __audit=sys.audit,
+                               __glue=frozenset(CPU_GLUE_OPS)):
+            name = func._schema.name  # noqa: SLF001 - "aten::add" for aten.add.Tensor
+            if name not in __glue:
+                __audit("hello_gpu.aten", name)
             return func(*args, **(kwargs or {}))
     return AtenWatch()
 
@@ -353,7 +652,7 @@ class Worker:
             return {"skip": skip, "accepts_out": False, "interpreted": False, "device": self.rung.device(),
                     "triton_kernels": [], "route": self.rung.route, "interpreter": triton_interpreter_on(),
                     "rung": names["candidate"]}
-        self.watch.armed = True                 # from here on, the candidate's code runs
+        sys.audit("hello_gpu.arm")              # from here on, the candidate's code runs: the watch records
         self.built = self.rung.build()
         self.device = self.rung.device()
         interpreted = bool(getattr(self.built, "interpreted", False))
@@ -384,18 +683,18 @@ class Worker:
             import torch
             torch.cuda.synchronize()
 
-    def _invoke(self, inputs: list[str], out: str | None):
+    def _invoke(self, inputs: list[str], out: str | None, _audit=sys.audit):
+        """One call of the candidate. The watch learns that a call is in progress from the two events raised
+        here (it accepts them from this function's code only), and checks the dispatch state around it."""
         arguments = [self.buffers[name] for name in inputs]
         target = self.buffers[out] if out is not None else None
-        if self.aten is not None:
-            self.aten.inside = True
+        _audit("hello_gpu.call", 1, self)
         try:
             if target is not None:
                 return self.built(*arguments, out=target), target
             return self.built(*arguments), None
         finally:
-            if self.aten is not None:
-                self.aten.inside = False
+            _audit("hello_gpu.call", -1, self)
 
     def call(self, request: dict) -> dict:
         """One call; the output lands in the parent's buffer (``out``) or is held for ``fetch``."""
@@ -505,10 +804,11 @@ class Worker:
         return self.watch.report(spec)
 
     # ------------------------------------------------------------------ the loop
-    def serve(self) -> None:
+    def serve(self, _audit=sys.audit) -> None:
         handlers = {"load": self.load, "register": self.register, "release": self.release, "call": self.call,
                     "fetch": self.fetch, "time": self.time, "profile": self.profile, "ping": self.ping,
                     "finish": self.finish}
+        _audit("hello_gpu.serving", self)                  # the one worker whose calls count, and its methods
         while True:
             try:
                 request = pickle.loads(self.connection.recv_bytes())
@@ -516,6 +816,9 @@ class Worker:
                 return
             operation = request.get("op")
             watched = self.aten if self.aten is not None and operation in ("call", "time", "profile") else None
+            # How many calls of the candidate this request makes: each must go through _invoke (the watch counts).
+            calls = {"call": 1, "time": len(request.get("calls") or ()), "profile": int(request.get("repeats", 3))}
+            _audit("hello_gpu.request", operation, calls.get(operation, 0))
             try:
                 if watched is not None:
                     with watched:
@@ -525,7 +828,12 @@ class Worker:
             except Exception as error:  # noqa: BLE001 - the candidate (or the harness on it) failed: say so
                 answer = {"ok": False, "error": f"{type(error).__name__}: {error}",
                           "traceback": traceback.format_exc()[-4000:]}
+            # The request is over: were its calls all watched? (Not asked when it failed part-way.)
+            _audit("hello_gpu.request", None, bool(answer["ok"]))
             answer["nonce"] = request.get("nonce")          # whose answer this is: the parent checks it
+            written: list[int] = []
+            _audit("hello_gpu.written", written)            # how many evidence lines the watch has written:
+            answer["evidence_written"] = written[0] if written else None    # the parent counts what arrived
             self.connection.send_bytes(json.dumps(answer, default=str).encode("utf-8"))
             if operation == "finish":
                 return
@@ -533,8 +841,9 @@ class Worker:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
-    connection = Connection(socket.socket(fileno=int(arguments[0])).detach())
-    watch = TamperWatch(int(arguments[1]) if len(arguments) > 1 else None)
+    channel = int(arguments[0])
+    connection = Connection(socket.socket(fileno=channel).detach())
+    evidence = int(arguments[1]) if len(arguments) > 1 else None
     # Imports a step needs, before the hook is armed and the fingerprint taken (the fingerprint covers
     # hello_gpu's modules as they are once imported).
     import numpy  # noqa: F401
@@ -547,9 +856,11 @@ def main(argv: list[str] | None = None) -> int:
     from ..profile import rung_profile as _rung_profile  # noqa: F401
     from . import anticheat as _anticheat  # noqa: F401
     from . import sandbox as _sandbox  # noqa: F401
-    aten = aten_watch(watch.record)
+    watched = {channel: "the socket to the parent", **({evidence: "the evidence pipe"} if evidence is not None else {})}
+    watch = TamperWatch(evidence, watched, invoke_code=Worker._invoke.__code__, serve_code=Worker.serve.__code__)
+    aten = aten_watch()
     sys.addaudithook(watch.hook)
-    watch.wrap_threads()
+    watch.guard_functions(aten)          # after the hook: the wrappers get their originals from it
     Worker(connection, watch, aten).serve()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -224,6 +224,21 @@ def _same_bits(a, b) -> bool:
     return True
 
 
+def differing_elements(a, b) -> int:
+    """How many elements of two same-shaped tensors differ bit for bit, counted in slices of
+    CHECK_CHUNK_BYTES (as :func:`_same_bits`: no whole-tensor temporary at a 6.4 GB shape)."""
+    torch = _torch()
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    step = max(1, CHECK_CHUNK_BYTES // max(1, a.element_size()))
+    differing = 0
+    for start in range(0, flat_a.numel(), step):
+        part_a, part_b = flat_a[start:start + step], flat_b[start:start + step]
+        if part_a.device != part_b.device:
+            part_a, part_b = part_a.cpu(), part_b.cpu()
+        differing += int(torch.ne(tensor_bits(part_a), tensor_bits(part_b)).sum())
+    return differing
+
+
 def _kept_copy(tensor):
     """A copy of ``tensor`` kept to compare against later: on its device when the device's free memory
     (the caching allocator's unused blocks included) holds it with CHECK_CHUNK_BYTES to spare, else
