@@ -653,6 +653,8 @@ def run(a, b, out=None):
 '''
 
 
+@pytest.mark.xfail(strict=True, reason="an open hole of issue 17: the parent does not yet check that one side's device "
+                   "work has ended before the other side is timed; strict, so that the fix shows as XPASS -> failure")
 def test_device_work_left_running_while_the_baseline_is_timed_is_caught():
     source = (CHEATS / HONEST).read_text(encoding="utf-8")
     source = source[:source.index("def run(")] + DEVICE_HOG
