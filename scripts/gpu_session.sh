@@ -5,7 +5,7 @@
 # tool brings back few files); unpack it into the repository root and commit.
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
-#   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
+#   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION ('+' for a space: gpu-tests-k:F.py:not+slow) kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
 #           softmax-sweep reduce-sweep rms-sweep dirty-l2 eviction-sweep persistent-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
@@ -259,7 +259,7 @@ for stage in $stages; do
     gpu-tests) run_stage gpu-tests gpu_tests ;;
     gpu-tests-k:*)
       IFS=: read -r _ file expression <<<"$stage"
-      run_stage "$stage" gpu_tests_k "$file" "$expression" ;;
+      run_stage "$stage" gpu_tests_k "$file" "${expression//+/ }" ;;
     kernelbench) run_stage kernelbench kernelbench ;;
     gpu-tests:*) run_stage "$stage" gpu_tests ${stage#gpu-tests:} ;;
     cpu-tests) run_stage cpu-tests cpu_tests ;;
