@@ -288,6 +288,15 @@ def compiled_rows(name: str, *args) -> dict:
     return rows
 
 
+def compiled_use(status: str) -> dict:
+    """Whether the public functions served their calls from the compiled replay: its build status, whether
+    they took it up, the plans each table holds and the extension's last refusal (the run of 8b07192
+    built it, and the functions never used it: a record must say so, not leave it to a missing row)."""
+    replay = compiled_replay.function()
+    return {"status": status, "taken_up_by_functions": replay is not None and functions._COMPILED[0] is replay,
+            "plans": compiled_replay.plans_held(), "last_refusal": compiled_replay.last_refusal()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="the record file to write (…/call-overhead.json)")
@@ -397,10 +406,12 @@ def main() -> int:
                             lambda: rms_norm(xr, weight), baselines, args.bench_rounds, lines)
 
     graph = graph_replay(entries, lines)
+    compiled = compiled_use(compiled_status)
+    lines.append(f"compiled replay in use: {compiled}")
     manifest = environment_manifest()
     record = new_record("call-overhead", "benchmark", device=device_from_manifest(manifest), environment=manifest,
                         entries=entries.items,
-                        extra={"best": dict(BEST), "cuda_graph": graph, "compiled_replay": compiled_status, "liger": sorted(liger_built),
+                        extra={"best": dict(BEST), "cuda_graph": graph, "compiled_replay": compiled, "liger": sorted(liger_built),
                                "targets": {"kernel(a, b, c) / torch.add(out=c) host time": "<= 1.5x",
                                            "ops.softmax, ops.rms_norm at 16x4096 / torch eager host time": "<= 1.2x",
                                            "Triton rung / bare kernel[grid] host time": "<= 1.2x"}})

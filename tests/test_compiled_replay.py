@@ -244,3 +244,31 @@ def test_it_can_be_turned_off(monkeypatch):
     finally:
         compiled_replay._state.clear()
         compiled_replay._state.update(state)
+
+
+def test_a_build_started_before_the_first_call_is_taken_up_by_the_public_functions(tmp_path):
+    # The H200 run of 8b07192: benchmarks/call_overhead.py built the extension before its first
+    # ops.softmax call, and the functions, which registered for the build only at their first plan,
+    # never used it. In a fresh process (so no other test's state counts): build first, then look.
+    import subprocess
+    import sys
+    script = (
+        "import types\n"
+        "from hello_gpu.runtime import compiled_replay\n"
+        "from hello_gpu.ops import functions\n"
+        "built = types.SimpleNamespace(replay=lambda table, *args: None)\n"
+        "compiled_replay.load_module = lambda configure_with=None: built\n"
+        "assert compiled_replay.start(wait=True) == 'ready', compiled_replay.status()\n"
+        "assert functions._COMPILED[0] is built.replay, functions._COMPILED[0]\n"
+        "print('taken up')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "HG_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0 and "taken up" in done.stdout, done.stdout + done.stderr
+
+
+def test_plans_held_counts_each_public_functions_table(module, monkeypatch):
+    monkeypatch.setitem(compiled_replay._state, "module", module)
+    assert compiled_replay.plans_held() == {"softmax": 0, "rms_norm": 0}
+    x = _rows()
+    _add(module, (x,), Launcher(), table=compiled_replay.table("rms_norm"))
+    assert compiled_replay.plans_held() == {"softmax": 0, "rms_norm": 1}

@@ -272,6 +272,27 @@ def test_claim_needs_an_entry_for_that_very_file(repo):
     assert "has no entry whose source is examples/saxpy.cu" in missing
 
 
+@pytest.mark.parametrize("reason, acknowledged", [
+    ("skipped: requires amd gfx1201; this GPU is nvidia sm_90", True),
+    ("skipped: the rung's header lists dtypes float32", False),      # a dtype, not the GPU: still missing
+    ("incorrect at this size: 3 wrong elements", False),
+])
+def test_a_claim_for_another_gpu_is_acknowledged_only_through_the_records_skip(repo, reason, acknowledged):
+    (repo / "examples" / "wmma.hip").write_text("// hello-gpu: record vector_add\n" + KERNEL)
+    record = _record(repo)
+    record.setdefault("extra", {})["not_timed"] = [{"variant": "wmma", "shape": "all", "reason": reason}]
+    write_record(record, repo_root=repo)
+    report = check_records(repo, SourceRules(claims_in=claims))
+    if acknowledged:
+        assert report.ok and report.missing == [], report
+        [line] = report.elsewhere
+        assert "examples/wmma.hip" in line and "requires amd gfx1201" in line
+    else:
+        assert not report.ok and report.elsewhere == []
+        [missing] = report.missing
+        assert "has no entry whose source is examples/wmma.hip" in missing
+
+
 def test_the_real_repository_passes():
     report = check_records(REPO, repository_rules(REPO))
     assert report.ok, report

@@ -165,6 +165,12 @@ def add(name: str, args: tuple, plan) -> bool:
     return True
 
 
+def plans_held() -> dict[str, int] | None:
+    """How many plans each public function's table holds (None while the extension is not loaded)."""
+    module = _state["module"]
+    return None if module is None else {name: module.plans(index) for index, name in enumerate(TABLES)}
+
+
 def last_refusal() -> str | None:
     """Why the extension last refused a plan (None if it never did)."""
     return _state.get("refusal")

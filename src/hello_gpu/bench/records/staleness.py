@@ -22,6 +22,7 @@ class CheckReport:
     errors: list[str] = field(default_factory=list)      # unreadable, invalid, misplaced, source gone
     stale: list[str] = field(default_factory=list)       # a file it ran changed since it was measured
     missing: list[str] = field(default_factory=list)     # a claim without its record
+    elsewhere: list[str] = field(default_factory=list)   # a claim the record says needs another GPU
     unmanaged: list[str] = field(default_factory=list)   # JSON without "schema": listed, not checked
     ok_count: int = 0                                    # managed records with nothing wrong
 
@@ -152,6 +153,28 @@ def _claim_problem(file: str, line: int, name: str, root: Path) -> str | None:
     return f"{where}, but {found} has no entry whose source is {file} (missing record)"
 
 
+def _needs_another_gpu(file: str, name: str, root: Path) -> str | None:
+    """The line saying why a claim cannot be met on the GPUs this project measures on, or None.
+
+    A rung for another vendor's GPU (v15_rdna4_wmma: gfx1201 only) has no entry on the H200; the ladder
+    still lists it in its record's ``not_timed`` with the reason it was skipped for the whole run
+    ("skipped: requires amd gfx1201; this GPU is nvidia sm_90"). That record was written after the
+    rung was tried, and says so where every reader of the record sees it: the claim is acknowledged,
+    never counted as measured. A rung skipped for any other reason (a dtype, a failed check) is not.
+    """
+    stem = Path(file).stem
+    for candidate in sorted((root / "records").glob(f"*/{name}.json")):
+        data, _ = load_json(candidate, root)
+        extra = data.get("extra") if isinstance(data, dict) else None
+        not_timed = extra.get("not_timed") if isinstance(extra, dict) else None
+        for entry in not_timed if isinstance(not_timed, list) else ():
+            if (isinstance(entry, dict) and entry.get("variant") == stem and entry.get("shape") == "all"
+                    and str(entry.get("reason", "")).startswith("skipped: requires ")):
+                return (f"{file}: claims record {name!r}; {relative_name(candidate, root)} lists it as not "
+                        f"measurable there ({entry['reason'].removeprefix('skipped: ')})")
+    return None
+
+
 def check_records(repo_root: Path, rules: SourceRules = PLAIN) -> CheckReport:
     """Parse every ``records/**/*.json``, validate the managed ones, find stale entries and unmet claims.
 
@@ -169,7 +192,10 @@ def check_records(repo_root: Path, rules: SourceRules = PLAIN) -> CheckReport:
     if rules.claims_in is not None:
         for file, line, name in find_claims(root, rules.claims_in):
             problem = _claim_problem(file, line, name, root)
-            if problem:
+            elsewhere = _needs_another_gpu(file, name, root) if problem else None
+            if elsewhere:
+                report.elsewhere.append(elsewhere)
+            elif problem:
                 report.missing.append(problem)
     return report
 
@@ -188,10 +214,13 @@ def render_check(report: CheckReport, console) -> None:
                                 ("MISSING", "bold red", report.missing)):
         for line in lines:
             say(console, f"{label} {line}", style)
+    for line in report.elsewhere:
+        say(console, f"ELSEWHERE {line}", "dim")
     if report.unmanaged:
         say(console, "unmanaged (no \"schema\" key; parsed, not validated): " + ", ".join(report.unmanaged), "dim")
     counts = (f"{report.ok_count} record(s) ok, {len(report.unmanaged)} unmanaged, {len(report.errors)} error(s), "
-              f"{len(report.stale)} stale, {len(report.missing)} missing")
+              f"{len(report.stale)} stale, {len(report.missing)} missing"
+              + (f", {len(report.elsewhere)} for another GPU" if report.elsewhere else ""))
     if report.ok:
         say(console, f"records check: OK: {counts}", "green")
     else:
