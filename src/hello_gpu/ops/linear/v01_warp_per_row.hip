@@ -16,7 +16,10 @@ hypothesis: at M = 1 and 16 the work is reading the weight (117 MB in bf16 for 1
   ~0.9 for the 128256x4096 head (0.95x F.linear). At M = 16 each pack of the weight meets 16 rows of
   A from L1: the same bytes, 16x the FMAs, still memory-bound (16 FLOPs per weight byte in bf16)
 prediction: ~1.3x F.linear bf16 at 1x14336x4096 and 16x14336x4096; ~0.95x at 1x128256x4096
-outcome: not measured yet
+outcome: 0.704x F.linear [0.702, 0.713] at 1x14336x4096 bfloat16, 2,033 GB/s (predicted ~1.3x); 0.134x
+  F.linear at 16x14336x4096 (393 GB/s), 0.787x F.linear at 1x4096x14336; float32: 0.595x F.linear
+  [0.589, 0.599] at 1x4096x4096 (1,287 GB/s), 0.514x F.linear at 16x4096x4096 (records linear.bfloat16 and
+  linear.float32, run of 8b07192)
 deterministic: yes, each lane sums its packs in order and the butterfly is fixed
 entry: linear_warp_per_row<{T}>
 dtypes: float32 bfloat16 float16

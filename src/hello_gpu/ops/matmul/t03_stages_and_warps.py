@@ -12,7 +12,9 @@ hypothesis: at t02's 128x128x32 with Triton's default stages, each K step's load
   This is the configuration a plain grouped kernel reached 0.95x cuBLAS bf16 with at 4096^3 (one of
   the four of shared/anchors-h200.md). float32 (FMA, no tensor cores) gains little: ~1.05x t02
 prediction: ~1.15x t02 bf16 at 4096^3 (~0.9x torch.mm); ~1.05x t02 float32
-outcome: not measured yet
+outcome: 1.264x t02 [1.259, 1.268] at 4096^3 bfloat16 (predicted ~1.15x), 0.785x torch.mm [0.784, 0.791]
+  (predicted ~0.9x), 609 TFLOP/s; 1.252x t02, 0.752x torch.mm at 8192^3; 1.000x t02 (predicted ~1.05x), 0.822x
+  torch.mm in float32 (records matmul.bfloat16 and matmul.float32, run of 8b07192)
 deterministic: yes, each tile of C is one program's sum over K in order
 """
 

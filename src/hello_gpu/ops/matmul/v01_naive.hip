@@ -13,7 +13,8 @@ hypothesis: the 32 lanes of a warp read 32 different rows of A, K * 4 bytes apar
   4096^3 that is ~140 GB of sector traffic, mostly from L2 (~10 TB/s): ~15-25 ms, 5-10 TFLOP/s at best;
   reference SGEMM worklogs put the naive kernel at ~1-2% of cuBLAS
 prediction: ~0.02x torch.mm float32 at 4096^3 (~1 TFLOP/s; anything in 0.01x-0.05x would not surprise)
-outcome: not measured yet
+outcome: 0.0098x torch.mm [0.0098, 0.0098] at 4096^3 float32, 0.499 TFLOP/s (predicted ~0.02x, 0.01x-0.05x)
+  (records matmul.float32, run of 8b07192)
 deterministic: yes, each element is one thread's sum in k order
 dtypes: float32
 */

@@ -12,7 +12,8 @@ hypothesis: in v06 the 32 lanes of a warp read A values for 2 thread rows and B 
   FMA; 128 sums a thread take 203 registers (ptxas, sm_90), so 2 blocks of 128 threads fit an SM.
   The worklogs put this step at ~1.1-1.2x, reaching ~0.9x cuBLAS on an A6000
 prediction: ~1.15x v06 at 4096^3 (~0.8x torch.mm float32)
-outcome: not measured yet
+outcome: 0.674x v06 [0.672, 0.676] at 4096^3 float32 (predicted ~1.15x: wrong), 0.447x torch.mm [0.445, 0.448]
+  (predicted ~0.8x), 22.7 TFLOP/s (records matmul.float32, run of 8b07192)
 deterministic: yes, each element is one thread's sum in k order
 dtypes: float32
 */

@@ -10,7 +10,9 @@ hypothesis: in v09 every k step waits a full global-memory latency (~600-800 ns 
   and the registers that staged v09's loads are free. The worklogs' cp.async step gave 1.5-2x on
   Ampere. 98 registers a thread (ptxas) fit 2 blocks (16 warps) an SM, 2 x 75 KiB of shared memory too
 prediction: ~330 TFLOP/s bf16 at 4096^3 (~33% of the ~989 dense peak, ~0.46x torch.mm; 1.6x v09)
-outcome: not measured yet
+outcome: 2.369x v09 [2.366, 2.372] at 4096^3 bfloat16 (predicted 1.6x), 0.328x torch.mm [0.325, 0.330],
+  253 TFLOP/s (predicted ~330 TFLOP/s, ~0.46x); 2.402x v09, 0.315x torch.mm [0.312, 0.318] at 8192^3,
+  247 TFLOP/s (records matmul.bfloat16, run of 8b07192)
 deterministic: yes, each element is one warp's float32 sum in a fixed k order
 vendor: nvidia
 arch: sm_80

@@ -9,7 +9,9 @@ hypothesis: per k16 step a warp of v10 loads 4 A and 2 B ldmatrix.x4 for 16 mma 
   memory. The cost is registers (212 a thread, ptxas: 8 warps, one block an SM). The issue's target for the
   route is 0.6x cuBLAS
 prediction: ~450 TFLOP/s bf16 at 4096^3 (~45% of the ~989 dense peak, ~0.63x torch.mm; 1.35x v10)
-outcome: not measured yet
+outcome: 0.910x v10 [0.909, 0.911] at 4096^3 bfloat16 (predicted 1.35x: wrong), 0.298x torch.mm
+  [0.297, 0.300], 231 TFLOP/s (predicted ~450 TFLOP/s, ~0.63x); 0.906x v10, 0.303x torch.mm [0.300, 0.303] at
+  8192^3, 238 TFLOP/s (records matmul.bfloat16, run of 8b07192)
 deterministic: yes, each element is one warp's float32 sum in a fixed k order
 vendor: nvidia
 arch: sm_80

@@ -16,7 +16,9 @@ hypothesis: mma.sync on Hopper issues from registers that ldmatrix filled, warp 
   much serialisation left (wait for the wgmmas, then a barrier, every 64-deep step); two blocks an SM
   (2 x 97 KiB) overlap one block's waits with the other's work
 prediction: ~500 TFLOP/s bf16 at 4096^3 (~51% of the ~989 dense peak, ~0.7x torch.mm; 1.1x v11)
-outcome: not measured yet
+outcome: 2.486x v11 [2.457, 2.492] at 4096^3 bfloat16 (predicted 1.1x), 0.743x torch.mm [0.737, 0.752],
+  575 TFLOP/s (predicted ~500 TFLOP/s, ~0.7x); 2.455x v11, 0.813x torch.mm [0.806, 0.821] at 8192^3,
+  569 TFLOP/s (records matmul.bfloat16, run of 8b07192)
 deterministic: yes, each element is one warpgroup's float32 sum in a fixed k order
 vendor: nvidia
 arch: sm_90a

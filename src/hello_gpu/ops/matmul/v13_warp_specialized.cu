@@ -15,7 +15,9 @@ hypothesis: v12 stalls every 64-deep step twice (its own wgmma wait, then a barr
   tile does 1.33x the FMAs per byte. The worklogs' specialised 128x256 kernel reached ~0.9-1.0x cuBLAS
   on H100; the issue's target for the route is 0.95x
 prediction: ~680 TFLOP/s bf16 at 4096^3 (~69% of the ~989 dense peak, ~0.95x torch.mm; 1.35x v12)
-outcome: not measured yet
+outcome: 1.178x v12 [1.172, 1.186] at 4096^3 bfloat16 (predicted 1.35x), 0.878x torch.mm [0.872, 0.884],
+  681 TFLOP/s (predicted ~680 TFLOP/s, ~0.95x); 1.209x v12, 0.906x torch.mm [0.901, 0.919] at 8192^3,
+  695 TFLOP/s (records matmul.bfloat16, run of 8b07192)
 deterministic: yes, each element is one warpgroup's float32 sum in a fixed k order
 vendor: nvidia
 arch: sm_90a

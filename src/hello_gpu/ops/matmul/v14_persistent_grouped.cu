@@ -18,7 +18,9 @@ hypothesis: v13's 4096^3 grid is 32 x 16 = 512 tiles on 132 SMs, and every block
   + grouped step gave 5-10% on H100
 prediction: ~740 TFLOP/s bf16 at 4096^3 (~75% of the ~989 dense peak, ~1.03x torch.mm; 1.09x v13), ~720 at
   8192^3 (~1.07x torch.mm's 672)
-outcome: not measured yet
+outcome: 1.034x v13 [1.031, 1.035] at 4096^3 bfloat16 (predicted 1.09x), 0.904x torch.mm [0.901, 0.909],
+  704 TFLOP/s (predicted ~740 TFLOP/s, ~1.03x); 1.046x v13, 0.948x torch.mm [0.945, 0.962] at 8192^3,
+  729 TFLOP/s (predicted ~720 TFLOP/s, ~1.07x) (records matmul.bfloat16, run of 8b07192)
 deterministic: yes, each element is one warpgroup's float32 sum in a fixed k order
 vendor: nvidia
 arch: sm_90a

@@ -16,7 +16,8 @@ hypothesis: one WMMA does 4096 multiply-adds where a SIMT FMA does one, so the m
 prediction: ~50 TFLOP/s bf16 at 4096^3 on an RX 9070 XT (~25% of the 194.6 dense peak, which is derived,
   not measured); not run here: no AMD GPU in this project's sessions (the gfx1201 compile gate builds it,
   tests/test_matmul_wmma_layout.py checks the fragment layout it assumes on the CPU)
-outcome: not measured yet
+outcome: not measured yet: it needs an AMD gfx1201 GPU (an RX 9070 XT), and this project's GPU is an H200;
+  the H200 run of 8b07192 lists it as skipped (requires amd gfx1201; this GPU is nvidia sm_90; records matmul.bfloat16)
 deterministic: yes, each element is one wave's float32 sum in a fixed k order
 vendor: amd
 arch: gfx1201
