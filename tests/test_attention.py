@@ -318,3 +318,24 @@ def test_the_probe_is_drawn_on_the_gpu_at_the_bench_shapes(shape):
     """Issue 22: built on the CPU, these probes took 6.5 s and 46 s (2-core box) for every rung of the ladder."""
     assert _probe_structure_problems(shape, "bfloat16", "cuda") == []
 
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+def test_a_shared_case_at_a_bench_shape_keeps_its_reference_and_serves_every_rung():
+    """What the ladder does at 4x32x32x4096x4096x128: the normal case and the probe made once on the GPU,
+    their float64 reference (512 MiB each, in batch-entry chunks) kept, and each rung checked against them
+    with its own poisoned output, the inputs unchanged after it."""
+    from hello_gpu.ops.checking import PROBE, CaseCache, run_case
+    op = load_op("attention")
+    shape = (4, 32, 32, 4096, 4096, 128)
+    cases = CaseCache(spec)
+    for distribution in ("normal", PROBE):
+        case = cases.case(shape, "bfloat16", 5, distribution, "cuda")
+        assert case is cases.case(shape, "bfloat16", 5, distribution, "cuda")
+        assert case.expected is not None and case.chunked is not None        # kept: the H200 has the room
+        kept = [chunk for _, _, chunk in case.chunked.chunks()]
+        assert all(a is b for a, b in zip(kept, (chunk for _, _, chunk in case.chunked.chunks())))
+        for rung_id in ("v00_torch", "t02_fused_online_softmax"):
+            result = run_case(op.rung(rung_id).build(), case, True)
+            assert result.passed, (rung_id, distribution, result.reason)
+            assert case.changed_inputs() == []
