@@ -104,6 +104,40 @@ def test_probe_rejects_a_dropped_key_tile_by_a_wide_margin():
         assert compare_outputs(dropped, expected, rtol, atol)[2] is not None, shape
 
 
+def _probe_structure_problems(shape, dtype: str, device: str) -> list[str]:
+    """What is wrong with the attention probe at ``shape``: every query 128 e_0 (plus noise), keys 1 (live) or
+    -3 (dead) times e_0, one live key in each aligned block of 16 plus the first and the last, live values
+    +-1 or +-2 and dead ones +-1/8 (hello_gpu.ops.probes); [] when it holds that."""
+    (q, k, v, causal), _ = probe_inputs(spec, shape, dtype, seed=11, device=device)
+    d = spec.dims(shape)
+    problems = []
+    if not all(t.device.type == torch.device(device).type and t.dtype == getattr(torch, dtype) for t in (q, k, v)):
+        problems.append(f"drawn as {q.device} {q.dtype}, not {device} {dtype}")
+    if causal is not d.causal or not bool((q[..., 0] == 128).all()) or bool((k[..., 1:] != 0).any()):
+        problems.append("queries are not 128 e_0, or keys not multiples of e_0, or the causal flag is wrong")
+    live = k[..., 0] == 1
+    if not bool((live | (k[..., 0] == -3)).all()) or not bool((live[..., 0] & live[..., -1]).all()):
+        problems.append("a key is neither live (1) nor dead (-3), or the first or last key is not live")
+    blocks = -(-d.kv_len // 16)
+    padded = torch.zeros((d.batch, d.kv_heads, blocks * 16), dtype=torch.int32, device=live.device)
+    padded[..., :d.kv_len] = live.int()
+    per_block = padded.reshape(d.batch, d.kv_heads, blocks, 16).sum(-1)
+    if not bool((per_block >= 1).all()) or int(per_block.sum(-1).max()) > blocks + 2:
+        problems.append(f"live keys per block of 16: {per_block.min()} to {per_block.max()}; one each (+ ends) expected")
+    magnitude = v.abs().float()
+    if not bool(torch.where(live[..., None], (magnitude == 1) | (magnitude == 2), magnitude == 0.125).all()):
+        problems.append("live values are not +-1 or +-2, or dead ones not +-1/8")
+    return problems
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 1, 3, 1, 64), (2, 4, 2, 5, 33, 128, 1), (1, 2, 2, 1, 127, 64),
+                                   (2, 2, 1, 4, 1000, 64)])
+def test_the_probe_is_drawn_on_the_device_with_one_live_key_per_block_of_16(shape):
+    assert _probe_structure_problems(shape, "float32", "cpu") == []
+    first, again = (probe_inputs(spec, shape, "float32", seed=11, device="cpu")[0] for _ in range(2))
+    assert all(torch.equal(a, b) for a, b in zip(first[:3], again[:3]))           # a seed replays its probe
+
+
 def test_materialising_rungs_refuse_scores_that_cannot_fit():
     from hello_gpu.ops.attention.launch import check_scores_fit
     with pytest.raises(ValueError, match="scores would take 4096.0 GiB"):
@@ -275,3 +309,33 @@ def test_materialising_rungs_refuse_before_allocating_on_the_gpu():
     for rung_id in ("t01_materialised_scores", "v01_materialised_three_kernels"):
         with pytest.raises(ValueError, match="would take 512.0 GiB"):
             op.rung(rung_id).build()(q, q, q, True)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+@pytest.mark.parametrize("shape", [(4, 32, 32, 4096, 4096, 128), (16, 32, 8, 1, 32768, 128)])
+def test_the_probe_is_drawn_on_the_gpu_at_the_bench_shapes(shape):
+    """Issue 22: built on the CPU, these probes took 6.5 s and 46 s (2-core box) for every rung of the ladder."""
+    assert _probe_structure_problems(shape, "bfloat16", "cuda") == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+def test_a_shared_case_at_a_bench_shape_keeps_its_reference_and_serves_every_rung():
+    """What the ladder does at 4x32x32x4096x4096x128: the normal case and the probe made once on the GPU,
+    their float64 reference (512 MiB each, in batch-entry chunks) kept, and each rung checked against them
+    with its own poisoned output, the inputs unchanged after it."""
+    from hello_gpu.ops.checking import PROBE, CaseCache, run_case
+    op = load_op("attention")
+    shape = (4, 32, 32, 4096, 4096, 128)
+    cases = CaseCache(spec)
+    for distribution in ("normal", PROBE):
+        case = cases.case(shape, "bfloat16", 5, distribution, "cuda")
+        assert case is cases.case(shape, "bfloat16", 5, distribution, "cuda")
+        assert case.expected is not None and case.chunked is not None        # kept: the H200 has the room
+        kept = [chunk for _, _, chunk in case.chunked.chunks()]
+        assert all(a is b for a, b in zip(kept, (chunk for _, _, chunk in case.chunked.chunks())))
+        for rung_id in ("v00_torch", "t02_fused_online_softmax"):
+            result = run_case(op.rung(rung_id).build(), case, True)
+            assert result.passed, (rung_id, distribution, result.reason)
+            assert case.changed_inputs() == []

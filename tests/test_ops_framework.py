@@ -371,6 +371,85 @@ def test_check_ladder_shares_seeds_and_limits_sizes(op, interpreter):
     assert reports["t02_drops_last"].status == "FAIL" and reports["t01_block_per_program"].status == "pass"
 
 
+# ------------------------------------------------------------------------------------------ shared cases
+
+
+def _counting(monkeypatch, module, name: str) -> list:
+    """Count the calls of ``module.name`` (the real function still runs): one entry per call."""
+    calls, real = [], getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_a_ladder_makes_each_case_once_for_all_its_rungs(op, interpreter, monkeypatch):
+    """check_ladder draws the inputs and computes the reference of each (shape, seed, distribution) once,
+    whatever the number of rungs (issue 22: 19 attention rungs rebuilt them 19 times)."""
+    made, referenced = _counting(monkeypatch, op.spec, "make_inputs"), _counting(monkeypatch, op.spec, "reference")
+    reports = check_ladder(op, route="triton", dtypes=["float32"], max_elements=1100, seeds=[1, 2, 3])
+    ran = [rung for rung in op.rungs if rung.id in reports and reports[rung.id].ran]
+    assert [rung.id for rung in ran] == ["v00_torch", "t01_block_per_program", "t02_drops_last"]
+    devices = len({rung.device() for rung in ran})       # the CPU tier: one; a GPU machine: the interpreter's too
+    # Shapes 1, 31, 1000 and 37x29, two distributions x three seeds: 24 draws; the layout cases re-lay out
+    # the kept "normal" inputs. References: those 24, strided at 31, 1000, 37x29 and transposed at 37x29.
+    assert (len(made), len(referenced)) == (24 * devices, 28 * devices)
+    assert reports["t01_block_per_program"].passed and len(reports["t01_block_per_program"].ran) == 28
+    assert reports["t02_drops_last"].status == "FAIL"
+
+
+WRITES_INPUT_ON_REPEAT = (BASELINE_HEADER + "import itertools\ncalls = itertools.count(1)\n\n\n"
+                          "def run(a, b):\n    out = a + b\n    if next(calls) % 2 == 0:\n        a.add_(1)\n    return out\n")
+
+
+@pytest.mark.parametrize("writer, reason", [
+    ("t03_writes_input", "wrote into its input(s) [0]: inputs must be read-only"),
+    ("v00_torch", "wrote into its input(s) [0] on its second call (the bitwise repeat): inputs must be read-only")])
+def test_a_rung_that_writes_its_shared_inputs_fails_and_the_next_rung_sees_them_restored(writer, reason, op_copy,
+                                                                                         interpreter):
+    """Shared cases (check_ladder): the writer fails, the kept copy is put back, the next rung passes. A write
+    on the bitwise repeat only: alone a case is dropped after its rung, shared it would reach the next one."""
+    folder = op_copy / "toy_add"
+    (folder / "t03_writes_input.py").write_text(WRITES_INPUT)
+    (folder / "v00_torch.py").write_text(WRITES_INPUT_ON_REPEAT)
+    (folder / "t04_again.py").write_text((folder / "t01_block_per_program.py").read_text())
+    op = load_op("toy_add", op_copy)
+    reports = check_ladder(op, rungs=[op.rung(writer), op.rung("t04_again")], dtypes=["float32"], seeds=[7],
+                           max_elements=1100)
+    assert {case.reason for case in reports[writer].failures} == {reason}
+    assert reports["t04_again"].passed, reports["t04_again"].reason
+
+
+WRITES_INPUT_WHEN_TIMED = WRITES_INPUT.replace("stores the sum into its first input too", "stores the sum into its "
+                                               "first input when called without out= (as the timer calls it)").replace(
+    "    tl.store(a_ptr + offsets, total, mask=mask)\n",
+    "    if WRITE_INPUT:\n        tl.store(a_ptr + offsets, total, mask=mask)\n").replace(
+    "BLOCK: tl.constexpr)", "WRITE_INPUT: tl.constexpr, BLOCK: tl.constexpr)").replace(
+    "    out = torch.empty_like(a) if out is None else out\n",
+    "    timed = out is None\n    out = torch.empty_like(a) if out is None else out\n").replace(
+    "a.numel(), BLOCK=1024)", "a.numel(), WRITE_INPUT=timed, BLOCK=1024)")
+
+
+def test_a_rung_that_writes_its_inputs_only_when_timed_is_not_timed(op_copy, interpreter):
+    """The timed inputs are the shape's shared "normal" case: proven unchanged after each rung's timing,
+    restored for the next rung (whose check would fail on changed inputs)."""
+    assert "if WRITE_INPUT:" in WRITES_INPUT_WHEN_TIMED and "WRITE_INPUT=timed" in WRITES_INPUT_WHEN_TIMED
+    folder = op_copy / "toy_add"
+    (folder / "t03_writes_when_timed.py").write_text(WRITES_INPUT_WHEN_TIMED)
+    (folder / "t04_again.py").write_text((folder / "t01_block_per_program.py").read_text())
+    op = load_op("toy_add", op_copy)
+    rungs = [op.rung(rung_id) for rung_id in ("v00_torch", "t03_writes_when_timed", "t04_again")]
+    built = {rung.id: rung.build() for rung in rungs}
+    result = LadderResult(op, "float32", [1024], {})
+    _time_shape(op, "float32", 1024, rungs, built, result, lambda: None, device="cpu", seconds=0.1)
+    assert result.not_timed == [("t03_writes_when_timed", "2^10",
+                                 "wrote into its input(s) [0] while timed: inputs must be read-only")]
+    assert [timed.rung.id for timed in result.timed] == ["v00_torch", "t04_again"]
+    assert all(timed.check.passed for timed in result.timed)
+
+
 # ------------------------------------------------------------------------------------------ records
 
 

@@ -22,6 +22,18 @@ the device's free memory cannot hold goes to host memory instead. A spec whose o
 its reference in chunks of output rows (``reference_chunks``, a :class:`ReferenceChunks`): each chunk
 is computed in float64, compared and dropped, so a float64 copy of the whole output never exists.
 
+Shared cases. A ladder checks every rung on the same cases, so it makes each (shape, dtype, seed,
+distribution) once (a :class:`CaseCache`): the inputs, a kept copy of them, the tolerance and the
+reference, all on the rungs' device, then runs every rung against them. Each rung still gets its own
+freshly poisoned output; after each rung (after its bitwise repeat too) the inputs are compared bit for
+bit with the kept copy, and a rung that wrote into them fails and the inputs are restored from the copy
+before the next rung. Before, each of attention's 19 rungs rebuilt the 4x32x32x4096x4096x128 inputs,
+their block probe (on the CPU: 6.5 s on a 2-core box) and two float64 references (the ladder did not
+finish in 290 s on the H200). A shared case keeps its reference only where the device still has
+``memory_bound(footprint)`` free beside it, else recomputes it per rung as a lone check does, and
+:func:`check_rung` on its own (no cache given) makes each case for one use and drops it, within the
+bound above.
+
 Besides the spec's distributions, every (dtype, shape) gets:
 
 - a **probe** case (:mod:`.probes`): inputs whose answer a kernel that drops, repeats or misplaces one
@@ -45,7 +57,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 from .probes import PROBE, probe_inputs, tolerance_override
@@ -245,16 +257,24 @@ def differing_elements(a, b) -> int:
     return differing
 
 
+def _device_has_room(device, nbytes: int, spare: int) -> bool:
+    """Whether ``device``'s free memory (the caching allocator's unused blocks included) holds ``nbytes``
+    with ``spare`` bytes left; the host always does (its cases are the CPU tier's small ones)."""
+    torch = _torch()
+    device = torch.device(device)
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return nbytes + spare <= free
+
+
 def _kept_copy(tensor):
     """A copy of ``tensor`` kept to compare against later: on its device when the device's free memory
-    (the caching allocator's unused blocks included) holds it with CHECK_CHUNK_BYTES to spare, else
-    in host memory, so a full GPU slows the check down instead of failing it."""
-    torch = _torch()
-    if tensor.device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(tensor.device)
-        free += torch.cuda.memory_reserved(tensor.device) - torch.cuda.memory_allocated(tensor.device)
-        if tensor.numel() * tensor.element_size() + CHECK_CHUNK_BYTES > free:
-            return tensor.cpu()
+    holds it with CHECK_CHUNK_BYTES to spare, else in host memory, so a full GPU slows the check down
+    instead of failing it."""
+    if not _device_has_room(tensor.device, tensor.numel() * tensor.element_size(), CHECK_CHUNK_BYTES):
+        return tensor.cpu()
     return tensor.clone()
 
 
@@ -373,52 +393,157 @@ def _tolerance(spec, inputs, dtype: str) -> tuple[float, float]:
     return spec.tolerance(inputs, dtype) if hasattr(spec, "tolerance") else spec.TOLERANCE[dtype]
 
 
-def _case_inputs(spec, shape, dtype: str, seed: int, distribution: str, device: str):
-    """(inputs, (rtol, atol) or None for the spec's own), or None where the case does not apply."""
-    if distribution == PROBE:
-        return probe_inputs(spec, shape, dtype, seed=seed, device=device)
-    if distribution in LAYOUTS:
-        inputs = _layout_inputs(spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device),
-                                distribution)
-        return None if inputs is None else (inputs, None)
-    return spec.make_inputs(shape, dtype, seed=seed, distribution=distribution, device=device), None
-
-
-def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distribution: str, device: str,
-                deterministic: bool) -> CaseResult | None:
-    """One case; None where ``distribution`` (a probe, a layout) does not apply to this op or shape."""
+def _reference(spec, inputs):
+    """``(expected, chunked)`` for ``inputs``: the float64 reference on the inputs' device (a reference may
+    compute elsewhere, and the comparisons mix it with the output), or, for a spec with large outputs
+    (see the module's notes), its :class:`ReferenceChunks` and a placeholder on the meta device that only
+    carries the shape."""
     torch = _torch()
-    label = shape_label(shape)
-
-    def result(reason: str | None = None, max_abs=None, max_rel=None, ratio=None) -> CaseResult:
-        return CaseResult(label, dtype, seed, distribution, reason is None, reason or "", max_abs, max_rel, ratio)
-
-    made = _case_inputs(spec, shape, dtype, seed, distribution, device)
-    if made is None:
-        return None
-    inputs, tolerance = made
-    before = [_kept_copy(value) if is_tensor(value) else value for value in inputs]
-    # A spec with large outputs gives its reference in row chunks, computed after the call and compared
-    # one at a time (see the module's notes); the placeholder on the meta device only carries the shape.
     chunked = (spec.reference_chunks(*inputs, max_bytes=CHECK_CHUNK_BYTES // 8)
                if hasattr(spec, "reference_chunks") else None)
-    # On the inputs' device: a reference may compute elsewhere, and the comparisons below mix it with the output.
-    expected = (torch.empty(chunked.shape, dtype=torch.float64, device="meta") if chunked is not None
-                else spec.reference(*inputs).to(device=inputs[0].device, dtype=torch.float64))
-    rtol, atol = tolerance if tolerance is not None else _tolerance(spec, inputs, dtype)
+    if chunked is not None:
+        return torch.empty(chunked.shape, dtype=torch.float64, device="meta"), chunked
+    return spec.reference(*inputs).to(device=inputs[0].device, dtype=torch.float64), None
+
+
+def _kept_chunks(chunked: ReferenceChunks) -> ReferenceChunks:
+    """The same reference with its chunks computed now and kept: every rung's comparison reads them."""
+    parts = list(chunked.chunks())
+    return replace(chunked, chunks=lambda: iter(parts))
+
+
+@dataclass
+class PreparedCase:
+    """One case's inputs, tolerance and reference, made once (see :class:`CaseCache`); ``run_case`` checks a
+    rung against it. ``shared``: kept for further rungs, so its inputs are proven unchanged (and restored)
+    after every rung."""
+
+    shape: str
+    dtype: str
+    seed: int
+    distribution: str
+    device: str
+    spec: Any
+    inputs: tuple
+    tolerance: tuple[float, float]
+    shared: bool
+    pristine: list | None            # a kept copy of each tensor input (None for an option)
+    expected: Any = None             # the reference when kept (see _reference), else None: made on use
+    chunked: ReferenceChunks | None = None
+
+    def reference(self):
+        """``(expected, chunked)``: the kept reference, or one computed now for this use."""
+        if self.expected is not None:
+            return self.expected, self.chunked
+        return _reference(self.spec, self.inputs)
+
+    def changed_inputs(self) -> list[int]:
+        """The positions of the tensor inputs that differ, bit for bit, from the kept copy."""
+        return [index for index, (old, new) in enumerate(zip(self.pristine, self.inputs))
+                if is_tensor(new) and not _same_bits(old, new)]
+
+    def restore(self) -> None:
+        """Copy the kept inputs back (after a rung wrote into them), so the next rung sees the case's values."""
+        for old, new in zip(self.pristine, self.inputs):
+            if is_tensor(new):
+                new.copy_(old)
+
+    def result(self, reason: str | None = None, max_abs=None, max_rel=None, ratio=None) -> CaseResult:
+        return CaseResult(self.shape, self.dtype, self.seed, self.distribution, reason is None, reason or "",
+                          max_abs, max_rel, ratio)
+
+
+def _footprint(inputs, expected) -> int:
+    """The problem's own bytes: its tensor inputs and one output (the reference's shape, the input's dtype)."""
+    output = math.prod(expected.shape) * inputs[0].element_size()
+    return output + sum(value.numel() * value.element_size() for value in inputs if is_tensor(value))
+
+
+class CaseCache:
+    """The check cases of one run, each made once per (shape, dtype, seed, distribution, device) and, when
+    ``shared``, kept for every rung checked against it (see the module's notes). ``shared=False``: each
+    case is made for one use and not kept (a lone :func:`check_rung`).
+
+    The spec's inputs and the probe are drawn on the rungs' device (:mod:`.probes` says why); a layout
+    case re-lays out the kept "normal" case's inputs of its seed instead of drawing them again."""
+
+    def __init__(self, spec, *, shared: bool = True):
+        self.spec = spec
+        self.shared = shared
+        self._cases: dict[tuple, PreparedCase | None] = {}
+
+    def case(self, shape, dtype: str, seed: int, distribution: str, device: str) -> PreparedCase | None:
+        """The case, made now or kept from before; None where ``distribution`` (a probe, a layout) does not
+        apply to this op or shape."""
+        key = (shape_label(shape), dtype, seed, distribution, str(device))
+        if key in self._cases:
+            return self._cases[key]
+        made = self._inputs(shape, dtype, seed, distribution, device)
+        case = None if made is None else self._prepare(shape, dtype, seed, distribution, device, *made)
+        if self.shared:
+            self._cases[key] = case
+        return case
+
+    def _inputs(self, shape, dtype: str, seed: int, distribution: str, device: str):
+        """(inputs, (rtol, atol) or None for the spec's own), or None where the case does not apply."""
+        spec = self.spec
+        if distribution == PROBE:
+            return probe_inputs(spec, shape, dtype, seed=seed, device=device)
+        if distribution in LAYOUTS:
+            normal = self._cases.get((shape_label(shape), dtype, seed, "normal", str(device)))
+            source = (normal.inputs if normal is not None
+                      else spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device))
+            inputs = _layout_inputs(source, distribution)
+            return None if inputs is None else (inputs, None)
+        return spec.make_inputs(shape, dtype, seed=seed, distribution=distribution, device=device), None
+
+    def _prepare(self, shape, dtype, seed, distribution, device, inputs, tolerance) -> PreparedCase:
+        pristine = [_kept_copy(value) if is_tensor(value) else value for value in inputs]
+        expected, chunked = _reference(self.spec, inputs)
+        tolerance = tolerance if tolerance is not None else _tolerance(self.spec, inputs, dtype)
+        case = PreparedCase(shape_label(shape), dtype, seed, distribution, str(device), self.spec, inputs, tolerance,
+                            self.shared, pristine)
+        # Kept only where the device still has the bound's room beside it; else each use recomputes it.
+        if not self.shared:
+            case.expected, case.chunked = expected, chunked
+        elif chunked is None or _device_has_room(inputs[0].device, 8 * math.prod(chunked.shape),
+                                                 memory_bound(_footprint(inputs, expected))):
+            case.expected, case.chunked = expected, (_kept_chunks(chunked) if chunked is not None else None)
+        return case
+
+
+def run_case(built: BuiltRung, case: PreparedCase, deterministic: bool) -> CaseResult:
+    """Check ``built`` on one prepared case; a shared case's inputs are then proven unchanged (a rung that
+    wrote into them fails, even where it did so only on its bitwise repeat) and restored for the next rung."""
+    result = _run_case(built, case, deterministic)
+    if case.shared:
+        changed = case.changed_inputs()
+        if changed:
+            case.restore()
+            if result.passed:
+                return case.result(f"wrote into its input(s) {changed} on its second call (the bitwise repeat): "
+                                   f"inputs must be read-only")
+    return result
+
+
+def _run_case(built: BuiltRung, case: PreparedCase, deterministic: bool) -> CaseResult:
+    torch = _torch()
+    inputs, device, result = case.inputs, case.device, case.result
+    expected, chunked = case.reference()
+    rtol, atol = case.tolerance
     try:
         output, problem = _call_poisoned(built, inputs, expected, device)
     except LayoutError as error:
-        if distribution not in LAYOUTS:
+        if case.distribution not in LAYOUTS:
             return result(f"refused contiguous inputs: {error}")
-        case = result(None)
-        case.refused = str(error)        # a clear refusal before launch: what a rung that reads no strides must do
-        return case
+        refused = result(None)
+        refused.refused = str(error)     # a clear refusal before launch: what a rung that reads no strides must do
+        return refused
     except Exception as error:  # noqa: BLE001 - a rung that raises fails this case, with what it raised
         return result(f"raised {type(error).__name__}: {error}")
-    changed = [index for index, (old, new) in enumerate(zip(before, inputs))
-               if is_tensor(new) and not _same_bits(old, new)]
-    del before
+    changed = case.changed_inputs()
+    if not case.shared:
+        case.pristine = None             # a lone case frees its copy before the comparisons (the memory bound)
     if changed:
         return result(f"wrote into its input(s) {changed}: inputs must be read-only")
     if problem:
@@ -441,7 +566,7 @@ def _check_case(built: BuiltRung, spec, shape, dtype: str, seed: int, distributi
         ratio = error_over_allowed(output, expected, rtol, atol)
         if failure:
             return result(failure, max_abs, max_rel, ratio)
-    problems = spec.invariants(inputs, output) if hasattr(spec, "invariants") else []
+    problems = case.spec.invariants(inputs, output) if hasattr(case.spec, "invariants") else []
     if problems:
         return result("; ".join(problems), max_abs, max_rel, ratio)
     if deterministic:
@@ -494,11 +619,7 @@ def _compare_chunks(output, reference: ReferenceChunks, rtol: float, atol: float
 def expected_shape(spec, inputs) -> tuple:
     """The shape of the reference for ``inputs``, without a float64 copy of a large output (a spec with
     ``reference_chunks`` states it)."""
-    chunked = (spec.reference_chunks(*inputs, max_bytes=CHECK_CHUNK_BYTES // 8)
-               if hasattr(spec, "reference_chunks") else None)
-    if chunked is not None:
-        return tuple(chunked.shape)
-    return tuple(spec.reference(*inputs).shape)
+    return tuple(_reference(spec, inputs)[0].shape)
 
 
 def output_failure(spec, inputs, output, dtype: str, accepts_out: bool = True) -> str | None:
@@ -507,15 +628,11 @@ def output_failure(spec, inputs, output, dtype: str, accepts_out: bool = True) -
     ``reference_chunks``, so the float64 work stays within CHECK_CHUNK_BYTES at a 6.4 GB benchmark shape."""
     torch = _torch()
     rtol, atol = _tolerance(spec, inputs, dtype)
-    chunked = (spec.reference_chunks(*inputs, max_bytes=CHECK_CHUNK_BYTES // 8)
-               if hasattr(spec, "reference_chunks") else None)
-    if chunked is not None:
-        if tuple(output.shape) != tuple(chunked.shape):
-            return f"output {tuple(output.shape)}, expected {tuple(chunked.shape)}"
-        return _compare_chunks(output, chunked, rtol, atol, accepts_out)[2]
-    expected = spec.reference(*inputs).to(device=inputs[0].device, dtype=torch.float64)
+    expected, chunked = _reference(spec, inputs)
     if tuple(output.shape) != tuple(expected.shape):
         return f"output {tuple(output.shape)}, expected {tuple(expected.shape)}"
+    if chunked is not None:
+        return _compare_chunks(output, chunked, rtol, atol, accepts_out)[2]
     unwritten = int((torch.isnan(output) & ~torch.isnan(expected)).sum()) if output.dtype.is_floating_point else 0
     if unwritten:
         return f"{unwritten} of {output.numel()} output elements {_unwritten(accepts_out)}"
@@ -544,17 +661,27 @@ def case_count(spec, shapes, dtypes, seed_count: int = SEED_COUNT, distributions
     return len(list(dtypes)) * sum(per_shape)
 
 
+def build_error(rung: Rung) -> tuple[BuiltRung | None, str | None]:
+    """``(built, None)``, or ``(None, why)`` for a rung that does not build (a failed rung, reported)."""
+    try:
+        return rung.build(), None
+    except Exception as error:  # noqa: BLE001 - the error is the report
+        return None, f"does not build: {type(error).__name__}: {error}"
+
+
 def check_rung(rung: Rung, op=None, shapes=None, dtypes=None, seeds=None,
                distributions=None, *, device: str | None = None,
                built: BuiltRung | None = None, probes: bool = True, layouts: bool = True,
-               progress=None) -> CheckReport:
+               progress=None, cases: CaseCache | None = None) -> CheckReport:
     """Check ``rung`` on every (dtype, shape, distribution, seed); see the module docstring for how.
 
     Defaults: the spec's EDGE_SHAPES, DTYPES and DISTRIBUTIONS (else normal and large), three fresh seeds,
     and the rung's own device (the GPU; the CPU for the Triton interpreter). ``built``: the rung already
     built (a torch.compile or Triton JIT is not paid twice). ``probes`` and ``layouts``: the block probe
     and the non-contiguous cases (on by default; see the module docstring). ``progress``: called after
-    each case (a progress bar's advance; :func:`case_count` says how many there will be).
+    each case (a progress bar's advance; :func:`case_count` says how many there will be). ``cases``: a
+    :class:`CaseCache` shared with the other rungs of a ladder (by default each case is made for this
+    rung alone).
     """
     op = op or rung.op
     spec = op.spec
@@ -563,11 +690,14 @@ def check_rung(rung: Rung, op=None, shapes=None, dtypes=None, seeds=None,
     report.skipped = rung.skip_reason()
     if report.skipped:
         return report
-    try:
-        built = built or rung.build()
-    except Exception as error:  # noqa: BLE001 - a rung that does not build is a failed rung, reported
-        report.error = f"does not build: {type(error).__name__}: {error}"
-        return report
+    if built is None:
+        built, report.error = build_error(rung)
+        if report.error:
+            return report
+    cases = cases if cases is not None else CaseCache(spec, shared=False)
+    if cases.spec is not spec:
+        raise ValueError(f"check_rung: the cases were made for {getattr(cases.spec, 'NAME', cases.spec)!r}, "
+                         f"not for {op.name}")
     device = device or rung.device()
     distributions = distributions or getattr(spec, "DISTRIBUTIONS", DEFAULT_DISTRIBUTIONS)
     report.deterministic_checked = rung.deterministic or bool(getattr(spec, "DETERMINISTIC_REQUIRED", False))
@@ -582,13 +712,14 @@ def check_rung(rung: Rung, op=None, shapes=None, dtypes=None, seeds=None,
             continue
         for shape in shapes or spec.EDGE_SHAPES:
             # The spec's distributions on every seed; one block probe and the layouts on the first seed.
-            cases = [(distribution, seed) for distribution in distributions for seed in seeds]
-            cases += [(PROBE, seeds[0])] if probes else []
-            cases += [(layout, seeds[0]) for layout in LAYOUTS if layouts and numel(shape) <= LAYOUT_MAX_ELEMENTS]
-            for distribution, seed in cases:
-                case = _check_case(built, spec, shape, dtype, seed, distribution, device, report.deterministic_checked)
+            planned = [(distribution, seed) for distribution in distributions for seed in seeds]
+            planned += [(PROBE, seeds[0])] if probes else []
+            planned += [(layout, seeds[0]) for layout in LAYOUTS if layouts and numel(shape) <= LAYOUT_MAX_ELEMENTS]
+            for distribution, seed in planned:
+                case = cases.case(shape, dtype, seed, distribution, device)
                 if case is not None:
-                    report.cases.append(case)
+                    report.cases.append(run_case(built, case, report.deterministic_checked))
+                del case        # a lone case is freed before the next is made: one case at a time (the memory bound)
                 if progress is not None:
                     progress()
     return report

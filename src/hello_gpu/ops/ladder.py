@@ -7,6 +7,11 @@ checked once more at that very size (a bug can hide above the edge shapes: an in
 limit), timed cold with :func:`hello_gpu.bench.measure` under the spec's work model, and compared
 paired and interleaved (ABBA, :func:`hello_gpu.bench.compare`) with its parent and with ``v00_torch``,
 all in the same process, so clocks and temperature are shared.
+
+The checks of a ladder share their cases (:class:`~.checking.CaseCache`): each (shape, dtype, seed,
+distribution)'s inputs, block probe and reference are made once, on the GPU, for all the rungs, one
+shape at a time so that only one shape's cases are held. The timed inputs are the timing shape's
+"normal" case, proven unchanged after each rung's timing.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from ..bench.ceilings import cached_ceilings
 from ..bench.records import device_from_manifest, format_figure, new_record, repository_root, write_record
 from ..runtime import manifest
 from ..runtime.device import require_gpu
-from .checking import CheckReport, case_count, check_rung, fresh_seeds
+from .checking import CaseCache, CheckReport, build_error, case_count, check_rung, fresh_seeds
 from .registry import Op, load_op
 from .rung import TORCH_BASELINE, BuiltRung, Rung, triton_interpreter_on
 from .shapes import numel, shape_label
@@ -86,7 +91,9 @@ def check_ladder(op: Op | str, *, route: str | None = None, rungs: list[Rung] | 
                  dtypes=None, seeds=None, max_elements: int | None = None, root=None,
                  built: dict[str, BuiltRung] | None = None, progress=None) -> dict[str, CheckReport]:
     """check_rung for every selected rung on the edge shapes (only those up to ``max_elements``: the
-    Triton interpreter takes ~0.6 ms per program), with one set of seeds shared by all rungs.
+    Triton interpreter takes ~0.6 ms per program), with one set of seeds shared by all rungs, and one set
+    of cases: a shape at a time, each case (inputs, probe, reference) is made once and every rung is
+    checked against it (:class:`~.checking.CaseCache`).
 
     ``progress(total)`` returns the function to call after each case (a progress bar: see ``cli``)."""
     op = load_op(op, root) if isinstance(op, str) else op
@@ -97,8 +104,26 @@ def check_ladder(op: Op | str, *, route: str | None = None, rungs: list[Rung] | 
     if progress is not None:
         per_rung = case_count(op.spec, shapes, dtypes or op.spec.DTYPES, len(seeds))
         advance = progress(per_rung * sum(rung.skip_reason() is None for rung in rungs))
-    return {rung.id: check_rung(rung, op, shapes, dtypes, seeds, built=(built or {}).get(rung.id), progress=advance)
-            for rung in rungs}
+    built = dict(built or {})
+    reports: dict[str, CheckReport] = {}
+    for rung in rungs:            # each rung built once, not once per shape; a skip or a build error is its report
+        if rung.skip_reason() is not None:
+            reports[rung.id] = check_rung(rung, op, shapes, dtypes, seeds)
+        elif rung.id not in built:
+            built[rung.id], error = build_error(rung)
+            if error:
+                reports[rung.id] = CheckReport(rung.id, seeds, error=error)
+    runnable = [rung for rung in rungs if rung.id not in reports]
+    for shape in shapes:
+        cases = CaseCache(op.spec)         # this shape's cases, for every rung; dropped before the next shape
+        for rung in runnable:
+            part = check_rung(rung, op, [shape], dtypes, seeds, built=built[rung.id], progress=advance, cases=cases)
+            report = reports.setdefault(rung.id, part)
+            if report is not part:         # a dtype skipped for the rung is reported once, not once per shape
+                report.cases += [case for case in part.cases if not (case.skipped and case in report.cases)]
+    for rung in runnable:                  # no shape left to check (max_elements): a report with no cases
+        reports.setdefault(rung.id, CheckReport(rung.id, seeds))
+    return {rung.id: reports[rung.id] for rung in rungs}
 
 
 # ------------------------------------------------------------------------------------------ timing
@@ -112,17 +137,29 @@ def _time_shape(op: Op, dtype: str, shape, rungs: list[Rung], built: dict[str, B
     limits = {"cache": cache, **({"max_seconds": seconds} if seconds else {})}
     spec = op.spec
     seed = fresh_seeds(1)[0]
-    inputs = spec.make_inputs(shape, dtype, seed=seed, distribution="normal", device=device)
+    # The inputs, block probe and references of this shape, made once for every rung (issue 22: rebuilt per
+    # rung, attention's four shapes did not finish in 290 s); the timed inputs are the "normal" case's.
+    cases = CaseCache(spec)
+    timed_case = cases.case(shape, dtype, seed, "normal", device)
+    inputs = timed_case.inputs
     work = spec.work(shape, dtype)
+    label = shape_label(shape)
     timed: dict[str, TimedRung] = {}
     for rung in rungs:
         call = built[rung.id]
-        check = check_rung(rung, op, [shape], [dtype], [seed], ("normal",), built=call)
+        check = check_rung(rung, op, [shape], [dtype], [seed], ("normal",), built=call, cases=cases)
         if not check.passed:
-            result.not_timed.append((rung.id, shape_label(shape), f"incorrect at this size: {check.reason}"))
+            result.not_timed.append((rung.id, label, f"incorrect at this size: {check.reason}"))
             advance()
             continue
         measurement = measure(lambda call=call: call(*inputs), work=work, **limits)
+        changed = timed_case.changed_inputs()
+        if changed:         # the check's calls left them alone, the timed ones did not: void, and restored
+            timed_case.restore()
+            result.not_timed.append((rung.id, label, f"wrote into its input(s) {changed} while timed: "
+                                                     f"inputs must be read-only"))
+            advance()
+            continue
         timed[rung.id] = TimedRung(rung, shape, measurement, check)
         advance()
     baseline = timed.get(TORCH_BASELINE)
@@ -140,6 +177,10 @@ def _time_shape(op: Op, dtype: str, shape, rungs: list[Rung], built: dict[str, B
     contending = _compare_best_with_baselines(timed, built, inputs, limits)
     _measure_call_times([entry for entry in timed.values() if entry.rung.is_baseline] + contending, built, inputs,
                         limits, measure)
+    changed = timed_case.changed_inputs()
+    if changed:
+        raise RuntimeError(f"{op.name} {label}: input(s) {changed} changed during the paired comparisons, though "
+                           f"every rung left them alone when checked and timed alone; these comparisons are void")
     result.timed += timed.values()
 
 

@@ -49,6 +49,13 @@ re-measurement on the GPU. The checker (:mod:`.checking`) asks this module, by t
   the bound is 85-100x tighter than the spec's on normal inputs: ~2.6 at 1823x781 where the spec
   allowed ~320, so a dropped 256-element block (its sum: sd 16) fails 7 times in 8. All-positive
   (near_overflow) inputs keep the spec's bound, which is the tighter there; the probe catches drops.
+
+Where a probe is drawn: on the device it is checked on, with that device's generator. Built on the CPU
+and copied over, the attention probe at 4x32x32x4096x4096x128 took 6.5 s on this project's 2-core
+CPU box and at 16x32x8x1x32768x128 46 s (a Python loop over 2048 key blocks, float32 temporaries of
+2 GiB), paid again for every rung of a ladder. Determinism across devices does not matter here: the
+spec's own inputs (``make_inputs``) are drawn on the device already, so a failing seed is replayed on
+the same kind of device in every case; the CPU tier draws on the CPU, as before.
 """
 
 from __future__ import annotations
@@ -72,6 +79,18 @@ def _dims(shape) -> tuple[int, ...]:
     return tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
 
 
+def _powers_of_two(size, top: int, generator, device):
+    """float32 tensor of ``size`` holding 2^0 .. 2^(top - 1) at random (no int64 temporary: 2 GiB at 2^28)."""
+    torch = _torch()
+    return 2.0 ** torch.randint(0, top, size, generator=generator, device=device, dtype=torch.float32)
+
+
+def _random_signs(size, generator, device):
+    """float32 tensor of ``size`` holding -1 or +1 at random."""
+    torch = _torch()
+    return torch.where(torch.rand(size, generator=generator, device=device) < 0.5, -1.0, 1.0)
+
+
 def _reduce_sum_probe(shape, dtype: str, generator, device):
     torch = _torch()
     dims = _dims(shape)
@@ -80,17 +99,17 @@ def _reduce_sum_probe(shape, dtype: str, generator, device):
     # Units to spend below 2^24 on the body: dense (every element 1..8, with zeros) while n * 8 fits,
     # else sparse ones and twos, so the total stays exact whatever the size (2^28 elements: ~1 in 48).
     budget = EXACT_INTEGER_LIMIT // 2 - int(head + tail)
-    values = 2.0 ** torch.randint(0, 4, (n,), generator=generator).to(torch.float32)        # 1, 2, 4, 8
-    zeros = torch.rand(n, generator=generator) < 1 / 16
     if n * 8 > budget:
-        values = 2.0 ** torch.randint(0, 2, (n,), generator=generator).to(torch.float32)    # 1, 2
-        zeros = torch.rand(n, generator=generator) >= min(budget / (2 * n), 15 / 16)
-    values[zeros] = 0
+        values = _powers_of_two((n,), 2, generator, device)                                   # 1, 2
+        values.masked_fill_(torch.rand(n, generator=generator, device=device) >= min(budget / (2 * n), 15 / 16), 0)
+    else:
+        values = _powers_of_two((n,), 4, generator, device)                                   # 1, 2, 4, 8
+        values.masked_fill_(torch.rand(n, generator=generator, device=device) < 1 / 16, 0)
     values[0] = head
     if n > 1:
         values[-1] = tail
-    assert float(values.to(torch.float64).sum()) < EXACT_INTEGER_LIMIT, "probe total must stay exact in float32"
-    return (values.reshape(dims).to(device),), (0.0, 0.0)
+    assert float(values.sum(dtype=torch.float64)) < EXACT_INTEGER_LIMIT, "probe total must stay exact in float32"
+    return (values.reshape(dims),), (0.0, 0.0)
 
 
 def _vector_add_probe(shape, dtype: str, generator, device):
@@ -99,20 +118,20 @@ def _vector_add_probe(shape, dtype: str, generator, device):
     n = math.prod(dims)
     inputs = []
     for edge in (64.0, 128.0):
-        values = 2.0 ** torch.randint(0, 4, (n,), generator=generator).to(torch.float32)
+        values = _powers_of_two((n,), 4, generator, device)
         values[0] = edge
         values[-1] = 2 * edge
-        inputs.append(values.reshape(dims).to(device=device, dtype=getattr(torch, dtype)))
+        inputs.append(values.reshape(dims).to(getattr(torch, dtype)))
     return tuple(inputs), (0.0, 0.0)
 
 
-def _live_columns(rows: int, columns: int, generator):
+def _live_columns(rows: int, columns: int, generator, device):
     """A (rows, columns) mask: column 0, the last column and ~_LIVE_ENTRIES random columns of each row."""
     torch = _torch()
-    live = torch.zeros((rows, columns), dtype=torch.bool)
+    live = torch.zeros((rows, columns), dtype=torch.bool, device=device)
     live[:, 0] = True
     live[:, -1] = True
-    picks = torch.randint(0, columns, (rows, _LIVE_ENTRIES), generator=generator)
+    picks = torch.randint(0, columns, (rows, _LIVE_ENTRIES), generator=generator, device=device)
     live.scatter_(1, picks, True)
     return live
 
@@ -120,46 +139,55 @@ def _live_columns(rows: int, columns: int, generator):
 def _softmax_probe(spec, shape, dtype: str, generator, device):
     torch = _torch()
     rows, columns = _dims(shape) if len(_dims(shape)) == 2 else (1, _dims(shape)[0])
-    live = _live_columns(rows, columns, generator)
-    levels = torch.tensor([0.0, -0.5, -1.0])[torch.randint(0, 3, (rows, columns), generator=generator)]
-    values = torch.where(live, levels, torch.full((rows, columns), -30.0))
-    return (values.reshape(_dims(shape)).to(device=device, dtype=getattr(torch, dtype)),), spec.TOLERANCE[dtype]
+    live = _live_columns(rows, columns, generator, device)
+    levels = -0.5 * torch.randint(0, 3, (rows, columns), generator=generator, device=device, dtype=torch.float32)
+    values = torch.where(live, levels, -30.0)                                  # live: 0, -0.5 or -1
+    return (values.reshape(_dims(shape)).to(getattr(torch, dtype)),), spec.TOLERANCE[dtype]
 
 
 def _rms_norm_probe(spec, shape, dtype: str, generator, device):
     torch = _torch()
     rows, hidden = _dims(shape)
-    live = _live_columns(rows, hidden, generator)
-    signs = torch.where(torch.rand((rows, hidden), generator=generator) < 0.5, -1.0, 1.0)
-    values = signs * torch.where(live, 4.0, 2.0**-5)
-    weight = 2.0 ** torch.randint(-1, 2, (hidden,), generator=generator).to(torch.float32)   # 0.5, 1, 2
+    live = _live_columns(rows, hidden, generator, device)
+    values = _random_signs((rows, hidden), generator, device) * torch.where(live, 4.0, 2.0**-5)
+    weight = _powers_of_two((hidden,), 3, generator, device) / 2                                 # 0.5, 1, 2
     torch_dtype = getattr(torch, dtype)
-    return (values.to(device=device, dtype=torch_dtype), weight.to(device=device, dtype=torch_dtype)), \
+    return (values.to(torch_dtype), weight.to(torch_dtype)), \
         spec.TOLERANCE[dtype]
+
+
+def _live_keys(d, generator, device):
+    """(B, H_kv, S_kv) booleans: one key at a random place in each aligned block of 16 (the last block may
+    be shorter), plus the first and the last key; drawn for all blocks at once (a loop over the 2048 blocks
+    of S_kv = 32768 took seconds)."""
+    torch = _torch()
+    blocks = -(-d.kv_len // 16)
+    starts = torch.arange(blocks, device=device) * 16
+    widths = (d.kv_len - starts).clamp(max=16)
+    uniform = torch.rand((d.batch, d.kv_heads, blocks), generator=generator, device=device)
+    offsets = torch.minimum((uniform * widths).long(), widths - 1)          # uniform over the block's keys
+    live = torch.zeros((d.batch, d.kv_heads, d.kv_len), dtype=torch.bool, device=device)
+    live.scatter_(-1, starts + offsets, True)
+    live[..., 0] = True
+    live[..., -1] = True
+    return live
 
 
 def _attention_probe(spec, shape, dtype: str, generator, device):
     torch = _torch()
     d = spec.dims(shape)
-    q, k, v, causal = spec.make_inputs(shape, "float32", seed=int(torch.randint(0, 2**31, (1,), generator=generator)),
-                                       distribution="normal", device="cpu")
-    q[..., 0] = 128.0
-    k.zero_()
-    k[..., 0] = -3.0
-    live = torch.zeros((d.batch, d.kv_heads, d.kv_len), dtype=torch.bool)
-    for start in range(0, d.kv_len, 16):          # one live key in each aligned block of 16
-        width = min(16, d.kv_len - start)
-        live[..., start:start + width].scatter_(
-            -1, torch.randint(0, width, (d.batch, d.kv_heads, 1), generator=generator), True)
-    live[..., 0] = True
-    live[..., -1] = True
-    k[..., 0][live] = 1.0
-    live_values = torch.tensor([-2.0, -1.0, 1.0, 2.0])[torch.randint(0, 4, v.shape, generator=generator)]
-    dead_values = torch.where(torch.rand(v.shape, generator=generator) < 0.5, -0.125, 0.125)
-    v = torch.where(live[..., None], live_values, dead_values)
     torch_dtype = getattr(torch, dtype)
-    inputs = (q.to(device=device, dtype=torch_dtype), k.to(device=device, dtype=torch_dtype),
-              v.to(device=device, dtype=torch_dtype), causal)
+    live = _live_keys(d, generator, device)   # first: q's noise then differs from the "normal" case's q of the seed
+    q = torch.randn((d.batch, d.heads, d.q_len, d.head_dim), generator=generator, device=device)
+    q[..., 0] = 128.0                         # the other columns meet zeros in k: noise that changes no score
+    k = torch.zeros((d.batch, d.kv_heads, d.kv_len, d.head_dim), dtype=torch_dtype, device=device)
+    k[..., 0] = torch.where(live, 1.0, -3.0)
+    v = torch.empty_like(k)
+    for b in range(d.batch):                  # a batch entry at a time: float32 temporaries of 2 GiB otherwise
+        size = (d.kv_heads, d.kv_len, d.head_dim)
+        magnitude = torch.where(live[b, ..., None], _powers_of_two(size, 2, generator, device), 0.125)
+        v[b] = _random_signs(size, generator, device) * magnitude       # live: +-1 or +-2; dead: +-1/8
+    inputs = (q.to(torch_dtype), k, v, d.causal)
     return inputs, spec.tolerance(inputs, dtype)
 
 
@@ -168,15 +196,14 @@ def _matmul_probe(spec, shape, dtype: str, generator, device):
     m, n, k = (int(d) for d in shape)
 
     def operand(rows, columns):
-        signs = torch.where(torch.rand((rows, columns), generator=generator) < 0.5, -1.0, 1.0)
-        return signs * 2.0 ** torch.randint(0, 2, (rows, columns), generator=generator).to(torch.float32)
+        return _random_signs((rows, columns), generator, device) * _powers_of_two((rows, columns), 2, generator, device)
 
     a = operand(m, k)
     # matmul takes B as (K, N); linear takes the weight as (N, K): the same values either way.
     b = operand(n, k) if spec.NAME == "linear" else operand(n, k).t().contiguous()
     torch_dtype = getattr(torch, dtype)
     rtol = 0.0 if dtype == "float32" else spec.TOLERANCE[dtype][0]
-    return (a.to(device=device, dtype=torch_dtype), b.to(device=device, dtype=torch_dtype)), (rtol, 0.0)
+    return (a.to(torch_dtype), b.to(torch_dtype)), (rtol, 0.0)
 
 
 def probe_inputs(spec, shape, dtype: str, *, seed: int, device: str):
@@ -184,7 +211,7 @@ def probe_inputs(spec, shape, dtype: str, *, seed: int, device: str):
     has none for the operator (see the module docstring for what each probe holds)."""
     torch = _torch()
     name = getattr(spec, "NAME", None)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator(device=device).manual_seed(seed)     # drawn where it is used: see the module's notes
     if name == "reduce_sum":
         return _reduce_sum_probe(shape, dtype, generator, device)
     if name == "vector_add":
