@@ -940,6 +940,50 @@ def test_timed_repeats_pass_an_honest_deterministic_kernel():
         assert compare.raw["determinism"][side]["repeated_batches_compared"] >= 1, compare.raw["determinism"]
 
 
+MAKES_TYPES = "t57_honest_makes_types.py"
+ASKS_WHO_CALLS = "t56_asks_who_calls.py"
+
+
+def test_a_library_learning_its_callers_module_inside_the_call_is_not_frame_inspection():
+    """t57 makes a namedtuple and an Enum in run(), every call: the standard library asks for the module of
+    run()'s frame (3.12: sys._getframemodulename; 3.11: sys._getframe from namedtuple / enum / typing._caller,
+    which read only f_globals['__name__']). The frame named lies inside the candidate's own call, so check,
+    bench and compare pass it clean (on the H200 Triton's compiler does the same on a kernel's first launch)."""
+    from hello_gpu.agent import tools
+    checked = tools.check(candidate_of(MAKES_TYPES), OUTSIDE_TASK)
+    assert checked.status == "ok" and checked.passed and checked.cheats == [], checked.reason
+    assert checked.raw["anticheat"]["tamper"] == []
+    bench = tools.bench(candidate_of(MAKES_TYPES), OUTSIDE_TASK, max_seconds=0.3)
+    assert bench.ok and bench.suspect is None, (bench.suspect, bench.raw.get("detail"))
+    compare = tools.compare(candidate_of(HONEST), candidate_of(MAKES_TYPES), OUTSIDE_TASK, min_rounds=4,
+                            max_seconds=0.8)
+    assert compare.ok and compare.suspect is None, (compare.suspect, compare.raw.get("detail"))
+
+
+# t56's lookup, by the interpreter's own function (3.12+) instead of typing._caller.
+T56_LOOKUP = ("import typing\n", "typing._caller(depth)")
+T56_BY_SYS = ("import sys\n", "sys._getframemodulename(depth)")
+
+
+@pytest.mark.parametrize("route", ["typing._caller", "sys._getframemodulename"])
+def test_reading_a_harness_frames_module_name_is_frame_inspection(route):
+    """t56 names the modules of the frames above run() one depth at a time: the lookups that reach the
+    harness's frames (the worker's _invoke and above) are tamper evidence, though its outputs are right."""
+    from hello_gpu.agent import tools
+    source = candidate_of(ASKS_WHO_CALLS).source
+    if route == "sys._getframemodulename":
+        if not hasattr(sys, "_getframemodulename"):
+            pytest.skip(f"sys._getframemodulename is Python 3.12+ (this is {sys.version.split()[0]}); the GPU "
+                        f"tier's interpreter runs this route")
+        assert all(text in source for text in T56_LOOKUP)
+        source = source.replace(T56_LOOKUP[0], T56_BY_SYS[0]).replace(T56_LOOKUP[1], T56_BY_SYS[1])
+    result = tools.check(Candidate(None, None, "triton", source), OUTSIDE_TASK)
+    assert result.status == "ok" and not result.passed, (route, result.raw.get("detail"))
+    assert result.correct is not False, result.reason                   # right outputs: only the look is seen
+    frames = [reason for reason in result.cheats if tag_of(reason) == anticheat.TAMPER and "frame inspection" in reason]
+    assert frames and "outside the candidate's call" in frames[0], result.cheats
+
+
 def test_the_evidence_channel_cannot_be_taken_back():
     """The watch writes each piece of evidence to the parent's pipe when it sees it: a candidate that then
     replaces the report (t60 swaps TamperWatch.reasons on the class) or switches the watch off (t64) is
