@@ -847,6 +847,57 @@ def test_a_slowed_clock_is_caught_by_the_parents_clock():
     assert "time.perf_counter" in result.raw["patched"]
 
 
+WORKER_CLOCK = HERE / "fixtures" / "agent" / "worker_clock"     # a sitecustomize changing the timing child
+# One program of 256 per call: the interpreter's least, ~2 ms a call here (spans of ~8 ms a batch).
+SMALL_TASK = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), check_shapes=(1, 31), bench_shape=256)
+
+
+def _bench_with_worker(candidate: Candidate, task: Task, max_seconds: float, **variables: float) -> dict:
+    """run_bench (the bench step, in this process) with the timing child started under WORKER_CLOCK's
+    sitecustomize and ``variables`` (HG_TEST_*) in its environment."""
+    from hello_gpu.agent import session
+    from hello_gpu.agent.sandbox import _package_path
+    from hello_gpu.agent.tools import _payload
+    payload = _payload(task, candidate=candidate)
+    payload["max_seconds"] = max_seconds
+    path = os.pathsep.join(filter(None, [str(WORKER_CLOCK), _package_path(), os.environ.get("PYTHONPATH")]))
+    return session.run_bench(payload, 300.0, {"PYTHONPATH": path, **{k: repr(v) for k, v in variables.items()}})
+
+
+def test_a_fixed_cost_outside_the_span_is_not_a_slow_clock():
+    """On the H200 each "time" request cost ~0.5 ms outside its span beyond the ping (the ATen watch switched,
+    the machine waking both processes), and honest kernels' counted batches of ~0.6 ms read as clocks at 0.35x.
+    Here a child that spends 0.8 ms more, busy, before each batch's span: the parent's probes (requests without
+    calls, after the same idle, holding their span as long as a batch) see that cost too, the parent subtracts
+    it (up to its bound), and the honest claims pass. (On this CPU a batch spans ~8 ms, so subtracting the ping
+    alone would pass it too: the H200's proportions are what tests/test_agent_gpu.py runs.)"""
+    raw = _bench_with_worker(candidate_of(HONEST), SMALL_TASK, 0.5, HG_TEST_REQUEST_DELAY_S=8e-4)
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    consistency = raw["consistency"]
+    assert raw["suspect"] is None, (raw["suspect"], consistency)
+    assert consistency["probe_floor_s"] - consistency["round_trip_s"] >= 8e-4, consistency
+    assert consistency["batch_floor_s"] - consistency["round_trip_s"] >= 8e-4, consistency
+    assert consistency["counted_batches"] >= 2, consistency
+
+
+def test_a_halved_clock_is_caught_though_the_probes_are_slowed():
+    """The attacker's side of the probes: a child whose clock runs at 0.5x in the counted batches and that
+    busy-waits 20 ms in every request without calls (it can tell a probe apart), to make the parent subtract
+    more. The parent subtracts at most the ping plus session.BATCH_FLOOR_MAX_S, and the halved batches are
+    caught, one by one and added up."""
+    from hello_gpu.agent.session import BATCH_FLOOR_MAX_S
+    raw = _bench_with_worker(candidate_of(HONEST), OUTSIDE_TASK, 0.5, HG_TEST_CLOCK_FACTOR=0.5,
+                             HG_TEST_PROBE_DELAY_S=0.02)
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    consistency = raw["consistency"]
+    assert consistency["probe_floor_s"] > 0.02, consistency
+    assert consistency["batch_floor_s"] == pytest.approx(consistency["round_trip_s"] + BATCH_FLOOR_MAX_S), consistency
+    suspect = raw["suspect"] or ""
+    assert anticheat.TIMING in suspect and "counted batches claimed" in suspect, suspect
+    assert re.search(r"the claims run at 0\.(4|5)", suspect), suspect
+    assert raw["patched"] == [], raw["patched"]          # the sitecustomize is the worker as the watch first saw it
+
+
 def test_timed_outputs_are_checked_at_the_benchmark_shape():
     """t80 computes everything when called to be checked and skips tiles when a timer is its caller: the
     parent's random check of the timed calls' outputs catches the timed ones."""

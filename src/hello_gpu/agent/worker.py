@@ -83,6 +83,7 @@ CODE_EVENTS = ("compile", "exec", "code.__new__", "function.__new__", "object.__
 # Memory the candidate was not lent: another process's shared blocks mapped by name, a folder listed to find them.
 MEMORY_EVENTS = ("mmap.__new__", "os.listdir", "os.scandir")
 RECORDED_EVENTS = 40                         # evidence kept per kind: enough to name it, not to flood the result
+PROBE_HOLD_MAX_S = 0.05                      # the longest a probe (a "time" request without calls) holds its span
 # Functions a candidate could use unseen (Python 3.11 raises no audit event for them), wrapped before it is
 # imported wherever a module holds them; the kind of evidence each use is. The descriptor functions are
 # evidence only on the child's watched descriptors (the evidence pipe, the socket to the parent).
@@ -723,6 +724,7 @@ class Worker:
         self.folder = Path(tempfile.mkdtemp(prefix="hello-gpu-candidate-"))
         self.held_result = None
         self.flush = None
+        self.timing_events: list = []     # device events of the timed batches, made once and reused
 
     # ------------------------------------------------------------------ requests
     def load(self, request: dict) -> dict:
@@ -837,10 +839,16 @@ class Worker:
         return answer
 
     def _time(self, request: dict) -> dict:
+        """The batch itself. A request without calls is the parent's probe of what a batch costs outside its span
+        (session.TimedSide.batch_floor): it holds its span ``hold_s`` (busy, as a batch's host is while it launches
+        and waits for the device), so that the machine wakes both processes after a wait as long as a batch's."""
         calls = [(list(inputs), out) for inputs, out in request["calls"]]
         cold = bool(request.get("cold"))
+        hold = 0.0 if calls else min(max(float(request.get("hold_s") or 0.0), 0.0), PROBE_HOLD_MAX_S)
         if not self.device.startswith("cuda"):
             began = time.perf_counter()
+            while time.perf_counter() - began < hold:
+                pass
             seconds = []
             for inputs, out in calls:
                 start = time.perf_counter()
@@ -852,9 +860,19 @@ class Worker:
         if cold and self.flush is None:
             self.flush = DeviceTimer("cold").flush
         flush = self.flush if cold else None
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in calls]
-        begin, finish = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # The events are made once (inside a span, the first time) and reused: no event is made or destroyed
+        # outside the span, where the parent's clock would see it as the child's and no probe would.
+        pool = self.timing_events
+        if not pool:
+            pool += [torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)]
+        begin, finish = pool[0], pool[1]
         begin.record()
+        while len(pool) < 2 + 2 * len(calls):
+            pool.append(torch.cuda.Event(enable_timing=True))
+        events = [(pool[2 + 2 * index], pool[3 + 2 * index]) for index in range(len(calls))]
+        began = time.perf_counter()
+        while time.perf_counter() - began < hold:
+            pass
         for (inputs, out), (start, end) in zip(calls, events):
             if flush is not None:
                 flush()
