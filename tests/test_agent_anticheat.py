@@ -847,6 +847,57 @@ def test_a_slowed_clock_is_caught_by_the_parents_clock():
     assert "time.perf_counter" in result.raw["patched"]
 
 
+WORKER_CLOCK = HERE / "fixtures" / "agent" / "worker_clock"     # a sitecustomize changing the timing child
+# One program of 256 per call: the interpreter's least, ~2 ms a call here (spans of ~8 ms a batch).
+SMALL_TASK = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), check_shapes=(1, 31), bench_shape=256)
+
+
+def _bench_with_worker(candidate: Candidate, task: Task, max_seconds: float, **variables: float) -> dict:
+    """run_bench (the bench step, in this process) with the timing child started under WORKER_CLOCK's
+    sitecustomize and ``variables`` (HG_TEST_*) in its environment."""
+    from hello_gpu.agent import session
+    from hello_gpu.agent.sandbox import _package_path
+    from hello_gpu.agent.tools import _payload
+    payload = _payload(task, candidate=candidate)
+    payload["max_seconds"] = max_seconds
+    path = os.pathsep.join(filter(None, [str(WORKER_CLOCK), _package_path(), os.environ.get("PYTHONPATH")]))
+    return session.run_bench(payload, 300.0, {"PYTHONPATH": path, **{k: repr(v) for k, v in variables.items()}})
+
+
+def test_a_fixed_cost_outside_the_span_is_not_a_slow_clock():
+    """On the H200 each "time" request cost ~0.5 ms outside its span beyond the ping (the ATen watch switched,
+    the machine waking both processes), and honest kernels' counted batches of ~0.6 ms read as clocks at 0.35x.
+    Here a child that spends 0.8 ms more, busy, before each batch's span: the parent's probes (requests without
+    calls, after the same idle, holding their span as long as a batch) see that cost too, the parent subtracts
+    it (up to its bound), and the honest claims pass. (On this CPU a batch spans ~8 ms, so subtracting the ping
+    alone would pass it too: the H200's proportions are what tests/test_agent_gpu.py runs.)"""
+    raw = _bench_with_worker(candidate_of(HONEST), SMALL_TASK, 0.5, HG_TEST_REQUEST_DELAY_S=8e-4)
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    consistency = raw["consistency"]
+    assert raw["suspect"] is None, (raw["suspect"], consistency)
+    assert consistency["probe_floor_s"] - consistency["round_trip_s"] >= 8e-4, consistency
+    assert consistency["batch_floor_s"] - consistency["round_trip_s"] >= 8e-4, consistency
+    assert consistency["counted_batches"] >= 2, consistency
+
+
+def test_a_halved_clock_is_caught_though_the_probes_are_slowed():
+    """The attacker's side of the probes: a child whose clock runs at 0.5x in the counted batches and that
+    busy-waits 20 ms in every request without calls (it can tell a probe apart), to make the parent subtract
+    more. The parent subtracts at most the ping plus session.BATCH_FLOOR_MAX_S, and the halved batches are
+    caught, one by one and added up."""
+    from hello_gpu.agent.session import BATCH_FLOOR_MAX_S
+    raw = _bench_with_worker(candidate_of(HONEST), OUTSIDE_TASK, 0.5, HG_TEST_CLOCK_FACTOR=0.5,
+                             HG_TEST_PROBE_DELAY_S=0.02)
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    consistency = raw["consistency"]
+    assert consistency["probe_floor_s"] > 0.02, consistency
+    assert consistency["batch_floor_s"] == pytest.approx(consistency["round_trip_s"] + BATCH_FLOOR_MAX_S), consistency
+    suspect = raw["suspect"] or ""
+    assert anticheat.TIMING in suspect and "counted batches claimed" in suspect, suspect
+    assert re.search(r"the claims run at 0\.(4|5)", suspect), suspect
+    assert raw["patched"] == [], raw["patched"]          # the sitecustomize is the worker as the watch first saw it
+
+
 def test_timed_outputs_are_checked_at_the_benchmark_shape():
     """t80 computes everything when called to be checked and skips tiles when a timer is its caller: the
     parent's random check of the timed calls' outputs catches the timed ones."""
@@ -938,6 +989,50 @@ def test_timed_repeats_pass_an_honest_deterministic_kernel():
     assert compare.ok and compare.suspect is None, (compare.suspect, compare.raw.get("detail"))
     for side in ("baseline", "candidate"):
         assert compare.raw["determinism"][side]["repeated_batches_compared"] >= 1, compare.raw["determinism"]
+
+
+MAKES_TYPES = "t57_honest_makes_types.py"
+ASKS_WHO_CALLS = "t56_asks_who_calls.py"
+
+
+def test_a_library_learning_its_callers_module_inside_the_call_is_not_frame_inspection():
+    """t57 makes a namedtuple and an Enum in run(), every call: the standard library asks for the module of
+    run()'s frame (3.12: sys._getframemodulename; 3.11: sys._getframe from namedtuple / enum / typing._caller,
+    which read only f_globals['__name__']). The frame named lies inside the candidate's own call, so check,
+    bench and compare pass it clean (on the H200 Triton's compiler does the same on a kernel's first launch)."""
+    from hello_gpu.agent import tools
+    checked = tools.check(candidate_of(MAKES_TYPES), OUTSIDE_TASK)
+    assert checked.status == "ok" and checked.passed and checked.cheats == [], checked.reason
+    assert checked.raw["anticheat"]["tamper"] == []
+    bench = tools.bench(candidate_of(MAKES_TYPES), OUTSIDE_TASK, max_seconds=0.3)
+    assert bench.ok and bench.suspect is None, (bench.suspect, bench.raw.get("detail"))
+    compare = tools.compare(candidate_of(HONEST), candidate_of(MAKES_TYPES), OUTSIDE_TASK, min_rounds=4,
+                            max_seconds=0.8)
+    assert compare.ok and compare.suspect is None, (compare.suspect, compare.raw.get("detail"))
+
+
+# t56's lookup, by the interpreter's own function (3.12+) instead of typing._caller.
+T56_LOOKUP = ("import typing\n", "typing._caller(depth)")
+T56_BY_SYS = ("import sys\n", "sys._getframemodulename(depth)")
+
+
+@pytest.mark.parametrize("route", ["typing._caller", "sys._getframemodulename"])
+def test_reading_a_harness_frames_module_name_is_frame_inspection(route):
+    """t56 names the modules of the frames above run() one depth at a time: the lookups that reach the
+    harness's frames (the worker's _invoke and above) are tamper evidence, though its outputs are right."""
+    from hello_gpu.agent import tools
+    source = candidate_of(ASKS_WHO_CALLS).source
+    if route == "sys._getframemodulename":
+        if not hasattr(sys, "_getframemodulename"):
+            pytest.skip(f"sys._getframemodulename is Python 3.12+ (this is {sys.version.split()[0]}); the GPU "
+                        f"tier's interpreter runs this route")
+        assert all(text in source for text in T56_LOOKUP)
+        source = source.replace(T56_LOOKUP[0], T56_BY_SYS[0]).replace(T56_LOOKUP[1], T56_BY_SYS[1])
+    result = tools.check(Candidate(None, None, "triton", source), OUTSIDE_TASK)
+    assert result.status == "ok" and not result.passed, (route, result.raw.get("detail"))
+    assert result.correct is not False, result.reason                   # right outputs: only the look is seen
+    frames = [reason for reason in result.cheats if tag_of(reason) == anticheat.TAMPER and "frame inspection" in reason]
+    assert frames and "outside the candidate's call" in frames[0], result.cheats
 
 
 def test_the_evidence_channel_cannot_be_taken_back():

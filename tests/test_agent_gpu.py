@@ -477,6 +477,36 @@ def test_every_class_of_issue_17_is_rejected_on_the_device():
         assert not result.passed and expected <= found, (name, expected, result.reason)
 
 
+def test_module_name_lookups_are_judged_by_the_frame_they_name_on_the_device():
+    """Python 3.12 here: Triton's compiler (a namedtuple of the kernel's metadata, on a kernel's first launch)
+    and t57's own namedtuple / Enum in run() ask sys._getframemodulename for a frame inside the candidate's
+    call: no evidence, and check, bench and compare pass t57 clean. t56 asks for the modules of the frames
+    above its call, through typing._caller and through sys._getframemodulename: frame inspection."""
+    from test_agent_anticheat import ASKS_WHO_CALLS, MAKES_TYPES, T56_BY_SYS, T56_LOOKUP
+
+    from hello_gpu.agent.anticheat import TAMPER, tag_of
+    task = triton_task(bench_shape=2**22)
+    honest = cheat_candidate(CHEATS / MAKES_TYPES)
+    source = (CHEATS / ASKS_WHO_CALLS).read_text(encoding="utf-8")
+    by_sys = source.replace(T56_LOOKUP[0], T56_BY_SYS[0]).replace(T56_LOOKUP[1], T56_BY_SYS[1])
+    lookups = {"typing._caller": cheat_candidate(CHEATS / ASKS_WHO_CALLS),
+               "sys._getframemodulename": Candidate(None, None, "triton", by_sys)}
+    with ThreadPoolExecutor(3) as pool:
+        checked = pool.submit(tools.check, honest, task, timeout_s=CHECK_TIMEOUT_S)
+        looked = {name: pool.submit(tools.check, candidate, task, timeout_s=CHECK_TIMEOUT_S)
+                  for name, candidate in lookups.items()}
+        checked, looked = checked.result(), {name: future.result() for name, future in looked.items()}
+    assert checked.status == "ok" and checked.passed and not checked.cheats, everything_said(checked)
+    bench = tools.bench(honest, task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+    assert bench.ok and bench.suspect is None, everything_said(bench)
+    compare = tools.compare(cheat_candidate(CHEATS / HONEST), honest, task, timeout_s=CHECK_TIMEOUT_S)
+    assert compare.ok and compare.suspect is None, everything_said(compare)
+    for name, result in looked.items():
+        frames = [reason for reason in result.cheats if tag_of(reason) == TAMPER and "frame inspection" in reason]
+        assert result.status == "ok" and not result.passed and frames, (name, everything_said(result))
+        assert "outside the candidate's call" in frames[0], (name, frames)
+
+
 SLOW_EVENTS = """
 import torch as _torch_for_the_clock
 _elapsed = _torch_for_the_clock.cuda.Event.elapsed_time
@@ -509,7 +539,7 @@ def test_an_honest_compare_is_clean_and_consistent_in_separate_processes():
     task = triton_task(bench_shape=2**24)
     result = tools.compare(rung_candidate(task), cheat_candidate(CHEATS / HONEST), task, timeout_s=CHECK_TIMEOUT_S)
     assert result.ok, everything_said(result)
-    assert result.suspect is None, result.suspect
+    assert result.suspect is None, (result.suspect, result.raw.get("consistency"))   # the batch floors, if not
     assert result.raw["timed_outputs_checked"]["candidate"] >= 10 and not result.raw["problems"]
     for side in ("A", "B"):
         consistency = result.raw["consistency"][side]
@@ -557,20 +587,37 @@ def test_side_streams_joined_before_return_are_accepted_where_the_task_allows_th
         results["unjoined, allowed"].cheats
 
 
-def test_the_red_teams_timed_cheats_are_caught_on_the_device():
-    """tests/test_agent_anticheat.py's TIMED_CHEATS on the H200: each named in its timing step's verdict."""
+def _device_timed_cheats() -> dict:
+    """tests/test_agent_anticheat.py's TIMED_CHEATS as the device sees them. t61 forges the child's wall clock
+    (hello_gpu.agent.worker.time), which times nothing on a GPU (device events do): there it changes no claim,
+    and only the fingerprint names it. (On the H200 run of 50fb9e5 it read as a slow clock only because every
+    honest kernel did: the batch floor was the ping alone.)"""
     from test_agent_anticheat import TIMED_CHEATS
 
+    from hello_gpu.agent.anticheat import TAMPER
+    return {**TIMED_CHEATS, "t61_forges_the_clock.py": ("bench", {TAMPER}, "hello_gpu.agent.worker.time")}
+
+
+# t64 halves the span its cold batches claim: the per-batch check sees a clock at 0.5x only where a quarter of a
+# batch's span is more than session.BATCH_SLACK_S (0.1 ms), i.e. spans over 0.4 ms; four cold calls of 2^22
+# float32 adds span ~0.3 ms on the H200, four of 2^26 ~1 ms.
+CLOCK_CHEAT_SHAPE = {"t64_frames_through_a_library.py": 2**26}
+
+
+def test_the_red_teams_timed_cheats_are_caught_on_the_device():
+    """tests/test_agent_anticheat.py's TIMED_CHEATS on the H200: each named in its timing step's verdict."""
+    cheats = _device_timed_cheats()
+
     def run(name):
-        step, _, _ = TIMED_CHEATS[name]
-        task = triton_task(bench_shape=2**22)
+        step, _, _ = cheats[name]
+        task = triton_task(bench_shape=CLOCK_CHEAT_SHAPE.get(name, 2**22))
         if step == "bench":
             return tools.bench(cheat_candidate(CHEATS / name), task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
         return tools.compare(cheat_candidate(CHEATS / HONEST), cheat_candidate(CHEATS / name), task,
                              timeout_s=CHECK_TIMEOUT_S)
     with ThreadPoolExecutor(3) as pool:
-        results = dict(zip(TIMED_CHEATS, pool.map(run, TIMED_CHEATS)))
-    for name, (_, tags_wanted, text) in TIMED_CHEATS.items():
+        results = dict(zip(cheats, pool.map(run, cheats)))
+    for name, (_, tags_wanted, text) in cheats.items():
         said = results[name].suspect or str(results[name].raw.get("detail") or "")
         assert all(tag in said for tag in tags_wanted) and text in said, (name, said)
 
@@ -605,22 +652,26 @@ def test_an_honest_deterministic_kernel_passes_the_timed_repeats_on_the_device()
     assert noisy.suspect and "nondeterministic" in noisy.suspect, everything_said(noisy)
 
 
-# The current stream switched in the timed (poisoned) calls and never switched back: the harness's end event
-# lands on an empty stream and fires before the kernel ends. Not run yet (no GPU in session 6); the counted
-# batches' clock check is expected to catch it ("timing inconsistent").
+# The current stream switched in the timed (poisoned) calls: each call goes back to the caller's stream for its
+# kernel and leaves a side stream current as it returns, so the harness's end event (and the batch's finish event)
+# lands on a stream with nothing queued and fires before the kernel ends. (A switch never undone would only move
+# the whole batch, the harness's events included, onto the side stream: honest times, nothing gained.) The counted
+# batches' clock check is expected to catch it ("timing inconsistent"): their spans end early, the parent's clock
+# sees the child wait for the kernels.
 STREAM_SWITCH = '''
 _cuda = __import__("torch").cuda
-_side = []
+_streams = []
 
 
 def run(a, b, out=None):
+    if not _streams:
+        _streams.extend([_cuda.current_stream(), _cuda.Stream()])
+    getattr(_cuda, "set_stream")(_streams[0])
     first = out.reshape(-1)[0].item() if out is not None and out.numel() else 0.0
     out = _cuda_empty_like(a) if out is None else out
     add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)
     if first != first:
-        if not _side:
-            _side.append(_cuda.Stream())
-        getattr(_cuda, "set_stream")(_side[0])
+        getattr(_cuda, "set_stream")(_streams[1])
     return out
 '''
 
@@ -634,9 +685,12 @@ def test_a_stream_switched_and_left_is_caught_on_the_device():
     assert result.suspect and "timing inconsistent" in result.suspect, result.suspect
 
 
-# A spin left on a side stream as each call returns (not joined): it keeps the GPU busy while the baseline is
-# timed in its own process. The CPU-time check does not see device work; this test shows the hole until the
-# parent also checks that a side's device work has ended when the other side is timed (OPEN, issue 17).
+# A spin left on a side stream as each call returns (not joined), meant to keep the GPU busy while the baseline
+# is timed in its own process. The worker ends each timed batch with torch.cuda.synchronize(), which waits for
+# every stream of its context, so the spin ends inside the candidate's own request: it never overlaps the
+# baseline's batches, it lengthens the candidate's requests but not their spans (the finish event is on the
+# caller's stream), and it reads as the candidate's clock running slow (timing inconsistent). What stays open
+# (issue 17): in a compare it is not named for what it is (the check step's profile names unjoined streams).
 DEVICE_HOG = '''
 _cuda = __import__("torch").cuda
 _side = []
@@ -653,13 +707,29 @@ def run(a, b, out=None):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of issue 17: the parent does not yet check that one side's device "
-                   "work has ended before the other side is timed; strict, so that the fix shows as XPASS -> failure")
-def test_device_work_left_running_while_the_baseline_is_timed_is_caught():
+def _device_hog_compare():
     source = (CHEATS / HONEST).read_text(encoding="utf-8")
     source = source[:source.index("def run(")] + DEVICE_HOG
     task = triton_task(bench_shape=2**24)
-    result = tools.compare(cheat_candidate(CHEATS / HONEST), Candidate(None, None, "triton", source), task,
-                           timeout_s=CHECK_TIMEOUT_S)
+    return tools.compare(cheat_candidate(CHEATS / HONEST), Candidate(None, None, "triton", source), task,
+                         timeout_s=CHECK_TIMEOUT_S)
+
+
+def test_device_work_left_running_reads_as_the_candidates_slow_clock():
+    """The hog's spin ends inside its own timed batches (the worker's device-wide synchronize): its counted
+    batches read as a clock running slow, and the baseline, timed between them, is untouched."""
+    result = _device_hog_compare()
+    assert result.ok, everything_said(result)
+    assert result.suspect and "timing inconsistent" in result.suspect, result.suspect
+    assert result.raw["baseline_problems"] == [], result.raw["baseline_problems"]
+
+
+@pytest.mark.xfail(strict=True, reason="an open hole of issue 17: device work a candidate leaves running on an "
+                   "unjoined side stream during a compare is not named for what it is; it only reads as the "
+                   "candidate's own clock running slow (timing inconsistent), never as tamper evidence (on the H200 "
+                   "run of 50fb9e5 this passed only through a false 'frame inspection' of Triton's compiler); "
+                   "strict, so that naming it shows as XPASS -> failure")
+def test_device_work_left_running_while_the_baseline_is_timed_is_caught():
+    result = _device_hog_compare()
     assert result.ok, everything_said(result)
     assert result.suspect and "tamper evidence" in result.suspect, result.suspect

@@ -24,7 +24,8 @@ process, drives it and decides (issue 17, parts 1, 2 and 6):
 - **The clock is checked from outside.** The child's device-event (or wall) times are claims. A warm
   batch of back-to-back calls is timed by the child and, around the whole request, by the parent's wall
   clock: the claimed span must fit inside the parent's interval and fill most of it (a child whose
-  clock was slowed or whose events were forged is caught, :data:`TIMING`).
+  clock was slowed or whose events were forged is caught, :data:`TIMING`). So must every counted batch's,
+  less what a batch costs outside its span (the batch floor: measured by probes, bounded).
 - **Baseline and candidate are timed in separate processes**, alternating batch by batch (ABBA): a
   candidate cannot slow the baseline down by sharing its process.
 - **Guard bytes** on both sides of every buffer are compared after every call (:data:`GUARD`).
@@ -38,6 +39,7 @@ import os
 import pickle
 import random
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -91,7 +93,29 @@ CONSISTENCY_SLACK_S = 5e-4    # and may exceed it by at most this: timer resolut
 SLOW_BATCH_SHARE = 0.25       # counted batches whose own claims fall short of the parent's clock: more than
                               # this share of them (and at least two) is a forged clock, not a hiccup
 BATCH_SLACK_S = 1e-4          # per counted batch, what the child's honest span may fall short of the parent's
-                              # interval besides the round trip (~10 events made and read: tens of microseconds)
+                              # interval besides the batch floor below (the calls' events read after the span,
+                              # a few us each; the spread of what a batch costs around the fastest probe)
+# The batch floor: what a counted batch costs outside the span the child claims, subtracted from the parent's
+# interval before the two are compared. Not the round trip alone: each "time" request also switches the ATen
+# watch on and off and writes a larger answer, and the machine wakes the child after it idled and the parent after
+# it waited as long as a batch (on the CPU box, measured with perf_counter: a ping 57 us; a request without calls
+# 110 us; a batch of 1-8 interpreted calls 350-450 us beyond its span, whatever the count; the parent alone waking
+# 27 us after a 0.1 ms wait, 150-220 us after 10-30 ms; on the H200, 0.52 ms per four-call batch beyond a 0.22 ms
+# ping made honest kernels' clocks read 0.35x). The parent measures it with probes: "time" requests without calls
+# that go through everything a batch does but the calls, sent after the child idled as long as before a counted
+# batch and holding their span as long as a batch lasted (CPU box: 0.42-0.54 ms, against 0.52-0.63 ms for the
+# batches). The fastest probe counts.
+FLOOR_PROBES = 5              # probes per timed side, after its counted batches
+PROBE_MAX_S = 0.01            # each idles before it and holds its span at most this long: by 10 ms the wake-up
+                              # cost has reached its full size (0.2 ms above), and five probes cost <= 0.1 s
+BATCH_FLOOR_MAX_S = 1e-3      # the most the probes may add to the round trip (~2x the 0.4-0.5 ms seen on the CPU
+                              # box and the H200). The child can tell a probe from a batch (no calls), so a child
+                              # that slows only its probes makes the parent subtract at most this much more than a
+                              # ping: each counted batch may then claim up to 0.75 x (1 ms less its true cost beyond
+                              # the round trip: ~0.5 ms, so ~0.4 ms) less than an honest child's could, and pass.
+                              # From ~4 ms of calls per batch on, that is <10% of a batch; in a 0.6 ms batch (four
+                              # cold calls at 2^24 float32 on the H200) it is most of it: there a slowed clock must
+                              # be caught by the physics bound (2^24 float32 adds in under 42 us beat 4.8 TB/s)
 IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
 IDLE_CPU_FRACTION = 0.2       # blocked on its socket uses none), or this fraction of the other side's time
 
@@ -158,6 +182,7 @@ class WorkerSession:
         self.counters: list = []
         self.guard_reasons: list[str] = []
         self.loaded: dict = {}
+        self.answered_at: float | None = None         # the parent's clock when the child's last answer arrived
         self.finished: dict | None = None
         self._load_request = {"task": payload_task, "candidate": candidate}
 
@@ -187,6 +212,8 @@ class WorkerSession:
             raise self._ended() from None
         except ValueError as error:
             raise CandidateFailed(f"the {self.label} child answered what is not JSON ({error})") from None
+        finally:
+            self.answered_at = time.perf_counter()
         if not isinstance(answer, dict):
             raise CandidateFailed(f"the {self.label} child answered a {type(answer).__name__}, not an object")
         self.drain()
@@ -790,6 +817,7 @@ class TimedSide:
         self.checked = 0
         self.failures: list[str] = []
         self.counted: list[tuple[float, float]] = []   # (the parent's interval, the child's claimed span) per batch
+        self.idle: list[float] = []                      # how long the child had idled before each counted batch
 
     def batch(self, inputs: "TimedInputs", check: bool) -> float:
         """Time one call per input set (each into its own poisoned output); check some outputs; return
@@ -803,6 +831,8 @@ class TimedSide:
         calls = [(names, self.outputs[index][0] if self.accepts_out else None)
                  for index, (names, _) in enumerate(inputs.sets)]
         began = time.perf_counter()
+        if self.session.answered_at is not None:
+            self.idle.append(began - self.session.answered_at)
         answer = self.session.request("time", calls=calls, cold=True)
         self.counted.append((time.perf_counter() - began, float(answer["span_s"])))
         self.session.check_guards([key for names, _ in inputs.sets for key in buffer_keys(names)]
@@ -871,20 +901,27 @@ class TimedSide:
         if claimed > span * 1.001 + 1e-6:
             problems.append(f"its calls' claimed times ({claimed:.6g} s) exceed the span it claimed ({span:.6g} s)")
         # The counted (cold) batches too, added up: a child that forges only where it is not cross-checked
-        # (its clock slowed, or its times edited, in the batches that count) falls short here.
+        # (its clock slowed, or its times edited, in the batches that count) falls short here. Each batch's
+        # interval less the batch floor (what a batch costs outside its span, measured by probes, bounded).
         if self.counted:
+            base, probed = self.batch_floor(floor)
+            result.update(batch_floor_s=base, probe_floor_s=probed)
             walls = sum(wall for wall, _ in self.counted)
             spans = sum(claimed_span for _, claimed_span in self.counted)
             batches = len(self.counted)
             result.update(counted_batches=batches, counted_parent_wall_s=walls, counted_claimed_span_s=spans)
-            if spans < CONSISTENCY_FILL * (walls - batches * floor) - batches * BATCH_SLACK_S:
+            if spans < CONSISTENCY_FILL * (walls - batches * base) - batches * BATCH_SLACK_S:
                 problems.append(f"the {batches} counted batches claimed {spans:.6g} s in all, which the parent's clock "
-                                f"saw take {walls:.6g} s ({walls - batches * floor:.6g} s less the round trips): the "
-                                f"claims run at {spans / max(walls - batches * floor, 1e-12):.2f}x")
+                                f"saw take {walls:.6g} s ({walls - batches * base:.6g} s less {base:.2g} s a batch "
+                                f"outside the calls): the claims run at {spans / max(walls - batches * base, 1e-12):.2f}x")
+            longer = [(span, wall) for wall, span in self.counted if span > wall + CONSISTENCY_SLACK_S]
+            if longer:
+                problems.append(f"{len(longer)} counted batch(es) claimed a span longer than the parent's clock saw "
+                                f"(e.g. {longer[0][0]:.6g} s in {longer[0][1]:.6g} s)")
             # ... and batch by batch: a clock slowed in some batches only (those whose outputs were poisoned with
             # NaN, one in two at random) leaves the sum near the line, but each such batch runs at half speed.
-            slow = [span / max(wall - floor, 1e-12) for wall, span in self.counted
-                    if span < CONSISTENCY_FILL * (wall - floor) - BATCH_SLACK_S]
+            slow = [span / max(wall - base, 1e-12) for wall, span in self.counted
+                    if span < CONSISTENCY_FILL * (wall - base) - BATCH_SLACK_S]
             result["slow_batches"] = len(slow)
             if len(slow) >= max(2, SLOW_BATCH_SHARE * batches):
                 problems.append(f"{len(slow)} of the {batches} counted batches claimed less than "
@@ -899,6 +936,22 @@ class TimedSide:
         began = time.perf_counter()
         self.session.request("ping")
         return time.perf_counter() - began
+
+    def batch_floor(self, round_trip: float) -> tuple[float, float]:
+        """(the batch floor, what the probes measured): FLOOR_PROBES "time" requests without calls, each sent after
+        the child idled as long as it did before the counted batches (their median) and holding its span as long as
+        they lasted (their median interval less the round trip), both at most PROBE_MAX_S. The fastest probe's
+        interval less its hold, kept between the round trip and the round trip plus BATCH_FLOOR_MAX_S."""
+        idle = min(PROBE_MAX_S, statistics.median(self.idle)) if self.idle else 0.0
+        hold = min(PROBE_MAX_S, max(0.0, statistics.median(wall for wall, _ in self.counted) - round_trip))
+        probes = []
+        for _ in range(FLOOR_PROBES):
+            time.sleep(idle)
+            began = time.perf_counter()
+            self.session.request("time", calls=[], cold=True, hold_s=hold)
+            probes.append(time.perf_counter() - began - hold)
+        probed = min(probes)
+        return round_trip + min(max(0.0, probed - round_trip), BATCH_FLOOR_MAX_S), probed
 
 
 class TimedInputs:
@@ -996,6 +1049,7 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
             side.per_call.clear()
             side.batches.clear()
             side.counted.clear()      # the clock check covers the counted batches, not a warm-up that compiled
+            side.idle.clear()
             max_seconds = float(payload.get("max_seconds", 2.0))
             started = time.perf_counter()
             stopped_by = "time cap"
@@ -1080,6 +1134,7 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
                 sides[label].batch(inputs, check=True)
             for side in sides.values():
                 side.counted.clear()                            # nor in the clock check (see run_bench)
+                side.idle.clear()
             rounds: dict[str, list[float]] = {"A": [], "B": []}
             started = time.perf_counter()
             count = 0

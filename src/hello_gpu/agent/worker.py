@@ -22,7 +22,9 @@ verdict leans on. The hook records, when the innermost frame outside the standar
 candidate's own file: frame inspection (``sys._getframe``, ``sys._current_frames``, ``tb_frame`` /
 ``gi_frame`` reads), ``ctypes``, ``gc.get_objects`` / ``get_referrers``, ``sys.settrace`` / ``setprofile``,
 ``compile`` / ``exec``, processes and sockets, files opened outside the candidate's folder; and any import
-of another GPU compute library (cupy, numba, jax, ...), whoever imports it. Functions that raise no audit
+of another GPU compute library (cupy, numba, jax, ...), whoever imports it. A module-name lookup (a namedtuple,
+an Enum, Triton's compiler asking which module called it) is judged by the frame it names: inside the
+candidate's own call it is no evidence, at the harness's frames it is. Functions that raise no audit
 event are wrapped wherever a loaded module holds them (:data:`GUARDED_FUNCTIONS`, :data:`DISPATCH_SWITCHES`):
 new threads (``_thread``'s starters and aliases), signal handlers, descriptor calls on the child's own
 channels (``os.dup2`` over the evidence pipe, ``os.close`` of the socket), and whatever takes the ATen
@@ -58,9 +60,22 @@ from pathlib import Path
 # Libraries that would do the work instead of the candidate's kernel: importing one is evidence.
 COMPUTE_LIBRARIES = ("cupy", "numba", "jax", "jaxlib", "pycuda", "tensorflow", "cutlass", "flash_attn",
                      "xformers", "apex", "liger_kernel", "thunderkittens", "tilelang", "cuda.cccl")
-# Audit events that are evidence when the candidate's own code raised them.
+# Audit events that are evidence when the candidate's own code raised them. (CPython 3.11-3.13 audit no read of
+# f_back, f_locals or f_globals: from any frame handed out, the whole stack is in reach unseen. So a frame handed
+# out is evidence whatever frame it is; only a module name, which leads nowhere, is judged by the frame it names.)
 FRAME_EVENTS = ("sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "sys._getframemodulename")
 FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals")
+# Module-name lookups: sys._getframemodulename(depth) names the module of the frame ``depth`` levels above its
+# caller, and these standard-library functions call sys._getframe(depth) only to read that frame's
+# f_globals['__name__'] (Python 3.11; 3.12+ asks sys._getframemodulename). A lookup is evidence only when the
+# frame it names lies outside the candidate's own call (the worker's _invoke or above: who is calling it?);
+# inside it, it is a namedtuple, an Enum or Triton's compiler learning its caller's module (the H200, issue 17).
+MODULE_NAME_LOOKUP = "sys._getframemodulename"
+MODULE_NAME_READERS = ("collections.namedtuple", "enum.EnumType._create_", "typing._caller")
+# collections.namedtuple compiles and runs its own one-line template, ``lambda _cls, a, b: _tuple_new(_cls, (a, b))``
+# (no builtins, only its arguments and _tuple_new), then sets __module__ / __defaults__ on what it made: not the
+# candidate's code, when what runs is that template (checked at "exec": nothing but _tuple_new is named).
+TEMPLATE_MAKER = "collections.namedtuple"
 GC_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
 PROCESS_EVENTS = ("os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
                   "os.kill", "os.killpg", "socket.connect", "socket.bind", "socket.__new__")
@@ -69,6 +84,7 @@ CODE_EVENTS = ("compile", "exec", "code.__new__", "function.__new__", "object.__
 # Memory the candidate was not lent: another process's shared blocks mapped by name, a folder listed to find them.
 MEMORY_EVENTS = ("mmap.__new__", "os.listdir", "os.scandir")
 RECORDED_EVENTS = 40                         # evidence kept per kind: enough to name it, not to flood the result
+PROBE_HOLD_MAX_S = 0.05                      # the longest a probe (a "time" request without calls) holds its span
 # Functions a candidate could use unseen (Python 3.11 raises no audit event for them), wrapped before it is
 # imported wherever a module holds them; the kind of evidence each use is. The descriptor functions are
 # evidence only on the child's watched descriptors (the evidence pipe, the socket to the parent).
@@ -204,6 +220,20 @@ _GUARDED_CODE = _guarded("x").__code__
 _MISSING = object()
 
 
+def _code_of(dotted: str):
+    """The code object of the standard-library function ``dotted`` ("module.name" or "module.Class.name"), taken
+    before any candidate code runs; None where this Python has no such function."""
+    import importlib
+    module_name, _, rest = dotted.partition(".")
+    try:
+        value = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    for part in rest.split("."):
+        value = vars(value).get(part) if isinstance(value, type) else getattr(value, part, None)
+    return getattr(value, "__code__", None)
+
+
 def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[int, str], invoke_code,
                  serve_code=None):
     """The closures of a :class:`TamperWatch` (see its docstring): (hook, record, report, take_fingerprint,
@@ -217,6 +247,12 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
         _guarded
     called_directly = CALLED_DIRECTLY
     string, represent, is_function, make_tuple, integer = str, repr, types.FunctionType, tuple, int
+    code_type, frame_type = types.CodeType, types.FrameType
+    module_name_lookup = MODULE_NAME_LOOKUP
+    # By identity (code objects compare by content): the functions as this interpreter loaded them.
+    readers = [code for code in map(_code_of, MODULE_NAME_READERS) if code is not None]
+    reader_ids = frozenset(id(code) for code in readers)
+    template_maker = _code_of(TEMPLATE_MAKER)
     inside = threading.local()
     armed = [False]                       # only ever switched on ("hello_gpu.arm")
     depth = [0]                           # candidate calls in progress (Worker._invoke's own events)
@@ -430,8 +466,14 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
             return
         inside.busy = True
         try:
-            frame = frame_of(getframe(1), anywhere=reaching)
+            caller = getframe(1)          # the frame that raised the event (the hook is called from C)
+            frame = frame_of(caller, anywhere=reaching)
             if frame is None:
+                return
+            named = named_frame(event, args, caller)
+            if named is not None and within_the_call(named[0]):
+                return                    # a module name from inside its own call: what it could know anyway
+            if caller.f_code is template_maker and template_maker is not None and own_template(event, args):
                 return
             where = f"line {frame.f_lineno}"
             if event == "open":
@@ -439,6 +481,8 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
                 if isinstance(args[0], integer) or any(path.startswith(folder) for folder in state.allowed_folders):
                     return
                 record("file", f"{where} opened {path}")
+            elif named is not None:
+                record("frame inspection", f"{where} {named[1]} outside the candidate's call")
             elif event in frame_events or event == "object.__getattr__":
                 record("frame inspection", f"{where} " + (f"{event}({args[1]})" if event == "object.__getattr__"
                                                            else event))
@@ -455,6 +499,58 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
                 record("process", f"{where} {event}")
         finally:
             inside.busy = False
+
+    def named_frame(event: str, args: tuple, caller):
+        """(the frame whose module name is read, what read it) for a module-name lookup; None for any other event.
+        sys._getframemodulename(depth) names the frame ``depth`` levels above its caller (None past the stack's
+        end); a module-name reader's sys._getframe returns the frame it reads (the event's argument)."""
+        if event == module_name_lookup:
+            depth = args[0] if args and isinstance(args[0], integer) else 0
+            target = caller
+            while target is not None and depth > 0:
+                target, depth = target.f_back, depth - 1
+            return target, f"{event}({args[0] if args else ''})"
+        if event == "sys._getframe" and id(caller.f_code) in reader_ids and args and isinstance(args[0], frame_type):
+            return args[0], f"{event} (by {caller.f_code.co_name}, for a module name)"
+        return None
+
+    def within_the_call(target) -> bool:
+        """Is ``target`` the candidate's own frame or one its code called (a library, hello_gpu's runtime)?
+        Walking up from it, a frame of the candidate's files comes before the worker's _invoke or serve (or
+        the stack's end: a frame that is not there names nothing, but asks how deep the stack is). What lies
+        below a candidate frame is its own doing; the one harness frame that can lie there (the ATen watch's
+        __torch_dispatch__, under an op it called) is a mode it can list unaudited anyway."""
+        while target is not None:
+            code = target.f_code
+            if code.co_filename in state.candidate_files:
+                return True
+            if code is invoke_code or code is serve_code:
+                return False
+            target = target.f_back
+        return False
+
+    def own_template(event: str, args: tuple) -> bool:
+        """Is this event collections.namedtuple doing its own work (raised from its frame)? Compiling runs
+        nothing; what runs ("exec") must be its template: a module naming nothing, one lambda naming nothing but
+        _tuple_new (no attribute, no builtin: a template swapped through the module's globals shows here).
+        Attributes set: __module__ on a tuple class, __defaults__ on a lambda of "<string>" (its __new__)."""
+        if event == "compile":
+            return True
+        if event == "exec":
+            code = args[0] if args else None
+            if not isinstance(code, code_type) or code.co_names:
+                return False
+            inner = [value for value in code.co_consts if isinstance(value, code_type)]
+            return (len(inner) == 1 and set(inner[0].co_names) <= {"_tuple_new"}
+                    and not any(isinstance(value, code_type) for value in inner[0].co_consts))
+        if event == "object.__setattr__" and len(args) > 1:
+            target, name = args[0], args[1]
+            if name == "__module__":
+                return isinstance(target, type) and issubclass(target, tuple)
+            if name == "__defaults__" and isinstance(target, is_function):
+                code = target.__code__
+                return code.co_filename == "<string>" and code.co_name == "<lambda>"
+        return False
 
     def opens_watched(path) -> str | None:
         """What a path leads to when it is a watched descriptor's file (``/proc/self/fd/N``, a link to it):
@@ -629,6 +725,7 @@ class Worker:
         self.folder = Path(tempfile.mkdtemp(prefix="hello-gpu-candidate-"))
         self.held_result = None
         self.flush = None
+        self.timing_events: list = []     # device events of the timed batches, made once and reused
 
     # ------------------------------------------------------------------ requests
     def load(self, request: dict) -> dict:
@@ -753,10 +850,16 @@ class Worker:
         return answer
 
     def _time(self, request: dict) -> dict:
+        """The batch itself. A request without calls is the parent's probe of what a batch costs outside its span
+        (session.TimedSide.batch_floor): it holds its span ``hold_s`` (busy, as a batch's host is while it launches
+        and waits for the device), so that the machine wakes both processes after a wait as long as a batch's."""
         calls = [(list(inputs), out) for inputs, out in request["calls"]]
         cold = bool(request.get("cold"))
+        hold = 0.0 if calls else min(max(float(request.get("hold_s") or 0.0), 0.0), PROBE_HOLD_MAX_S)
         if not self.device.startswith("cuda"):
             began = time.perf_counter()
+            while time.perf_counter() - began < hold:
+                pass
             seconds = []
             for inputs, out in calls:
                 start = time.perf_counter()
@@ -768,9 +871,19 @@ class Worker:
         if cold and self.flush is None:
             self.flush = DeviceTimer("cold").flush
         flush = self.flush if cold else None
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in calls]
-        begin, finish = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # The events are made once (inside a span, the first time) and reused: no event is made or destroyed
+        # outside the span, where the parent's clock would see it as the child's and no probe would.
+        pool = self.timing_events
+        if not pool:
+            pool += [torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)]
+        begin, finish = pool[0], pool[1]
         begin.record()
+        while len(pool) < 2 + 2 * len(calls):
+            pool.append(torch.cuda.Event(enable_timing=True))
+        events = [(pool[2 + 2 * index], pool[3 + 2 * index]) for index in range(len(calls))]
+        began = time.perf_counter()
+        while time.perf_counter() - began < hold:
+            pass
         for (inputs, out), (start, end) in zip(calls, events):
             if flush is not None:
                 flush()
