@@ -53,25 +53,27 @@ def test_the_names_are_the_functions_even_after_the_op_folders_are_imported():
 
 
 def test_the_rule_names_candidates_of_the_stated_routes():
-    """Every list ends in a Triton rung (what runs anywhere Triton does); the rest are the routes the rule
+    """Every list holds a Triton rung (what runs anywhere Triton does); the rest are the routes the rule
     states, and GEMV_ROWS is the rows one pass over the weight serves in both decode rungs."""
-    for candidates in MATMUL_RULE.values():
-        rungs = [MATMUL.rung(rung_id) for rung_id in candidates]
-        assert not any(rung.is_baseline for rung in rungs) and rungs[-1].route == "triton"
+    for candidates in (*MATMUL_RULE.values(), *LINEAR_DECODE.values()):
+        op = LINEAR if candidates in LINEAR_DECODE.values() else MATMUL
+        rungs = [op.rung(rung_id) for rung_id in candidates]
+        assert not any(rung.is_baseline for rung in rungs) and "triton" in [rung.route for rung in rungs]
     assert [MATMUL.rung(r).route for r in MATMUL_RULE["16-bit"]] == ["cuda", "cuda", "cuda", "triton"]
-    assert MATMUL.rung(MATMUL_RULE["float32"][0]).route == "hip"
-    assert [LINEAR.rung(r).route for r in LINEAR_DECODE] == ["hip", "triton"]
+    assert [MATMUL.rung(r).route for r in MATMUL_RULE["float32"]] == ["triton", "hip"]
+    assert [LINEAR.rung(r).route for r in LINEAR_DECODE["16-bit"]] == ["triton", "hip"]
+    assert [LINEAR.rung(r).route for r in LINEAR_DECODE["float32"]] == ["hip", "triton"]
     rows = re.search(r"constexpr int kRows = (\d+);", LINEAR.rung("v01_warp_per_row").path.read_text())
     t01 = load_module(LINEAR.rung("t01_row_block").path, "linear_t01_for_the_rule")
     assert int(rows.group(1)) == t01.BLOCK_M == GEMV_ROWS
 
 
 @pytest.mark.parametrize("machine, bf16, fp32", [
-    (H200, "v14_persistent_grouped", "v08_tuned_tiles"),
-    (A100, "v11_large_warp_tiles", "v08_tuned_tiles"),
-    (RTX_4090, "v10_cp_async_pipeline", "v08_tuned_tiles"),
-    (T4, "t04_autotuned", "v08_tuned_tiles"),
-    (RX_9070_XT, "t04_autotuned", "v08_tuned_tiles"),
+    (H200, "v14_persistent_grouped", "t04_autotuned"),
+    (A100, "v11_large_warp_tiles", "t04_autotuned"),
+    (RTX_4090, "v10_cp_async_pipeline", "t04_autotuned"),
+    (T4, "t04_autotuned", "t04_autotuned"),
+    (RX_9070_XT, "t04_autotuned", "t04_autotuned"),
     (INTERPRETER, "t04_autotuned", "t04_autotuned"),
 ], ids=["h200", "a100", "rtx4090", "t4", "rx9070xt", "interpreter"])
 def test_the_rule_picks_by_machine_and_dtype(machine, bf16, fp32):
@@ -79,7 +81,9 @@ def test_the_rule_picks_by_machine_and_dtype(machine, bf16, fp32):
     assert ops.matmul_rung(a, b, machine) == f"matmul/{bf16}"
     assert ops.matmul_rung(a.half(), b.half(), machine) == f"matmul/{bf16}"
     assert ops.matmul_rung(a.float(), b.float(), machine) == f"matmul/{fp32}"
-    decode = "t01_row_block" if machine.interpreted else "v01_warp_per_row"
+    decode = "t01_row_block"                                # 16-bit decode: Triton's first, everywhere
+    float32_decode = "t01_row_block" if machine.interpreted else "v01_warp_per_row"
+    assert ops.linear_rung(meta(1, 4096).float(), meta(14336, 4096).float(), machine) == f"linear/{float32_decode}"
     weight = meta(14336, 4096)
     for rows in (1, 16):                                   # a decode step: the GEMV rungs, either layout
         assert ops.linear_rung(meta(rows, 4096), weight, machine) == f"linear/{decode}"

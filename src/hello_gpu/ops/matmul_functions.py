@@ -1,5 +1,5 @@
 """``hello_gpu.ops.matmul(a, b)`` and ``hello_gpu.ops.linear(x, weight)``: the matmul and linear ladders as
-plain functions and torch custom ops, the rung picked by a stated rule until records exist.
+plain functions and torch custom ops, the rung picked by a rule the H200 records confirm.
 
 The two layouts of B, as PyTorch has them:
 
@@ -13,22 +13,28 @@ each function accepts both and hands the operand to the ladder that reads it as 
 Any other layout (a strided view, a transposed ``a``) is refused with its strides named, never copied
 behind the caller's back: a copy of a 14336x4096 weight costs more than the decode step it feeds.
 
-The rule (no matmul or linear record exists yet; the H200 records of issue 21 will confirm or replace
-it, as tests/test_functions.py holds softmax's BEST to its records):
+The rule, from the H200 records of issue 21 (records/nvidia-h200/matmul.float32, matmul.bfloat16,
+linear.bfloat16, linear.float32; run of 8b07192), which tests/test_matmul_functions.py holds it to, as
+tests/test_functions.py holds softmax's BEST to its records:
 
 - the operand in linear's layout and M <= GEMV_ROWS (16: a decode step): the decode GEMV rungs, which
-  read the weight once for up to 16 rows (``LINEAR_DECODE``: the HIP warp-per-row rung, else Triton's);
-- everything else: matmul's rungs by dtype (``MATMUL_RULE``). float32: the tuned SIMT HIP rung (both
-  vendors), else Triton. bfloat16 / float16: the Hopper rung on sm_90, the mma.sync rungs elsewhere on
-  NVIDIA from sm_80 (v11 where its 106 KiB of shared memory fit a block, else v10), else Triton (AMD,
-  pre-Ampere NVIDIA);
+  read the weight once for up to 16 rows (``LINEAR_DECODE``). 16-bit: Triton's t01 (0.986x F.linear at
+  1x14336x4096 bf16, where the HIP warp-per-row rung reads 0.704x and 0.134x at 16 rows); float32: the
+  HIP rung (0.595x F.linear at 1x4096x4096, where t01's tl.dot runs as FFMA on a bank-conflicted tile:
+  0.197x);
+- everything else: matmul's rungs by dtype (``MATMUL_RULE``). float32: Triton's autotuned rung (0.839x
+  cuBLAS at 4096^3, the SIMT HIP rungs at most 0.661x), the tuned SIMT HIP rung where Triton cannot
+  run. bfloat16 / float16: the Hopper rung on sm_90 (0.904x cuBLAS at 4096^3, 0.948x at 8192^3), the
+  mma.sync rungs elsewhere on NVIDIA from sm_80 (v11 where its 106 KiB of shared memory fit a block,
+  else v10: on the H200 v11 read 0.91x v10, its 212 registers leaving 8 warps an SM; no sm_80 record
+  exists), else Triton (AMD, pre-Ampere NVIDIA);
 - a weight (N, K) with M > 16 has no rung that reads it for a large M: it is transposed to a (K, N)
   copy first (one more pass over the weight: at 4096x14336x4096 bf16 ~0.2 GB against ~0.5 TFLOP of
   matmul, a few percent) and matmul's rule runs on the copy.
 
 A candidate is passed over when this machine cannot run it (its declared target, the shared memory a
-block of it needs, its dtypes); Triton is every list's last resort, which the Triton interpreter
-(TRITON_INTERPRET=1, CPU tensors) runs alone. :func:`matmul_rung` and :func:`linear_rung` name the rung
+block of it needs, its dtypes); every list holds a Triton rung, what runs wherever Triton does and
+the only kind the Triton interpreter (TRITON_INTERPRET=1, CPU tensors) runs. :func:`matmul_rung` and :func:`linear_rung` name the rung
 a call runs ("linear/v01_warp_per_row"), for any machine given as a :class:`Machine`.
 
 Eager calls and ``torch.compile`` as in :mod:`.functions`: checked eager calls remember the replay plan
@@ -56,10 +62,10 @@ from .rung import Rung, load_module, requirement_unmet, triton_interpreter_on
 GEMV_ROWS = 16          # linear v01's kRows and t01's BLOCK_M: one pass over the weight serves 16 rows of x
 # Candidates in order of preference; the first this machine runs is taken.
 MATMUL_RULE = {
-    "float32": ("v08_tuned_tiles", "t04_autotuned"),
+    "float32": ("t04_autotuned", "v08_tuned_tiles"),
     "16-bit": ("v14_persistent_grouped", "v11_large_warp_tiles", "v10_cp_async_pipeline", "t04_autotuned"),
 }
-LINEAR_DECODE = ("v01_warp_per_row", "t01_row_block")
+LINEAR_DECODE = {"float32": ("v01_warp_per_row", "t01_row_block"), "16-bit": ("t01_row_block", "v01_warp_per_row")}
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,7 @@ def rule(layout: str, m: int, dtype: torch.dtype, machine: Machine) -> tuple[str
 def _rule(layout: str, decode: bool, dtype: torch.dtype, machine: Machine) -> tuple[str, str]:
     name = str(dtype).removeprefix("torch.")
     if decode:
-        return "linear", pick("linear", LINEAR_DECODE, name, machine)
+        return "linear", pick("linear", LINEAR_DECODE["float32" if dtype == torch.float32 else "16-bit"], name, machine)
     return "matmul", pick("matmul", MATMUL_RULE["float32" if dtype == torch.float32 else "16-bit"], name, machine)
 
 
