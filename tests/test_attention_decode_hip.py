@@ -344,8 +344,12 @@ def test_the_lane_by_lane_model_agrees_with_the_float64_reference(shape, dtype, 
 def test_the_model_with_one_slip_fails_the_same_check(slip):
     """The agreement above means something: each slip (a rescale forgotten, a weight shuffled from the
     neighbouring step's lane, one warp's partial dropped in the block merge) misses the reference. One chunk
-    of 700 keys: each warp walks 5 or 6 tiles, so a forgotten rescale has tiles to forget it between."""
-    inputs = _inputs((1, 4, 1, 1, 700, 64), "float32", distribution="large")
+    of 700 keys: each warp walks 5 or 6 tiles, so a forgotten rescale has tiles to forget it between.
+    "large" inputs make the running maximum move (what a forgotten rescale gets wrong), but put nearly all
+    of a row's weight on a few keys: a dropped warp whose keys hold none of it went unseen in 6 of 60
+    seeds. So the dropped warp is shown on "normal" inputs, where every warp's keys carry weight."""
+    distribution = "normal" if slip == "last warp left out" else "large"
+    inputs = _inputs((1, 4, 1, 1, 700, 64), "float32", distribution=distribution)
     assert output_failure(spec, inputs, model_v05(*inputs, warp_size=32, chunk_keys=700), "float32") is None
     slipped = model_v05(*inputs, warp_size=32, chunk_keys=700, slip=slip)
     assert output_failure(spec, inputs, slipped, "float32") is not None
