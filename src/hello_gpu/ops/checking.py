@@ -224,37 +224,31 @@ def tensor_bits(tensor):
     return tensor.contiguous().view(kinds[tensor.element_size()])
 
 
+def _bit_slices(a, b):
+    """The two same-shaped tensors' bits, slice by slice of CHECK_CHUNK_BYTES (a whole-tensor ``==`` of a
+    6.4 GB input would allocate 1.6 GB of booleans), each pair moved to the host when the two live on
+    different devices (a copy the device could not hold, see :func:`_kept_copy`)."""
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    step = max(1, CHECK_CHUNK_BYTES // max(1, a.element_size()))
+    for start in range(0, flat_a.numel(), step):
+        part_a, part_b = flat_a[start:start + step], flat_b[start:start + step]
+        if part_a.device != part_b.device:
+            part_a, part_b = part_a.cpu(), part_b.cpu()
+        yield tensor_bits(part_a), tensor_bits(part_b)
+
+
 def _same_bits(a, b) -> bool:
-    """Bit-for-bit equal. Compared in slices of CHECK_CHUNK_BYTES (a whole-tensor ``==`` of a 6.4 GB
-    input would allocate 1.6 GB of booleans), each moved to the host when the two live on different
-    devices (a copy the device could not hold, see :func:`_kept_copy`)."""
+    """Bit-for-bit equal (slice by slice: :func:`_bit_slices`)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     torch = _torch()
-    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
-    step = max(1, CHECK_CHUNK_BYTES // max(1, a.element_size()))
-    for start in range(0, flat_a.numel(), step):
-        part_a, part_b = flat_a[start:start + step], flat_b[start:start + step]
-        if part_a.device != part_b.device:
-            part_a, part_b = part_a.cpu(), part_b.cpu()
-        if not torch.equal(tensor_bits(part_a), tensor_bits(part_b)):
-            return False
-    return True
+    return all(torch.equal(bits_a, bits_b) for bits_a, bits_b in _bit_slices(a, b))
 
 
 def differing_elements(a, b) -> int:
-    """How many elements of two same-shaped tensors differ bit for bit, counted in slices of
-    CHECK_CHUNK_BYTES (as :func:`_same_bits`: no whole-tensor temporary at a 6.4 GB shape)."""
+    """How many elements of two same-shaped tensors differ bit for bit (slice by slice: :func:`_bit_slices`)."""
     torch = _torch()
-    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
-    step = max(1, CHECK_CHUNK_BYTES // max(1, a.element_size()))
-    differing = 0
-    for start in range(0, flat_a.numel(), step):
-        part_a, part_b = flat_a[start:start + step], flat_b[start:start + step]
-        if part_a.device != part_b.device:
-            part_a, part_b = part_a.cpu(), part_b.cpu()
-        differing += int(torch.ne(tensor_bits(part_a), tensor_bits(part_b)).sum())
-    return differing
+    return sum(int(torch.ne(bits_a, bits_b).sum()) for bits_a, bits_b in _bit_slices(a, b))
 
 
 def _device_has_room(device, nbytes: int, spare: int) -> bool:
