@@ -53,3 +53,20 @@ def side_by_side():
     pool = ThreadPoolExecutor(2, thread_name_prefix="side-by-side")
     yield pool.submit
     pool.shutdown(wait=True, cancel_futures=True)      # a session stopped early (-x) skips what never started
+
+
+@pytest.fixture(scope="session")
+def extension():
+    """The compiled replay's C++ extension (runtime/compiled_replay.cpp) built for real, configured with
+    CPU stand-ins for torch's stream and device queries and no Triton hook lists (a test that needs
+    others configures it again). Skips where no C++ compiler can build it."""
+    import shutil
+
+    import torch
+
+    from hello_gpu.runtime import compiled_replay
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        pytest.skip("no C++ compiler on this machine: the compiled replay cannot be built here (the Python "
+                    "replay serves instead)")
+    return compiled_replay.load_module(configure_with=(
+        (torch.Tensor, torch.nn.Parameter), lambda device: 0x5EED, lambda: 0, ([], [])))
