@@ -176,10 +176,9 @@ def test_functions_match_the_references_on_the_gpu(shape, dtype):
 
 @pytest.mark.gpu
 @gpu
-def test_fullgraph_compile_and_no_grad_on_the_gpu():
-    # With the compiled replay built, as in the H200 run of 2f3f333 where Dynamo failed on its function
-    # (by test order then: the earlier tests' plans had started the build).
-    compiled_replay.start(wait=True)
+def test_fullgraph_compile_and_no_grad_on_the_gpu(built_extension):
+    # With the compiled replay built (conftest.py), as in the H200 run of 2f3f333 where Dynamo failed on
+    # its function (by test order then: the earlier tests' plans had started the build).
     x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
     f = torch.compile(lambda x, w: ops.rms_norm(ops.softmax(x), w), fullgraph=True)
@@ -253,9 +252,7 @@ def replay_path(request):
     from hello_gpu.ops import functions
     saved = functions._COMPILED[0]
     if request.param == "compiled replay":
-        status = compiled_replay.start(wait=True)
-        assert status == "ready", f"the compiled replay did not build: {status}"
-        functions._COMPILED[0] = compiled_replay.function()
+        functions._COMPILED[0] = request.getfixturevalue("built_extension").replay
     else:
         functions._COMPILED[0] = None
     _forget_plans()
@@ -267,13 +264,11 @@ def replay_path(request):
 @pytest.mark.gpu
 @gpu
 @pytest.mark.parametrize("shape", [(16, 4096), (4, 4, 4096), (1, 1), (1823, 781)])
-def test_the_compiled_replay_serves_a_cached_signature_from_cpp(shape):
+def test_the_compiled_replay_serves_a_cached_signature_from_cpp(shape, built_extension):
     """After one checked call, the next calls of the signature come from the C++ extension: it returns
     the result itself (not None), right on fresh inputs, also on a side stream."""
     from hello_gpu.ops import functions
-    status = compiled_replay.start(wait=True)
-    assert status == "ready", f"the compiled replay did not build: {status}"
-    functions._COMPILED[0] = compiled_replay.function()
+    functions._COMPILED[0] = built_extension.replay
     _forget_plans()
     replay = compiled_replay.function()
     for dtype in ("float32", "bfloat16"):

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import hello_gpu as hg
-from hello_gpu.runtime import kernel as kernel_module
 from hello_gpu.runtime.kernel import _argument_parts, _options_key, pointer_runs
 
 SCALED_ADD = r"""
@@ -106,17 +105,7 @@ def test_launch_options_that_the_full_path_refuses_get_no_key():
     assert by_keyword is not None and by_keyword != _argument_parts((a,))
 
 
-@pytest.fixture(params=["python key", "compiled key"])
-def key_path(request):
-    """Kernel.__call__ keys a common call by _argument_parts, or by the compiled replay's signature()
-    once that extension is built (here: the CPU build of tests/conftest.py)."""
-    saved = kernel_module._EXTENSION[0]
-    kernel_module._EXTENSION[0] = request.getfixturevalue("extension") if request.param == "compiled key" else None
-    yield request.param
-    kernel_module._EXTENSION[0] = saved
-
-
-def test_a_refused_call_is_refused_every_time_and_plans_nothing(kernel, key_path):
+def test_a_refused_call_is_refused_every_time_and_plans_nothing(kernel, key_path):      # key_path: conftest.py
     out, x, y = torch.empty(64), torch.randn(64), torch.randn(64)
     messages = set()
     for _ in range(2):

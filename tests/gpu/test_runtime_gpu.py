@@ -11,8 +11,6 @@ import pytest
 import torch
 
 import hello_gpu as hg
-from hello_gpu.runtime import compiled_replay
-from hello_gpu.runtime import kernel as kernel_module
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")]
@@ -344,22 +342,7 @@ def test_refuses_tensor_on_another_gpu(inputs):
         hg.hip(VECTOR_ADD)(a, b.to("cuda:1"))
 
 
-@pytest.fixture(params=["python key", "compiled key"])
-def key_path(request):
-    """Each planned-call test twice: the key of a common call built by _argument_parts, and by the compiled
-    replay's signature() (its C++ extension built here first: on the GPU machine it must build)."""
-    saved = kernel_module._EXTENSION[0]
-    if request.param == "compiled key":
-        status = compiled_replay.start(wait=True)
-        assert status == "ready", f"the compiled replay did not build: {status}"
-        kernel_module._EXTENSION[0] = compiled_replay.extension()
-    else:
-        kernel_module._EXTENSION[0] = None
-    yield request.param
-    kernel_module._EXTENSION[0] = saved
-
-
-def test_a_call_signature_is_checked_once_and_its_plan_holds_no_tensor(generator, key_path):
+def test_a_call_signature_is_checked_once_and_its_plan_holds_no_tensor(generator, key_path):     # conftest.py
     import gc
     import weakref
     kernel = hg.hip(VECTOR_ADD)
