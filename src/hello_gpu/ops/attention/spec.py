@@ -82,6 +82,36 @@ BENCH_SHAPES = (
     (16, 32, 8, 1, 4096, 128),
     (16, 32, 8, 1, 32768, 128),
 )
+
+# What one measurement or one paired comparison of a rung may take at one shape, warm-up included
+# (hello_gpu.ops.ladder.measure_limits / compare_limits): a call of t seconds is timed as usual while 26 t fit
+# (calls up to ~38 ms), else after a single untimed call, max(3, 1 / t - 1) times; a comparison keeps 10 ABBA
+# rounds while 23 pairs fit, else max(3, (1 / pair - 3) / 2) rounds. The time model of a ladder on the H200
+# (seconds; per-call times from each header's prediction, compiles measured on a CPU for sm_90 at 0.55-1.5 s a
+# Triton configuration and from the GPU tier's torch.compile tests, ~2-3 s a shape):
+#
+#   stage                                            4x32x32x4096x4096x128  ...x1 (causal)  1x32x8x1x32768x128  16x...
+#   cases: inputs, probe, float64 reference (GPU)       1                   1.5             1                   1
+#   size checks, 4 calls a rung (v02: 4 x 137 ms)       5                   5               2                   2
+#   compiles: t03-t05 autotune 8 configs, compile       29                  29              6                   6
+#   measure, 20 rungs (v02: 7 calls, 1 s)               7                   6               3                   3
+#   vs torch and parent, ~30 pairs (v02: 3 rounds)      15                  12              5                   5
+#   routes' fastest vs 6 baselines (hip: v03-v05)       19                  10              6                   6
+#   call times, ~14 rungs                               5                   4               3                   3
+#   a shape                                             81                  68              26                  26
+#
+# plus, once a ladder: start-up 10, NVRTC builds 15, edge checks 97 (checker 15, ~28 Triton compiles 22,
+# torch.compile of 2 rungs at 10 shapes 60): bfloat16 at these four shapes ~330 s, float16 at the first ~210 s.
+# Before the budget, the unspecialised lengths and the untuned small problems (tuning.py), the edge checks alone
+# were ~345 s (t03-t05 compiled 8 configurations for each of 9 specialisations of the lengths: ~216 compiles)
+# and v02 took ~12 s a shape: the 548 s run was killed in the first or second benchmark shape.
+# Device memory peaks per call at 4x32x32x4096x4096x128: v01 and t01 8 GiB of float32 scores, the compiled
+# expression ~24 GiB and the math backend ~16 GiB of materialised scores (freed between rungs); the checker
+# holds two cases of ~1.2 GiB (inputs, their copies, the 512 MiB float64 reference); the reference computes
+# 2^24 float64 scores (128 MiB) at a time. Nothing is copied to the host but the checker's copies of inputs
+# a full device cannot hold (384 MiB here).
+TIMING_SECONDS = 1.0
+
 # "large": scores with a standard deviation of ~30 (q and k scaled by 5.5): exp() of an unshifted score
 # overflows float32 past 88, so only a kernel that subtracts the running maximum survives, and each
 # softmax row is nearly one-hot.
