@@ -19,9 +19,10 @@ from hello_gpu.ops.attention.spec import Dims, dims_of
 # becomes a constant and a multiple of 16 gets a divisibility hint, each combination a compile of its own
 # (~0.8 s a kernel and configuration; 0.55-1.5 s measured for t02's kernel compiled for sm_90 on a CPU). The edge
 # and benchmark shapes of one ladder make 12 combinations of (H, H_kv, S_q, S_kv), so t03-t05 compiled each of
-# their 8 autotune configurations ~12 times (issue 22: ~290 compiles, most of a 548 s run). The hints buy nothing
-# here: every address is a multiple of HEAD_DIM (a constexpr) elements, and every mask is constant along the
-# head dimension, the one the loads vectorise, whatever the lengths.
+# their 8 autotune configurations ~12 times (issue 22; the time model in spec.py puts it at ~260 compiles, most
+# of the 548 s run). The hints buy nothing here: every address is a multiple of HEAD_DIM (a constexpr)
+# elements, and every mask is constant along the head dimension, the one the loads vectorise, whatever the
+# lengths.
 LENGTHS = ("heads", "kv_heads", "q_len", "kv_len")
 
 LOG2E = 1.4426950408889634       # exp(x) = exp2(x * log2(e)): the kernels work in base 2 (one ex2 instruction)
