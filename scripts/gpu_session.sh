@@ -8,6 +8,9 @@
 #   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION ('+' for a space: gpu-tests-k:F.py:not+slow) kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
 #           softmax-sweep reduce-sweep rms-sweep dirty-l2 eviction-sweep persistent-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
+#           ladder-add:OP:DTYPE:SHAPE,SHAPE...[:ROUTE] (the same, merged into the committed record: its other shapes are
+#           kept while their files are unchanged; a ladder split over calls, e.g. ladder-add:attention:bfloat16:1x32x8x1x32768x128);
+#           a ladder prints one line a rung and shape as it finishes into errors.log, and writes its record after each shape;
 #           agent:OP:ROUTE:START[:SHAPE[:DTYPE]] (a scripted agent run of 16 rounds at most, HG_AGENT_SECONDS
 #           of search, e.g. agent:softmax:hip:v01_thread_per_row:8192x8192);
 #           agent-rerun:OP.ROUTE (the committed run's own command again, from its record's extra.rerun);
@@ -143,6 +146,13 @@ ladder() {   # ladder OP DTYPE ROUTE [SHAPE...]: check the rungs (of ROUTE, or a
   COLUMNS=220 hello-gpu ladder "$op" --dtype "$dtype" ${route:+--route "$route"} ${1:+--shapes "$@"} \
     --record "$RECORDS" 2>>"$ERRORS"
 }
+ladder_add() {   # ladder_add OP DTYPE ROUTE SHAPE...: the ladder at these shapes, merged into the committed record
+  # $OUT starts empty: seed it with the committed record (unless a stage of this call wrote it already), so the
+  # run keeps the shapes it does not measure (hello_gpu.ops.ladder.merge_ladder_records).
+  local name="$1${3:+.$3}.$2.json"
+  [ -f "$DEVICE_RECORDS/$name" ] || [ ! -f "records/$slug/$name" ] || cp "records/$slug/$name" "$DEVICE_RECORDS/"
+  ladder "$@"
+}
 
 profile_records() {   # the profile records of reduce_sum and rms_norm (issue 6), then ladder --profile once
   COLUMNS=200 hello-gpu profile reduce_sum t05_wide_tiles --shape 16777216 --record "$RECORDS" 2>>"$ERRORS"
@@ -248,7 +258,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f model_run model_profile model_vision model_agent notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
+export -f model_run model_profile model_vision model_agent notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush ladder ladder_add profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
   reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug OUT
 
@@ -307,6 +317,9 @@ for stage in $stages; do
     ladder:*)
       IFS=: read -r _ op dtype shapes route <<<"$stage"
       run_stage "$stage" ladder "$op" "${dtype:-float32}" "$route" ${shapes//,/ } ;;
+    ladder-add:*)
+      IFS=: read -r _ op dtype shapes route <<<"$stage"
+      run_stage "$stage" ladder_add "$op" "${dtype:-float32}" "$route" ${shapes//,/ } ;;
     *) echo "unknown stage $stage"; codes[$stage]=2; order+=("$stage") ;;
   esac
 done

@@ -178,6 +178,56 @@ def test_causal_travels_as_a_plain_bool_option_through_the_checker():
     assert output_failure(spec, (q, k, v, causal), flipped, "float32") is not None
 
 
+# ------------------------------------------------------------------------------------------ compile cost
+
+# Each Triton kernel of the ladder; the autotuned rungs t03-t05 wrap t02's and t04's kernels and t05's own.
+TRITON_KERNELS = {"t01_materialised_scores": ("scores_kernel", "softmax_kernel", "weighted_values_kernel"),
+                  "t02_fused_online_softmax": ("attention_kernel",), "t04_causal_block_skipping": ("attention_kernel",),
+                  "t05_gqa_shared_kv_tiles": ("grouped_kernel",),
+                  "t06_flash_decoding": ("chunk_kernel", "merge_kernel")}
+
+
+def test_no_triton_kernel_is_compiled_again_for_other_lengths(monkeypatch):
+    """Issue 22: Triton specialises an int argument on 1 and on multiples of 16, each combination a compile of its
+    own (~0.8 s); the bfloat16 ladder's shapes make 12 combinations, and t03-t05 compiled their 8 configurations
+    for each. Every integer argument of every kernel (all but pointers, the scale and constexprs) is left
+    unspecialised. Read from the kernels as decorated for the GPU (the interpreter keeps no such setting)."""
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    from hello_gpu.ops.rung import load_module
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    op = load_op("attention")
+    assert set(TRITON_KERNELS) | {"t03_autotuned_tiles"} == {rung.id for rung in op.rungs if rung.route == "triton"}
+    for rung_id, names in TRITON_KERNELS.items():
+        module = load_module(op.rung(rung_id).path, f"test_compile_cost_{rung_id}")
+        for name in names:
+            kernel = getattr(module, name)
+            assert isinstance(kernel, JITFunction), (rung_id, name)
+            lengths = [arg for arg, parameter in zip(kernel.arg_names, kernel.params)
+                       if not parameter.is_constexpr and not arg.endswith("_ptr") and arg != "scale_log2"]
+            # Triton keeps the names, or their positions (some versions): either way, these arguments.
+            unspecialised = {kernel.arg_names[item] if isinstance(item, int) else item
+                             for item in kernel.do_not_specialize}
+            assert lengths and set(lengths) <= unspecialised, (rung_id, name, lengths)
+    for rung_id, name in (("t03_autotuned_tiles", "attention_kernel"), ("t04_causal_block_skipping", "tuned_kernel"),
+                          ("t05_gqa_shared_kv_tiles", "tuned_kernel")):
+        tuned = getattr(load_module(op.rung(rung_id).path, f"test_compile_cost_{rung_id}_tuned"), name)
+        assert isinstance(tuned, Autotuner) and tuned.early_config_prune.__name__ == "worth_tuning", rung_id
+
+
+def test_only_problems_where_the_tiles_matter_are_autotuned():
+    """The ladder's edge shapes (1000 x 1000 at most) and decode (1 x 32768) run the first configuration untimed;
+    the prefill benchmark shapes (4096 x 4096) time all eight."""
+    from hello_gpu.ops.attention import tuning
+    configurations = tuning.configs()
+    for shape in (*spec.EDGE_SHAPES, *spec.BENCH_SHAPES):
+        d = spec.dims(shape)
+        kept = tuning.worth_tuning(configurations, {"q_len": d.q_len, "kv_len": d.kv_len})
+        assert kept == (configurations if d.q_len == d.kv_len == 4096 else configurations[:1]), shape
+    assert tuning.POINTS[0][0] == min(point[0] for point in tuning.POINTS)     # decode's tile: the smallest BLOCK_M
+
+
 # ------------------------------------------------------------------------------------------ interpreter
 
 # One child process for every interpreter check of this file (the interpreter must be chosen before triton is

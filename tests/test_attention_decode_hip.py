@@ -114,6 +114,34 @@ def test_the_launcher_refuses_what_the_kernels_cannot_read_before_touching_a_ker
         launcher.run(None, q, k, v, causal, chunk_keys=1)
 
 
+@pytest.mark.parametrize("dtype", spec.DTYPES)
+def test_every_kernel_a_launcher_delegates_to_is_found_where_it_is_declared(dtype):
+    """The H200 failure (records/nvidia-h200/gpu-tests.test_attention_decode_hip.xml): prefill looked v04's kernel
+    up in v05's own text, which only #includes it. The signature parser, on the real sources, finds every kernel
+    the attention launchers call besides their entry (v01's softmax and weighted values, v05's merge and v04's
+    prefill kernel, v06's D = 64 kernel), for each dtype of the rung; v05's prefill kernel also compiles for
+    sm_90 from v04's file. The old lookup still fails here, on the CPU, as it did on the GPU."""
+    from hello_gpu.ops.attention import launch
+    from hello_gpu.runtime.signature import SignatureError
+    delegated = {"v01_materialised_three_kernels": ["attention_softmax_rows", "attention_weighted_values_{T}"],
+                 "v05_flash_decoding": ["attention_decode_combine_{T}"],
+                 "v06_mma_sync": ["attention_mma_sync_d64_{T}"]}
+    for rung_id, functions in delegated.items():
+        rung = OP.rung(rung_id)
+        if not rung.supports(dtype):
+            continue
+        entry = rung.kernel(arch="sm_90", dtype=dtype)
+        for function in functions:
+            assert launch.sibling(entry, function).signature.parameters, (rung_id, function)
+    entry = RUNG.kernel(arch="sm_90", dtype=dtype)
+    prefill = launcher.prefill_kernel(entry)
+    assert prefill.entry == f"attention_causal_skipping{entry.entry[entry.entry.index('<'):]}"
+    assert prefill.compile().arch == "sm_90"
+    assert prefill.file_name == "v04_causal_block_skipping.hip"
+    with pytest.raises(SignatureError, match="no __global__ function named 'attention_causal_skipping'"):
+        launch.sibling(entry, "attention_causal_skipping<{T}>")
+
+
 @pytest.mark.parametrize("kv_len", [1, 31, 127, 128, 129, 1000, 4097, 32768, 10**6])
 @pytest.mark.parametrize("blocks_per_chunk", [1, 8, 128, 1000])
 @pytest.mark.parametrize("step", [128, 256])        # 4 warps of 32 or 64 lanes

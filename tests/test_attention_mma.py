@@ -600,6 +600,25 @@ def test_the_launcher_refuses_what_the_kernel_cannot_read():
         run(None, q, k, v, 1)
 
 
+def test_the_built_rung_refuses_a_dtype_its_header_leaves_out_before_compiling():
+    """The H200 failure (records/nvidia-h200/gpu-tests.test_attention_mma.xml): float32 reached NVRTC, which
+    instantiated the 16-bit mma.sync template for float and failed on mma<float>. The built rung refuses first,
+    by name, on any machine; no kernel is compiled for float32. Every compiled attention rung with a dtypes line
+    refuses the dtypes it leaves out the same way."""
+    for rung in ATTENTION.rungs:
+        declared = rung.metadata.dtypes
+        if rung.route not in ("hip", "cuda") or not declared or set(declared) == set(spec.DTYPES):
+            continue
+        built = rung.build()                              # compiles nothing yet on a machine without a GPU
+        for dtype in sorted(set(spec.DTYPES) - set(declared)):
+            q, k, v, causal = _cpu_inputs(dtype=dtype)
+            with pytest.raises(ValueError, match=f"takes bfloat16 or float16 .*not {dtype}: refused before compiling"):
+                built(q, k, v, causal)
+            kernels = built.function.__closure__
+            compiled = [cell.cell_contents for cell in kernels if type(cell.cell_contents).__name__ == "_KernelsByDtype"]
+            assert compiled and dtype not in compiled[0].kernels, rung.id
+
+
 # ------------------------------------------------------------------------------------ GPU tier
 
 # Beyond the spec's edge shapes (test_ops_ladders checks those for every rung): many key tiles with a

@@ -242,11 +242,15 @@ def check_mode(mode: str, graph: bool = False) -> None:
 def measure(fn: Callable, *, work: Work | None = None, cache: str = "cold", graph: bool = False,
             inputs: Sequence[tuple] | None = None, target_rse: float = 0.01, max_seconds: float = 2.0,
             min_repeats: int = 10, max_repeats: int = 10_000, ceilings: Any = None,
-            device: str | None = None, mode: str = "device") -> Measurement:
+            device: str | None = None, mode: str = "device",
+            max_warmup_seconds: float = MAX_WARMUP_SECONDS) -> Measurement:
     """Time ``fn`` (no arguments, or one of ``inputs`` per call, rotated) and summarise.
 
     ``mode="device"`` (default) times the GPU's work with the host hidden; ``mode="call"`` times each
     call from an idle GPU, the host's launch path included (see the module's notes).
+
+    ``max_warmup_seconds``: how long the settling windows may go on (0: the first, untimed call is the whole
+    warm-up, for calls of tens of ms that a caller has already run: see hello_gpu.ops.ladder's time budget).
 
     ``work`` turns the time into GB/s and TFLOP/s; ``ceilings`` (a :class:`Ceilings`, default: the
     cached measured ceilings of this device, else the datasheet's peaks; ``False``: none) adds % of
@@ -264,7 +268,7 @@ def measure(fn: Callable, *, work: Work | None = None, cache: str = "cold", grap
         raise ValueError("inputs must be a non-empty list of argument tuples")
     if uses_gpu(device):
         measurement = _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats,
-                                   mode)
+                                   mode, max_warmup_seconds)
     else:
         measurement = _measure_wall(fn, inputs, target_rse, max_seconds, min_repeats, max_repeats)
     if work is not None:
@@ -381,7 +385,7 @@ def host_times(functions: dict[str, Callable[[], Any]], rounds: int, calls: int,
 
 
 def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats, max_repeats,
-                 mode="device") -> Measurement:
+                 mode="device", max_warmup_seconds=MAX_WARMUP_SECONDS) -> Measurement:
     torch = torch_module()
     info = device_info()
     flush = _Flusher.for_cache(cache, info.l2_bytes)
@@ -415,7 +419,7 @@ def _measure_gpu(fn, inputs, cache, graph, target_rse, max_seconds, min_repeats,
     step()
     torch.cuda.synchronize()
     warmup, window_medians, started = 1, [], time.perf_counter()
-    while time.perf_counter() - started < MAX_WARMUP_SECONDS:
+    while time.perf_counter() - started < max_warmup_seconds:
         window = timed_batch(WARMUP_WINDOW)
         warmup += WARMUP_WINDOW
         window_medians.append(sorted(window)[len(window) // 2])

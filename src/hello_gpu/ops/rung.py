@@ -204,7 +204,14 @@ class BuiltRung:
     any_layout: bool = False
     input_names: tuple[str, ...] = ()  # for messages; default: the names of function's parameters
 
+    def __post_init__(self):
+        # The torch dtypes the header lists (None: every dtype of the op): one set lookup a call (~0.1 us).
+        declared = self.rung.metadata.dtypes
+        self.declared_dtypes = None if not declared else frozenset(_torch_dtype(name) for name in declared)
+
     def __call__(self, *inputs, out=None):
+        if self.declared_dtypes is not None and inputs and getattr(inputs[0], "dtype", None) not in self.declared_dtypes:
+            self.rung.check_dtype(inputs)
         if not self.any_layout:
             self.check_layout(inputs, out)
         if out is None:
@@ -225,6 +232,11 @@ class BuiltRung:
                     f"{tuple(_contiguous_strides(tensor.shape))}); "
                     f"this rung indexes its tensors as contiguous memory, so it refuses rather than read the wrong "
                     f"elements: pass {names[index]}.contiguous()")
+
+
+def _torch_dtype(name: str):
+    import torch
+    return getattr(torch, name)
 
 
 def _contiguous_strides(shape) -> list[int]:
@@ -273,6 +285,17 @@ class Rung:
 
     def supports(self, dtype: str) -> bool:
         return dtype in (self.metadata.dtypes or tuple(self.op.spec.DTYPES))
+
+    def check_dtype(self, inputs) -> None:
+        """Refuse, naming the dtype, a call whose first tensor has a dtype the header's ``dtypes`` does not list,
+        before anything is compiled or launched (v06_mma_sync given float32 failed inside NVRTC, instantiating
+        its 16-bit mma.sync template for float: records/nvidia-h200/gpu-tests.test_attention_mma.xml)."""
+        dtype = str(inputs[0].dtype).removeprefix("torch.") if inputs and hasattr(inputs[0], "dtype") else None
+        if dtype is not None and not self.supports(dtype):
+            allowed = self.metadata.dtypes or tuple(self.op.spec.DTYPES)
+            names = " or ".join([", ".join(allowed[:-1]), allowed[-1]] if len(allowed) > 1 else allowed)
+            raise RungError(f"{self.op.name}/{self.id} takes {names} (its header's dtypes), not {dtype}: refused "
+                            f"before compiling or launching anything")
 
     # ------------------------------------------------------------------ where it can run
     def unmet_requirement(self) -> str | None:
@@ -426,5 +449,6 @@ class _KernelsByDtype:
         """The kernel for the first input's dtype (``torch.bfloat16`` -> ``name<__hip_bfloat16>``)."""
         if not self.templated:
             return self.get(None)
+        self.rung.check_dtype(inputs)          # never instantiate the template for a dtype the header leaves out
         dtype = str(inputs[0].dtype).removeprefix("torch.")
         return self.get(dtype)

@@ -83,16 +83,17 @@ The package: :mod:`.schema` (validation), :mod:`.store` (names, hashing, buildin
 """
 
 from .schema import CACHES, CLOCKS, ROLES, SCHEMA, SCHEMA_FILE, VERDICTS, RecordError, record_schema, validate_record
-from .staleness import CheckReport, check_records, find_claims, render_check
+from .staleness import CheckReport, check_records, entry_findings, find_claims, render_check
 from .store import (PLAIN, SourceRules, default_records_dir, device_from_manifest, device_slug, entry_sources,
-                    file_sha256, new_record, record_path, record_text, repository_root, source_changes, source_entries,
-                    source_entry, timing_from_summary, utc_now, write_record)
+                    file_sha256, load_json, new_record, record_path, record_text, repository_root, source_changes,
+                    source_entries, source_entry, timing_from_summary, utc_now, write_record)
 from .tables import (BUILT_IN_RENDERERS, DEFAULT_COLUMNS, Renderer, default_table_files, format_figure, regenerate,
                      render_table, render_tables, update_tables)
 
 __all__ = ["BUILT_IN_RENDERERS", "CACHES", "CLOCKS", "DEFAULT_COLUMNS", "PLAIN", "ROLES", "SCHEMA", "SCHEMA_FILE",
            "VERDICTS", "CheckReport", "RecordError", "Renderer", "SourceRules", "check_records", "default_records_dir",
-           "default_table_files", "device_from_manifest", "device_slug", "entry_sources", "file_sha256", "find_claims",
-           "format_figure", "new_record", "record_path", "record_schema", "record_text", "regenerate", "render_check",
-           "render_table", "render_tables", "repository_root", "source_changes", "source_entries", "source_entry",
-           "timing_from_summary", "update_tables", "utc_now", "validate_record", "write_record"]
+           "default_table_files", "device_from_manifest", "device_slug", "entry_findings", "entry_sources", "file_sha256",
+           "find_claims", "format_figure", "load_json", "new_record", "record_path", "record_schema", "record_text",
+           "regenerate", "render_check", "render_table", "render_tables", "repository_root", "source_changes",
+           "source_entries", "source_entry", "timing_from_summary", "update_tables", "utc_now", "validate_record",
+           "write_record"]

@@ -81,6 +81,18 @@ def _entry_findings(entry: dict, root: Path, rules: SourceRules, sources_now: _S
     return [], stale
 
 
+def entry_findings(record: dict, root: Path, rules: SourceRules = PLAIN) -> list[list[str]]:
+    """For each entry of ``record``, what ``records check`` would say about its files now (gone, changed since
+    it was measured, running other files than it did): an empty list where the entry is as measured. For a
+    writer that keeps entries of an older record (hello_gpu.ops.ladder merges a run into the record before it)."""
+    sources_now = _SourcesNow(Path(root), rules)
+    findings = []
+    for entry in record["entries"]:
+        errors, stale = _entry_findings(entry, Path(root), rules, sources_now)
+        findings.append(errors + stale)
+    return findings
+
+
 def _check_sources(record: dict, name: str, root: Path, rules: SourceRules, sources_now: _SourcesNow,
                    report: CheckReport) -> bool:
     """Adds gone sources to errors and changed ones to stale; True when every file is as measured."""

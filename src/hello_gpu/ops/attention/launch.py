@@ -9,10 +9,21 @@ ValueError (a TypeError for causal) naming the problem, never a silent copy (a c
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 
 from hello_gpu.ops.attention.spec import Dims, dims_of
+
+# The integer arguments of the Triton kernels (t01-t06) that Triton would otherwise specialise on: a value of 1
+# becomes a constant and a multiple of 16 gets a divisibility hint, each combination a compile of its own
+# (~0.8 s a kernel and configuration; 0.55-1.5 s measured for t02's kernel compiled for sm_90 on a CPU). The edge
+# and benchmark shapes of one ladder make 12 combinations of (H, H_kv, S_q, S_kv), so t03-t05 compiled each of
+# their 8 autotune configurations ~12 times (issue 22; the time model in spec.py puts it at ~260 compiles, most
+# of the 548 s run). The hints buy nothing here: every address is a multiple of HEAD_DIM (a constexpr)
+# elements, and every mask is constant along the head dimension, the one the loads vectorise, whatever the
+# lengths.
+LENGTHS = ("heads", "kv_heads", "q_len", "kv_len")
 
 LOG2E = 1.4426950408889634       # exp(x) = exp2(x * log2(e)): the kernels work in base 2 (one ex2 instruction)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -105,22 +116,31 @@ _SIBLINGS: dict = {}
 SIBLING_SUFFIXES = {"float": "float", "__half": "half", "hip_bfloat16": "bfloat16"}
 
 
-def sibling(kernel, function: str):
-    """Another kernel of the same source (.hip or .cu) as ``kernel`` (a rung's entry), for the same arch,
-    compiled once per process (and cached on disk by hello_gpu's compiler). ``function`` is a plain name, or one
-    ending in ``_{T}``, which becomes the suffix of the entry's dtype: ``attention_weighted_values_{T}`` for the
-    entry ``attention_scores<__half>`` is ``attention_weighted_values_half`` (one non-template kernel per dtype,
-    so that the compile gate compiles each of them)."""
+def sibling(kernel, function: str, source: Path | None = None):
+    """Another kernel of the same source (.hip or .cu) as ``kernel`` (a rung's entry), or of the file ``source``
+    beside it, for the same arch, compiled once per process (and cached on disk by hello_gpu's compiler).
+
+    ``function`` is a plain name, one ending in ``_{T}``, which becomes the suffix of the entry's dtype
+    (``attention_weighted_values_{T}`` for the entry ``attention_scores<__half>`` is
+    ``attention_weighted_values_half``: one non-template kernel per dtype, so that the compile gate compiles each
+    of them), or one ending in ``<{T}>``, the entry's own template argument (``attention_causal_skipping<{T}>``).
+
+    ``source``: where ``function`` is declared when that is not the entry's own file. The signature parser reads
+    one file's text, never what it #includes: v05 runs v04's kernel on prefill shapes, which v05.hip includes
+    but does not declare, and looking it up in v05's text failed on the H200
+    (records/nvidia-h200/gpu-tests.test_attention_decode_hip.xml)."""
     template = kernel.entry[kernel.entry.index("<") + 1:-1] if "<" in kernel.entry else None
     if "{T}" in function:
         if template not in SIBLING_SUFFIXES:
-            raise ValueError(f"attention: {kernel.entry} has no dtype suffix for {function}")
-        function = function.replace("{T}", SIBLING_SUFFIXES[template])
-    key = (id(kernel), function)
+            raise ValueError(f"attention: {kernel.entry} has no dtype for {function}")
+        function = function.replace("{T}", template if function.endswith("<{T}>") else SIBLING_SUFFIXES[template])
+    key = (id(kernel), function, None if source is None else str(source))
     if key not in _SIBLINGS:
         from hello_gpu.runtime.kernel import Kernel
+        text = kernel.source if source is None else Path(source).read_text(encoding="utf-8")
+        name = kernel.file_name if source is None else Path(source).name
         # The entry is kept with its sibling: while it lives, no other kernel can be given its id (CPython reuses
         # the ids of freed objects), so a key never finds another dtype's or arch's sibling.
-        _SIBLINGS[key] = (kernel, Kernel(kernel.source, function, dialect=kernel.dialect, arch=kernel.arch,
-                                         include_dirs=kernel.options.include_dirs, name=kernel.file_name))
+        _SIBLINGS[key] = (kernel, Kernel(text, function, dialect=kernel.dialect, arch=kernel.arch,
+                                         include_dirs=kernel.options.include_dirs, name=name))
     return _SIBLINGS[key][1]

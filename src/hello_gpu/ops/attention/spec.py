@@ -82,6 +82,41 @@ BENCH_SHAPES = (
     (16, 32, 8, 1, 4096, 128),
     (16, 32, 8, 1, 32768, 128),
 )
+
+# What one measurement or one paired comparison of a rung may take at one shape, warm-up included
+# (hello_gpu.ops.ladder.measure_limits / compare_limits): a call of t seconds is timed as usual while 26 t fit
+# (calls up to ~38 ms), else after a single untimed call, max(3, 1 / t - 1) times; a comparison keeps 10 ABBA
+# rounds while 23 pairs fit, else max(3, (1 / pair - 3) / 2) rounds. The time model of a ladder on the H200
+# (seconds; per-call times from each header's prediction, compiles measured on a CPU for sm_90 at 0.55-1.5 s a
+# Triton configuration and from the GPU tier's torch.compile tests, ~2-3 s a shape):
+#
+#   stage                                            4x32x32x4096x4096x128  ...x1 (causal)  1x32x8x1x32768x128  16x...
+#   cases: inputs, probe, float64 reference (GPU)       1                   1.5             1                   1
+#   size checks, 4 calls a rung (v02: 4 x 137 ms)       5                   5               2                   2
+#   compiles: t03-t05 autotune 8 configs, compile       29                  29              6                   6
+#   measure, 20 rungs (v02: 7 calls, 1 s)               7                   6               3                   3
+#   vs torch and parent, ~30 pairs (v02: 3 rounds)      15                  12              5                   5
+#   routes' fastest vs 6 baselines (hip: v03-v05)       19                  10              6                   6
+#   call times, ~14 rungs                               5                   4               3                   3
+#   a shape                                             81                  68              26                  26
+#
+# plus, once a ladder: start-up 10, NVRTC builds 15 (the compile gate: 28 kernels in 10 s), edge checks 107
+# (the checker 25, ~28 Triton compiles 22, torch.compile of 2 rungs at 10 shapes 60): bfloat16 at these four
+# shapes ~340 s (~285 for the two prefill shapes, ~190 for the two decode ones), float16 at the first ~215 s.
+# Before the budget, the unspecialised lengths and the untuned small problems (tuning.py), the edge checks alone
+# were ~355 s (t03-t05 compiled 8 configurations for each of 9 specialisations of the lengths: 216 compiles,
+# ~260 with t01, t02, t06's) and the first prefill shape ~150 s (v02 ~12 s, the hip route's three fastest
+# against 6 baselines ~40 s): the 548 s run was killed early in the second shape.
+# Device memory peaks per call at 4x32x32x4096x4096x128: v01 and t01 8 GiB of float32 scores, the compiled
+# expression ~24 GiB and the math backend ~16 GiB of materialised scores (released between rungs); the checker
+# holds two cases (inputs, their kept copies, the float64 reference: ~1.2 GiB each at prefill, ~4 GiB at
+# 16x32x8x1x32768x128); the reference computes 2^24 float64 scores (128 MiB) at a time, never a whole head
+# set (4x32 heads x 4096^2 x 8 bytes = 17 GB). Nothing goes to the host but the checker's kept copies of
+# inputs a full device could not hold (384 MiB at prefill, 2 GiB at 16x...x32768). Every rung is checked at
+# each benchmark shape itself (no smaller stand-in): 4 calls, 0.55 s for the slowest (v02), and the shared
+# float64 reference, ~0.3 s a case on the GPU, are affordable there.
+TIMING_SECONDS = 1.0
+
 # "large": scores with a standard deviation of ~30 (q and k scaled by 5.5): exp() of an unshifted score
 # overflows float32 past 88, so only a kernel that subtracts the running maximum survives, and each
 # softmax row is nearly one-hot.

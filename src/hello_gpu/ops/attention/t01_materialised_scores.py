@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hello_gpu.ops.attention.launch import check_scores_fit, dot_precision, prepare, softmax_scale_log2
+from hello_gpu.ops.attention.launch import LENGTHS, check_scores_fit, dot_precision, prepare, softmax_scale_log2
 
 BLOCK_M = 64            # query rows per program (kernels 1 and 3)
 BLOCK_N = 64            # keys per program (kernel 1) or per step (kernel 3)
@@ -31,7 +31,7 @@ SOFTMAX_ROWS = 16       # score rows per program of the softmax kernel (16 x 256
 ROW_TILE = 256          # scores of each row per step of the softmax kernel
 
 
-@triton.jit
+@triton.jit(do_not_specialize=LENGTHS)
 def scores_kernel(q_ptr, k_ptr, s_ptr, heads, kv_heads, q_len, kv_len, scale_log2,
                   CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   PRECISION: tl.constexpr):
@@ -53,7 +53,7 @@ def scores_kernel(q_ptr, k_ptr, s_ptr, heads, kv_heads, q_len, kv_len, scale_log
     tl.store(s_ptr + row_start + keys[None, :], s, mask=inside)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("rows", "kv_len"))
 def softmax_kernel(s_ptr, rows, kv_len, ROWS: tl.constexpr, TILE: tl.constexpr):
     """ROWS score rows in place: base-2 online max and sum, then 2^(s - max) / sum; a row of -inf gets 0.
     Several rows a program rather than one: the grid of (4 x 32 x 4096) rows is 32768 programs, not
@@ -81,7 +81,7 @@ def softmax_kernel(s_ptr, rows, kv_len, ROWS: tl.constexpr, TILE: tl.constexpr):
         tl.store(row_starts + keys, tl.exp2(s - safe_max) * inverse, mask=inside)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=LENGTHS)
 def weighted_values_kernel(p_ptr, v_ptr, out_ptr, heads, kv_heads, q_len, kv_len,
                            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                            PRECISION: tl.constexpr):

@@ -64,14 +64,14 @@ row's output is written as 0, the spec's definition of a fully masked row.
 import triton
 import triton.language as tl
 
-from hello_gpu.ops.attention.launch import dot_precision, prepare, softmax_scale_log2
+from hello_gpu.ops.attention.launch import LENGTHS, dot_precision, prepare, softmax_scale_log2
 
 BLOCK_M = 64            # query rows per program
 BLOCK_N = 64            # keys per step
 WARPS = 4
 
 
-@triton.jit
+@triton.jit(do_not_specialize=LENGTHS)
 def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, heads, kv_heads, q_len, kv_len, scale_log2,
                      CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      PRECISION: tl.constexpr):

@@ -3,7 +3,8 @@
 parent: t02_fused_online_softmax
 change: the same kernel behind triton.autotune over 8 configurations (tuning.py: 64- or 128-row query
   tiles, 32- to 128-key tiles, 4 or 8 warps, 2 to 4 stages), timed on the first call of each
-  (S_q, S_kv, D, causal, dtype) and kept; t02 had 64 x 64, 4 warps, Triton's default stages
+  (S_q, S_kv, D, causal, dtype) of 2^22 (query, key) pairs a head or more and kept (smaller problems run
+  the first configuration); t02 had 64 x 64, 4 warps, Triton's default stages
 hypothesis: a 128-row tile halves how often each K/V tile is loaded per query row and gives 8 warps
   to hide the exp2 and the rescale behind the tensor cores, and 3 stages keep the next K/V tiles in
   flight (cp.async/TMA) while the current one is used: Triton's tutorial reaches ~1.3x a 64x64

@@ -21,7 +21,7 @@ deterministic: yes, as t03 (the visited tiles keep their order)
 import triton
 import triton.language as tl
 
-from hello_gpu.ops.attention.launch import dot_precision, prepare, softmax_scale_log2
+from hello_gpu.ops.attention.launch import LENGTHS, dot_precision, prepare, softmax_scale_log2
 from hello_gpu.ops.attention.tuning import autotuned, first_point, interpreted
 
 
@@ -71,7 +71,7 @@ def key_range(first_query, last_query, q_len, kv_len, CAUSAL: tl.constexpr, BLOC
     return (seen_by_all // BLOCK_N) * BLOCK_N, end
 
 
-@triton.jit
+@triton.jit(do_not_specialize=LENGTHS)
 def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, heads, kv_heads, q_len, kv_len, scale_log2,
                      CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      PRECISION: tl.constexpr):

@@ -24,7 +24,7 @@ from pathlib import Path
 import triton
 import triton.language as tl
 
-from hello_gpu.ops.attention.launch import dot_precision, prepare, softmax_scale_log2
+from hello_gpu.ops.attention.launch import LENGTHS, dot_precision, prepare, softmax_scale_log2
 from hello_gpu.ops.attention.tuning import autotuned, first_point, interpreted
 from hello_gpu.ops.rung import load_module
 
@@ -32,7 +32,7 @@ _t04 = load_module(Path(__file__).resolve().parent / "t04_causal_block_skipping.
 key_tile, key_range = _t04.key_tile, _t04.key_range
 
 
-@triton.jit
+@triton.jit(do_not_specialize=LENGTHS)
 def grouped_kernel(q_ptr, k_ptr, v_ptr, out_ptr, heads, kv_heads, q_len, kv_len, scale_log2,
                    CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    PRECISION: tl.constexpr):

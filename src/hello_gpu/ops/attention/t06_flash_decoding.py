@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from hello_gpu.ops.attention.launch import dot_precision, prepare, softmax_scale_log2
+from hello_gpu.ops.attention.launch import LENGTHS, dot_precision, prepare, softmax_scale_log2
 from hello_gpu.ops.rung import load_module
 
 _t05 = load_module(Path(__file__).resolve().parent / "t05_gqa_shared_kv_tiles.py", "attention_t05_for_t06")
@@ -39,7 +39,7 @@ PROGRAMS_PER_SM = 2
 INTERPRETER_PROGRAMS = 4  # no GPU to size the split for: enough chunks to exercise the merge
 
 
-@triton.jit
+@triton.jit(do_not_specialize=(*LENGTHS, "chunk", "chunks"))
 def chunk_kernel(q_ptr, k_ptr, v_ptr, part_acc_ptr, part_stats_ptr, heads, kv_heads, q_len, kv_len, chunk,
                  chunks, scale_log2, CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
@@ -69,7 +69,7 @@ def chunk_kernel(q_ptr, k_ptr, v_ptr, part_acc_ptr, part_stats_ptr, heads, kv_he
     tl.store(part_stats_ptr + part * 2 + 1, row_sum)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("heads", "kv_heads", "q_len", "chunks"))
 def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, heads, kv_heads, q_len, chunks,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
     """Merge the chunks' partials of one KV head's rows, in chunk order; a row that saw no key gets 0."""

@@ -7,21 +7,30 @@ float32 partials (max, sum, unnormalised output) of each row and chunk. (2)
 
 ``split`` picks the chunks: whole block steps (4 warps x a warp's 32 or 64 keys), enough chunks for
 BLOCKS_PER_SM blocks per SM, none empty. A KV head with more than DECODE_ROWS rows (prefill) runs v04's
-kernel, which v05.hip includes, unchanged.
+kernel, unchanged, compiled from v04_causal_block_skipping.hip (PREFILL_SOURCE), where it is declared: v05.hip
+includes that file, but the signature parser reads only v05's own text.
 """
 
 import math
+from pathlib import Path
 
 import torch
 
 from hello_gpu.ops.attention.launch import FUSED_WARPS, MAX_GRID_Y, prepare, run_fused, sibling, softmax_scale_log2, \
     warp_size
+from hello_gpu.runtime.signature import parse_signature
 
 DECODE_ROWS = 64         # (query, head) rows of a KV head up to which the keys are split (t06's threshold)
 BLOCK_ROWS = 4           # kDecodeRows in the .hip file: rows a block
 BLOCKS_PER_SM = 3        # blocks of 128 threads an SM holds at 148 registers a thread (compile-check, sm_90)
 COMBINE_THREADS = 128    # kMaxDim: one thread per column of a row
 PACK_BYTES = 16          # the split kernel reads K and V 16 bytes at a time
+PREFILL_SOURCE = Path(__file__).with_name("v04_causal_block_skipping.hip")
+PREFILL_KERNEL = "attention_causal_skipping<{T}>"          # v04's entry, for the dtype of v05's own
+
+# Resolved when the rung is built (this module is imported then), not at its first prefill call: a kernel
+# looked up in the wrong file fails the build, on any machine, with the parser's message.
+parse_signature(PREFILL_SOURCE.read_text(encoding="utf-8"), PREFILL_KERNEL.replace("{T}", "float"))
 
 
 def split(kv_len: int, blocks_per_chunk: int, blocks_wanted: int, step: int) -> tuple[int, int]:
@@ -49,14 +58,17 @@ def check_aligned(k: torch.Tensor, v: torch.Tensor) -> None:
                              f"{tensor.data_ptr() % PACK_BYTES} bytes past a 16-byte boundary: pass {name}.clone()")
 
 
+def prefill_kernel(kernel):
+    """v04's kernel for the dtype and arch of ``kernel`` (v05's entry), compiled from v04's file."""
+    return sibling(kernel, PREFILL_KERNEL, source=PREFILL_SOURCE)
+
+
 def run(kernel, q, k, v, causal, out=None, *, chunk_keys=None):
     """``chunk_keys`` (tests only) forces the split: any positive number of keys a chunk."""
     d, out = prepare(q, k, v, causal, out)
     rows = d.group * d.q_len
     if rows > DECODE_ROWS:
-        template = kernel.entry[kernel.entry.index("<"):]          # <hip_bfloat16>: the same dtype's v04 kernel
-        return run_fused(sibling(kernel, "attention_causal_skipping" + template), q, k, v, causal, out,
-                         heads_first=True)
+        return run_fused(prefill_kernel(kernel), q, k, v, causal, out, heads_first=True)
     check_aligned(k, v)
     row_groups = math.ceil(rows / BLOCK_ROWS)
     heads_in_flight = d.batch * d.kv_heads
