@@ -695,6 +695,49 @@ def test_a_stream_switched_and_left_is_caught_on_the_device():
     assert "another CUDA stream current" in result.suspect, result.suspect
 
 
+# Work hidden beside the harness's own L2 flush. In a timed cold call the caller's stream is still busy with the flush
+# queued just before it (current_stream().query() is False; in the check step's calls it is True, so the check step
+# sees an honest add), and there the candidate puts an eighth of its add on a side stream it never joins. The call's
+# end event fires after the seven eighths on the caller's stream; the eighth runs beside the flushes, inside the
+# batch's span but in no call's time, and only the last call's eighth is left past the span (1 of ~33 calls in a
+# 4 ms batch: far inside any hiccup allowance). Claimed: ~7/8 of the add's time (~1.14x), under the physics bound
+# (201 MB in ~46 us: 4.4 TB/s). The clock check cannot see it (the span and the parent's clock agree); what could:
+# the stream of each own launch during timed calls (the launch counter's hook), or the time between calls measured
+# against a probe's flushes. Strict, so that naming it shows as XPASS -> failure.
+FLUSH_HIDING = """
+_cuda = __import__("torch").cuda
+_side = []
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    n = a.numel()
+    split = n if _cuda.current_stream().query() else (7 * n // 8) // TILE * TILE
+    add_kernel[(triton.cdiv(split, TILE),)](a, b, out, split, TILE=TILE)
+    if split < n:
+        if not _side:
+            _side.append(_cuda.Stream())
+        with getattr(_cuda, "stream")(_side[0]):
+            rest = n - split
+            add_kernel[(triton.cdiv(rest, TILE),)](a.view(-1)[split:], b.view(-1)[split:], out.view(-1)[split:], rest,
+                                                   TILE=TILE)
+    return out
+"""
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="an open hole of issue 17: a side stream left unjoined only in timed calls, its work beside "
+                          "the harness's L2 flush, is in no call's claimed time and not seen by the clock check")
+def test_work_hidden_beside_the_flush_is_caught_on_the_device():
+    source = (CHEATS / HONEST).read_text(encoding="utf-8")
+    source = source[:source.index("def run(")] + FLUSH_HIDING
+    result = tools.bench(Candidate(None, None, "triton", source), triton_task(bench_shape=2**24), max_seconds=1.0,
+                         timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok, everything_said(result)
+    assert result.suspect and ("timing inconsistent" in result.suspect or CONCURRENCY in result.suspect), \
+        (result.suspect, result.median_s)
+
+
 # A spin left on a side stream as each call returns (not joined), meant to keep the GPU busy while the baseline
 # is timed in its own process. The worker ends each timed batch with torch.cuda.synchronize(), which waits for
 # every stream of its context, so the spin ends inside the candidate's own request: it never overlaps the

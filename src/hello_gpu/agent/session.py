@@ -113,7 +113,8 @@ BATCH_JITTER_S = 1e-3         # a batch is slow when its missing time is more th
                               # CONSISTENCY_FILL allows ((1 - 0.75) / 0.75 of its span: 1.3 ms at 4 ms): a clock at
                               # <= 0.75x is caught in any batch of >= 4 ms, an honest one passes a 1.3 ms hiccup
 SLOW_BATCH_SHARE = 0.25       # slow batches: this share of the counted ones (and MIN_SLOW_BATCHES) is a clock lying
-MIN_SLOW_BATCHES = 3          # in some batches (a minority lie moves the median less: 25% of them ~0.7 sigma)
+MIN_SLOW_BATCHES = 3          # in some batches (a lie in fewer moves the pooled median by < 0.45 sigma: to the
+                              # (0.5 - 0.25) / 0.75 = 1/3 quantile of the honest times)
 MEDIAN_FILL = 0.9             # the median batch: missing time within MEDIAN_JITTER_S plus (1 - 0.9) / 0.9 of the
 MEDIAN_JITTER_S = 2.5e-4      # median span (0.7 ms at 4 ms): a clock at <= 0.85x in most batches is caught, and
                               # hiccups in fewer than half of them do not move the median at all
@@ -135,11 +136,12 @@ PROBE_MAX_S = 0.01            # each idles before it and holds its span at most 
                               # cost has reached its full size (0.2 ms above), and five probes cost <= 0.1 s
 BATCH_FLOOR_MAX_S = 1e-3      # the most the probes may add to the round trip, plus MARK_FLOOR_MAX_S a mark (~2x the
 MARK_FLOOR_MAX_S = 1e-5       # 0.4-0.5 ms and ~5 us a call seen on the CPU box and the H200). The child can tell a
-                              # probe from a batch (no calls), so a child that slows only its probes (which needs
-                              # code running outside its calls: tamper evidence) makes the parent subtract at most
-                              # 1 ms + 10 us a call more than a ping: in a 4 ms batch of 64 calls, what a clock at
-                              # ~0.55x would hide from the per-batch rule, so the median and total rules, which
-                              # subtract the same, are what bound it there (see judge_batches)
+                              # probe from a batch (no calls), so a child that slows only its probes makes the
+                              # parent subtract at most 1 ms + 10 us a call more than a ping (1.64 ms at 64 calls):
+                              # in a 4.5 ms batch, a clock at >= ~0.5x would then pass the slow-batch and median
+                              # rules. Slowing a probe needs code running outside the candidate's calls (a thread, a
+                              # signal handler, a patched harness function: tamper evidence), so this is a second
+                              # line only; with four-call batches of 0.3 ms (before sizing) it was no line at all
 IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
 IDLE_CPU_FRACTION = 0.2       # blocked on its socket uses none), or this fraction of the other side's time
 
@@ -1012,7 +1014,7 @@ def judge_batches(counted: list[tuple[float, float]], floor: float) -> tuple[dic
     - the total: the spans fill CONSISTENCY_FILL of the intervals less the floors (BATCH_SLACK_S a batch).
 
     What passes (the bounds, at a 4 ms batch): a clock at >= 0.85x in every batch (gains <= 18%); a lie of any size
-    in fewer than a quarter of the batches (moves the median by < 0.7 of the batch-to-batch spread). A clock slowed
+    in fewer than a quarter of the batches (moves the pooled median by < 0.45 of the spread). A clock slowed
     further is caught, by the median rule where it lies in most batches, by the slow-batch rule in a quarter."""
     batches = len(counted)
     spans = [span for _, span in counted]
