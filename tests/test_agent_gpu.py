@@ -760,18 +760,22 @@ def run(a, b, out=None):
 '''
 
 
-def _device_hog_compare():
+@pytest.fixture(scope="module")
+def device_hog_compare():
+    """The hog against t99, compared once for the two tests below (~15 s each on the H200)."""
     source = (CHEATS / HONEST).read_text(encoding="utf-8")
     source = source[:source.index("def run(")] + DEVICE_HOG
     task = triton_task(bench_shape=2**24)
-    return tools.compare(cheat_candidate(CHEATS / HONEST), Candidate(None, None, "triton", source), task,
-                         timeout_s=CHECK_TIMEOUT_S)
+    with pytest.MonkeyPatch.context() as patch:          # as _compiled_triton, for a module-scoped fixture
+        patch.delenv("TRITON_INTERPRET", raising=False)
+        return tools.compare(cheat_candidate(CHEATS / HONEST), Candidate(None, None, "triton", source), task,
+                             timeout_s=CHECK_TIMEOUT_S)
 
 
-def test_device_work_left_running_reads_as_the_candidates_slow_clock():
+def test_device_work_left_running_reads_as_the_candidates_slow_clock(device_hog_compare):
     """The hog's spin ends inside its own timed batches (the worker's device-wide synchronize): its counted
     batches read as a clock running slow, and the baseline, timed between them, is untouched."""
-    result = _device_hog_compare()
+    result = device_hog_compare
     assert result.ok, everything_said(result)
     assert result.suspect and "timing inconsistent" in result.suspect, result.suspect
     assert result.raw["baseline_problems"] == [], result.raw["baseline_problems"]
@@ -782,7 +786,7 @@ def test_device_work_left_running_reads_as_the_candidates_slow_clock():
                    "candidate's own clock running slow (timing inconsistent), never as tamper evidence (on the H200 "
                    "run of 50fb9e5 this passed only through a false 'frame inspection' of Triton's compiler); "
                    "strict, so that naming it shows as XPASS -> failure")
-def test_device_work_left_running_while_the_baseline_is_timed_is_caught():
-    result = _device_hog_compare()
+def test_device_work_left_running_while_the_baseline_is_timed_is_caught(device_hog_compare):
+    result = device_hog_compare
     assert result.ok, everything_said(result)
     assert result.suspect and "tamper evidence" in result.suspect, result.suspect

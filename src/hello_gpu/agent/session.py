@@ -1035,9 +1035,10 @@ def judge_batches(counted: list[tuple[float, float]], floor: float) -> tuple[dic
         problems.append(f"{len(longer)} counted batch(es) claimed a span longer than the parent's clock saw "
                         f"(e.g. {longer[0][0]:.6g} s in {longer[0][1]:.6g} s)")
     if len(slow) >= max(min(MIN_SLOW_BATCHES, batches), SLOW_BATCH_SHARE * batches):
-        problems.append(f"{len(slow)} of the {batches} counted batches claimed less than {CONSISTENCY_FILL:.0%} of what "
-                        f"the parent's clock saw, {BATCH_JITTER_S * 1e3:g} ms of host hiccup allowed (their clocks ran "
-                        f"at {', '.join(f'{ratio:.2f}x' for ratio in sorted(slow)[:4])}{' ...' if len(slow) > 4 else ''})")
+        ratios = ", ".join(f"{ratio:.2f}x" for ratio in sorted(slow)[:4]) + (" ..." if len(slow) > 4 else "")
+        problems.append(f"{len(slow)} of the {batches} counted batches claimed less than {CONSISTENCY_FILL:.0%} of "
+                        f"what the parent's clock saw, {BATCH_JITTER_S * 1e3:g} ms of host hiccup allowed (their "
+                        f"clocks ran at {ratios})")
     if median_missing > median_allowed:
         problems.append(f"the median counted batch claimed {median_span:.6g} s, {median_missing:.6g} s less than the "
                         f"parent's clock saw beyond {floor:.2g} s a batch outside the calls (allowed: "

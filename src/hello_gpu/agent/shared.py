@@ -81,7 +81,8 @@ def guards_changed(buffers: list[SharedBuffer]) -> list[str | None]:
     if not buffers:
         return []
     torch = _torch()
-    guards = torch.stack([buffer.raw[:GUARD_BYTES] for buffer in buffers] + [buffer.raw[-GUARD_BYTES:] for buffer in buffers])
+    guards = torch.stack([buffer.raw[:GUARD_BYTES] for buffer in buffers]
+                         + [buffer.raw[-GUARD_BYTES:] for buffer in buffers])
     patterns = torch.stack([buffer.guard_pattern[:GUARD_BYTES] for buffer in buffers]
                            + [buffer.guard_pattern[GUARD_BYTES:] for buffer in buffers])
     changed = (guards != patterns).sum(dim=1).view(2, len(buffers)).t().tolist()
