@@ -852,14 +852,18 @@ WORKER_CLOCK = HERE / "fixtures" / "agent" / "worker_clock"     # a sitecustomiz
 SMALL_TASK = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), check_shapes=(1, 31), bench_shape=256)
 
 
-def _bench_with_worker(candidate: Candidate, task: Task, max_seconds: float, **variables: float) -> dict:
+def _bench_with_worker(candidate: Candidate, task: Task, max_seconds: float, batch_span_s: float | None = None,
+                       **variables: float) -> dict:
     """run_bench (the bench step, in this process) with the timing child started under WORKER_CLOCK's
-    sitecustomize and ``variables`` (HG_TEST_*) in its environment."""
+    sitecustomize and ``variables`` (HG_TEST_*) in its environment; ``batch_span_s``: the span the counted
+    batches are sized to (session.BATCH_SPAN_S when None)."""
     from hello_gpu.agent import session
     from hello_gpu.agent.sandbox import _package_path
     from hello_gpu.agent.tools import _payload
     payload = _payload(task, candidate=candidate)
     payload["max_seconds"] = max_seconds
+    if batch_span_s is not None:
+        payload["batch_span_s"] = batch_span_s
     path = os.pathsep.join(filter(None, [str(WORKER_CLOCK), _package_path(), os.environ.get("PYTHONPATH")]))
     return session.run_bench(payload, 300.0, {"PYTHONPATH": path, **{k: repr(v) for k, v in variables.items()}})
 
@@ -883,19 +887,120 @@ def test_a_fixed_cost_outside_the_span_is_not_a_slow_clock():
 def test_a_halved_clock_is_caught_though_the_probes_are_slowed():
     """The attacker's side of the probes: a child whose clock runs at 0.5x in the counted batches and that
     busy-waits 20 ms in every request without calls (it can tell a probe apart), to make the parent subtract
-    more. The parent subtracts at most the ping plus session.BATCH_FLOOR_MAX_S, and the halved batches are
-    caught, one by one and added up."""
-    from hello_gpu.agent.session import BATCH_FLOOR_MAX_S
+    more. The parent subtracts at most the ping plus session.BATCH_FLOOR_MAX_S and MARK_FLOOR_MAX_S a call of a
+    batch, and the halved batches are caught, one by one and added up."""
+    from hello_gpu.agent.session import BATCH_FLOOR_MAX_S, MARK_FLOOR_MAX_S
     raw = _bench_with_worker(candidate_of(HONEST), OUTSIDE_TASK, 0.5, HG_TEST_CLOCK_FACTOR=0.5,
                              HG_TEST_PROBE_DELAY_S=0.02)
     assert raw.get("status", "ok") == "ok", raw.get("detail")
     consistency = raw["consistency"]
     assert consistency["probe_floor_s"] > 0.02, consistency
-    assert consistency["batch_floor_s"] == pytest.approx(consistency["round_trip_s"] + BATCH_FLOOR_MAX_S), consistency
+    bound = BATCH_FLOOR_MAX_S + consistency["calls_per_batch"] * MARK_FLOOR_MAX_S
+    assert consistency["batch_floor_s"] == pytest.approx(consistency["round_trip_s"] + bound), consistency
     suspect = raw["suspect"] or ""
     assert anticheat.TIMING in suspect and "counted batches claimed" in suspect, suspect
     assert re.search(r"the claims run at 0\.(4|5)", suspect), suspect
     assert raw["patched"] == [], raw["patched"]          # the sitecustomize is the worker as the watch first saw it
+
+
+def test_counted_batches_are_sized_to_outlast_host_hiccups():
+    """The H200's false positive, in this CPU's proportions. There four cold calls spanned ~0.3 ms and a quarter of
+    the batches cost 0.4-0.7 ms more outside their spans than the rest (wake-ups on a busy host): honest clocks read
+    at 0.3-0.45x. Here each interpreted call spans ~1.2-2 ms, and a hiccup of 6 ms (busy, outside the span) comes
+    before every fourth counted batch: in four-call batches (~6 ms) that is a clock at ~0.5x in a quarter of them.
+    Sized to 30 ms instead (the H200's batches are sized to session.BATCH_SPAN_S, 4 ms: hiccups of 0.4-0.7 ms are
+    10-18% of it, as 6 ms is ~20% of 30 here), the batches grow from what the first counted ones spanned (again,
+    where the interpreter then ran faster), the short ones are dropped, and the honest claims pass every rule."""
+    from hello_gpu.agent.session import MAX_RESIZES, MIN_COUNTED_BATCHES
+    raw = _bench_with_worker(candidate_of(HONEST), SMALL_TASK, 0.5, batch_span_s=0.03, HG_TEST_JITTER_S=6e-3,
+                             HG_TEST_JITTER_EVERY=4)
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    consistency = raw["consistency"]
+    assert raw["suspect"] is None, (raw["suspect"], consistency)
+    assert 1 <= raw["resizes"] <= MAX_RESIZES and raw["calls_per_batch"] >= 10, raw
+    assert consistency["calls_per_batch"] == raw["calls_per_batch"], consistency
+    assert consistency["counted_batches"] >= MIN_COUNTED_BATCHES, consistency
+    assert raw["count"] == consistency["counted_batches"] * raw["calls_per_batch"], raw   # short batches dropped
+
+
+def test_an_honest_compare_grows_both_sides_batches():
+    """Sized batches in a compare: the input sets are shared, each side gets an output per set, the faster side
+    decides the size, the rounds before the growth are dropped, and the honest pair is clean on both sides."""
+    from hello_gpu.agent.session import run_compare
+    from hello_gpu.agent.tools import _payload
+    payload = _payload(SMALL_TASK, baseline=candidate_of(HONEST), candidate=candidate_of("t98_honest_scratch.py"))
+    payload.update(min_rounds=4, max_seconds=1.0, batch_span_s=0.02)
+    raw = run_compare(payload, 300.0)
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    assert raw["suspect"] is None, (raw["suspect"], raw["consistency"])
+    assert raw["resizes"] >= 1 and raw["calls_per_batch"] >= 6, raw
+    for side in "AB":
+        consistency = raw["consistency"][side]
+        assert consistency["calls_per_batch"] == raw["calls_per_batch"] and not consistency["problems"], consistency
+        assert consistency["counted_batches"] in (2 * raw["rounds"], 2 * raw["rounds"] + 1), consistency   # + a repeat
+
+
+# (factor, every k-th counted batch lies, what the verdict names): a clock slowed in all batches by a little, and
+# by half in some of them (as t61 does in the batches poisoned with NaN, one in two at random).
+LYING_CLOCKS = {"0.8x in every batch": (0.8, 1, "the median counted batch claimed"),
+                "0.5x in every second batch": (0.5, 2, "counted batches claimed less than"),
+                "0.5x in every third batch": (0.5, 3, "counted batches claimed less than")}
+
+
+@pytest.mark.parametrize("case", sorted(LYING_CLOCKS))
+def test_a_clock_lying_in_all_or_some_counted_batches_is_caught(case):
+    """A child whose clock runs slow in the counted batches only (the warm batch and the probes honest): by 20% in
+    every one (four-call batches of ~8 ms: 1.6 ms missing a batch, the median allows 0.25 ms + 1/9 of the span,
+    ~0.96 ms; each batch alone allows 2.1 ms, so the per-batch rule would not see it), or by half in every second
+    or third (4 ms missing in each of those: slow batches, over a quarter of them)."""
+    factor, every, text = LYING_CLOCKS[case]
+    raw = _bench_with_worker(candidate_of(HONEST), SMALL_TASK, 0.5, HG_TEST_CLOCK_FACTOR=factor,
+                             HG_TEST_LIE_EVERY=every)
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    suspect = raw["suspect"] or ""
+    assert anticheat.TIMING in suspect and text in suspect, (suspect, raw["consistency"])
+    assert raw["patched"] == [], raw["patched"]
+
+
+def _judged(spans, missing, floor=5e-4):
+    from hello_gpu.agent.session import judge_batches
+    return judge_batches([(span + extra + floor, span) for span, extra in zip(spans, missing)], floor)
+
+
+def _hiccups(seed: int, count: int) -> list[float]:
+    """What honest batches cost outside their spans beyond the floor, drawn as the H200 showed it (session 8): most
+    within 0.1 ms, a quarter 0.3-0.7 ms, one in twenty up to 1.2 ms (more than any the H200's 570 batches showed)."""
+    import random
+    draw = random.Random(seed)
+    return [draw.choice([draw.uniform(0, 1e-4)] * 14 + [draw.uniform(3e-4, 7e-4)] * 5 + [draw.uniform(7e-4, 1.2e-3)])
+            for _ in range(count)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_batch_rules_pass_honest_hiccups_and_catch_each_lie(seed):
+    """judge_batches on batches drawn at the sized length (4 ms, 1% spread) with the H200's hiccups: honest ones
+    pass; a clock at 0.8x in every batch, at 0.5x in a third of them, and work left running after the span (2 ms
+    more outside it in every batch) are each caught by the rule meant for them."""
+    import random
+    from hello_gpu.agent.session import BATCH_SPAN_S
+    draw = random.Random(100 + seed)
+    count = 60
+    spans = [BATCH_SPAN_S * draw.gauss(1.0, 0.01) for _ in range(count)]
+    hiccups = _hiccups(seed, count)
+    summary, problems = _judged(spans, hiccups)
+    assert problems == [], (summary, problems)
+    # all batches at 0.8x: each misses 0.8 ms (within its own allowance, 1.07 ms, unless a hiccup adds to it): the
+    # median catches it
+    summary, problems = _judged([0.8 * span for span in spans], [0.2 * span + h for span, h in zip(spans, hiccups)])
+    assert any(problem.startswith("the median counted batch") for problem in problems), (summary, problems)
+    # a third of the batches at 0.5x: slow one by one
+    lied = [index % 3 == 0 for index in range(count)]
+    summary, problems = _judged([span * (0.5 if lie else 1) for span, lie in zip(spans, lied)],
+                                [h + (0.5 * span if lie else 0) for span, h, lie in zip(spans, hiccups, lied)])
+    assert any(problem.startswith(f"{count // 3} of the {count} counted batches") for problem in problems), problems
+    # device work left running past the span (it ends in the request's synchronize): 2 ms more in every batch
+    summary, problems = _judged(spans, [h + 2e-3 for h in hiccups])
+    assert any("of the 60 counted batches claimed less" in problem for problem in problems), problems
 
 
 def test_timed_outputs_are_checked_at_the_benchmark_shape():

@@ -256,10 +256,17 @@ def test_a_kernel_that_never_ends_is_killed_at_the_time_limit():
 # ============================================================================ 4. compare, device clock
 
 
+# Two rungs whose difference is large and has a reason in the bytes, so that acceptance is no matter of luck.
+# v02_strided_chunks gives each thread 16 consecutive elements: a warp's load touches 32 sectors of 32 bytes
+# (1024 bytes of sectors for 128 useful ones) instead of 4, and its L1/L2 transactions grow up to 8x while the
+# DRAM bytes stay the same (12 bytes an element); v01 has one element per thread, 4 sectors a warp load. The
+# H200 records (vector_add.float32, 2^24): v02 208 us, v01 65.6 us, 3.2x (0.31x at 2^28, as predicted, 0.3-0.5x).
+# v04 against v01 (55.3 against 65.6 us in the records) measured 1.07x in the agent's cold compare on the H200
+# (session 8), under the 1.05 + 3 x noise lower bound tools.accept asks for: within its own noise of refused.
 def test_compare_times_two_rungs_with_device_events():
     task = hip_task(bench_shape=2**24)
-    slower = rung_candidate(task)                                               # v01: 3.1 TB/s at 2^24 (record)
-    faster = rung_candidate(hip_task("v04_vector_128bit", bench_shape=2**24))   # v04: 3.6 TB/s
+    slower = rung_candidate(hip_task("v02_strided_chunks", bench_shape=2**24))
+    faster = rung_candidate(task)                                               # v01_thread_per_element
     result = tools.compare(slower, faster, task, min_rounds=10, max_seconds=2.0, timeout_s=CHECK_TIMEOUT_S)
     assert result.ok and result.status == "ok", everything_said(result)
     assert result.clock == "device-events"
@@ -535,16 +542,21 @@ def test_timed_outputs_are_checked_on_the_device():
 
 def test_an_honest_compare_is_clean_and_consistent_in_separate_processes():
     """t99 against v-less t01 on the device: both sides' timed outputs checked, both clocks consistent with
-    the parent's, no problem on either side, and the suspect flag unset."""
+    the parent's, no problem on either side, and the suspect flag unset. On the H200 (session 8) four-call batches
+    of ~0.3 ms read as clocks at 0.42-0.44x in 30 of 100 batches (hiccups of ~0.4 ms outside their spans): the
+    counted batches are now sized to session.BATCH_SPAN_S, so they grew (more input sets than the four to start)."""
+    from hello_gpu.agent.session import INPUT_SETS, SHORT_BATCH, BATCH_SPAN_S
     task = triton_task(bench_shape=2**24)
     result = tools.compare(rung_candidate(task), cheat_candidate(CHEATS / HONEST), task, timeout_s=CHECK_TIMEOUT_S)
     assert result.ok, everything_said(result)
-    assert result.suspect is None, (result.suspect, result.raw.get("consistency"))   # the batch floors, if not
+    assert result.suspect is None, (result.suspect, result.raw.get("consistency"))
     assert result.raw["timed_outputs_checked"]["candidate"] >= 10 and not result.raw["problems"]
+    assert result.raw["resizes"] >= 1 and result.raw["calls_per_batch"] > INPUT_SETS, result.raw["calls_per_batch"]
     for side in ("A", "B"):
         consistency = result.raw["consistency"][side]
         assert not consistency["problems"], consistency
         assert consistency["claimed_span_s"] <= consistency["parent_wall_s"], consistency
+        assert consistency["median_span_s"] >= SHORT_BATCH * BATCH_SPAN_S, consistency
 
 
 # ============================================================================ side streams, where a task allows them
@@ -598,19 +610,15 @@ def _device_timed_cheats() -> dict:
     return {**TIMED_CHEATS, "t61_forges_the_clock.py": ("bench", {TAMPER}, "hello_gpu.agent.worker.time")}
 
 
-# t64 halves the span its cold batches claim: the per-batch check sees a clock at 0.5x only where a quarter of a
-# batch's span is more than session.BATCH_SLACK_S (0.1 ms), i.e. spans over 0.4 ms; four cold calls of 2^22
-# float32 adds span ~0.3 ms on the H200, four of 2^26 ~1 ms.
-CLOCK_CHEAT_SHAPE = {"t64_frames_through_a_library.py": 2**26}
-
-
 def test_the_red_teams_timed_cheats_are_caught_on_the_device():
     """tests/test_agent_anticheat.py's TIMED_CHEATS on the H200: each named in its timing step's verdict."""
     cheats = _device_timed_cheats()
 
     def run(name):
         step, _, _ = cheats[name]
-        task = triton_task(bench_shape=CLOCK_CHEAT_SHAPE.get(name, 2**22))
+        # 2^22: four cold calls span ~0.3 ms on the H200; the counted batches are sized to session.BATCH_SPAN_S
+        # (4 ms) from the first ones, so t64's halved spans miss ~2 ms a batch, over any hiccup allowed.
+        task = triton_task(bench_shape=2**22)
         if step == "bench":
             return tools.bench(cheat_candidate(CHEATS / name), task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
         return tools.compare(cheat_candidate(CHEATS / HONEST), cheat_candidate(CHEATS / name), task,
@@ -653,11 +661,12 @@ def test_an_honest_deterministic_kernel_passes_the_timed_repeats_on_the_device()
 
 
 # The current stream switched in the timed (poisoned) calls: each call goes back to the caller's stream for its
-# kernel and leaves a side stream current as it returns, so the harness's end event (and the batch's finish event)
-# lands on a stream with nothing queued and fires before the kernel ends. (A switch never undone would only move
-# the whole batch, the harness's events included, onto the side stream: honest times, nothing gained.) The counted
-# batches' clock check is expected to catch it ("timing inconsistent"): their spans end early, the parent's clock
-# sees the child wait for the kernels.
+# kernel and leaves a side stream current as it returns, so that an end event recorded on the current stream lands
+# on a stream with nothing queued and fires before the kernel ends. (A switch never undone would only move the
+# whole batch, the harness's events included, onto the side stream: honest times, nothing gained.) On the H200
+# (session 8) it went unflagged (its .item() waits put most of its kernels back inside the claimed times: 112 us
+# at 2^24, slower than honest). The worker now records every event on the timed stream whatever is current, and
+# names a call that returns with another stream current ("timing inconsistent").
 STREAM_SWITCH = '''
 _cuda = __import__("torch").cuda
 _streams = []
@@ -683,6 +692,50 @@ def test_a_stream_switched_and_left_is_caught_on_the_device():
                          timeout_s=CHECK_TIMEOUT_S)
     assert result.ok, everything_said(result)
     assert result.suspect and "timing inconsistent" in result.suspect, result.suspect
+    assert "another CUDA stream current" in result.suspect, result.suspect
+
+
+# Work hidden beside the harness's own L2 flush. In a timed cold call the caller's stream is still busy with the flush
+# queued just before it (current_stream().query() is False; in the check step's calls it is True, so the check step
+# sees an honest add), and there the candidate puts an eighth of its add on a side stream it never joins. The call's
+# end event fires after the seven eighths on the caller's stream; the eighth runs beside the flushes, inside the
+# batch's span but in no call's time, and only the last call's eighth is left past the span (1 of ~33 calls in a
+# 4 ms batch: far inside any hiccup allowance). Claimed: ~7/8 of the add's time (~1.14x), under the physics bound
+# (201 MB in ~46 us: 4.4 TB/s). The clock check cannot see it (the span and the parent's clock agree); what could:
+# the stream of each own launch during timed calls (the launch counter's hook), or the time between calls measured
+# against a probe's flushes. Strict, so that naming it shows as XPASS -> failure.
+FLUSH_HIDING = """
+_cuda = __import__("torch").cuda
+_side = []
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    n = a.numel()
+    split = n if _cuda.current_stream().query() else (7 * n // 8) // TILE * TILE
+    add_kernel[(triton.cdiv(split, TILE),)](a, b, out, split, TILE=TILE)
+    if split < n:
+        if not _side:
+            _side.append(_cuda.Stream())
+        with getattr(_cuda, "stream")(_side[0]):
+            rest = n - split
+            add_kernel[(triton.cdiv(rest, TILE),)](a.view(-1)[split:], b.view(-1)[split:], out.view(-1)[split:], rest,
+                                                   TILE=TILE)
+    return out
+"""
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="an open hole of issue 17: a side stream left unjoined only in timed calls, its work beside "
+                          "the harness's L2 flush, is in no call's claimed time and not seen by the clock check")
+def test_work_hidden_beside_the_flush_is_caught_on_the_device():
+    source = (CHEATS / HONEST).read_text(encoding="utf-8")
+    source = source[:source.index("def run(")] + FLUSH_HIDING
+    result = tools.bench(Candidate(None, None, "triton", source), triton_task(bench_shape=2**24), max_seconds=1.0,
+                         timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok, everything_said(result)
+    assert result.suspect and ("timing inconsistent" in result.suspect or CONCURRENCY in result.suspect), \
+        (result.suspect, result.median_s)
 
 
 # A spin left on a side stream as each call returns (not joined), meant to keep the GPU busy while the baseline
@@ -707,18 +760,22 @@ def run(a, b, out=None):
 '''
 
 
-def _device_hog_compare():
+@pytest.fixture(scope="module")
+def device_hog_compare():
+    """The hog against t99, compared once for the two tests below (~15 s each on the H200)."""
     source = (CHEATS / HONEST).read_text(encoding="utf-8")
     source = source[:source.index("def run(")] + DEVICE_HOG
     task = triton_task(bench_shape=2**24)
-    return tools.compare(cheat_candidate(CHEATS / HONEST), Candidate(None, None, "triton", source), task,
-                         timeout_s=CHECK_TIMEOUT_S)
+    with pytest.MonkeyPatch.context() as patch:          # as _compiled_triton, for a module-scoped fixture
+        patch.delenv("TRITON_INTERPRET", raising=False)
+        return tools.compare(cheat_candidate(CHEATS / HONEST), Candidate(None, None, "triton", source), task,
+                             timeout_s=CHECK_TIMEOUT_S)
 
 
-def test_device_work_left_running_reads_as_the_candidates_slow_clock():
+def test_device_work_left_running_reads_as_the_candidates_slow_clock(device_hog_compare):
     """The hog's spin ends inside its own timed batches (the worker's device-wide synchronize): its counted
     batches read as a clock running slow, and the baseline, timed between them, is untouched."""
-    result = _device_hog_compare()
+    result = device_hog_compare
     assert result.ok, everything_said(result)
     assert result.suspect and "timing inconsistent" in result.suspect, result.suspect
     assert result.raw["baseline_problems"] == [], result.raw["baseline_problems"]
@@ -729,7 +786,7 @@ def test_device_work_left_running_reads_as_the_candidates_slow_clock():
                    "candidate's own clock running slow (timing inconsistent), never as tamper evidence (on the H200 "
                    "run of 50fb9e5 this passed only through a false 'frame inspection' of Triton's compiler); "
                    "strict, so that naming it shows as XPASS -> failure")
-def test_device_work_left_running_while_the_baseline_is_timed_is_caught():
-    result = _device_hog_compare()
+def test_device_work_left_running_while_the_baseline_is_timed_is_caught(device_hog_compare):
+    result = device_hog_compare
     assert result.ok, everything_said(result)
     assert result.suspect and "tamper evidence" in result.suspect, result.suspect

@@ -24,8 +24,10 @@ process, drives it and decides (issue 17, parts 1, 2 and 6):
 - **The clock is checked from outside.** The child's device-event (or wall) times are claims. A warm
   batch of back-to-back calls is timed by the child and, around the whole request, by the parent's wall
   clock: the claimed span must fit inside the parent's interval and fill most of it (a child whose
-  clock was slowed or whose events were forged is caught, :data:`TIMING`). So must every counted batch's,
-  less what a batch costs outside its span (the batch floor: measured by probes, bounded).
+  clock was slowed or whose events were forged is caught, :data:`TIMING`). So must the counted batches',
+  each less what a batch costs outside its span (the batch floor: measured by probes, bounded), one by one,
+  in the median and in total (:func:`judge_batches`); each counted batch is made long enough (BATCH_SPAN_S,
+  more input sets where calls are short) that a host hiccup outside it cannot pass for a slowed clock.
 - **Baseline and candidate are timed in separate processes**, alternating batch by batch (ABBA): a
   candidate cannot slow the baseline down by sharing its process.
 - **Guard bytes** on both sides of every buffer are compared after every call (:data:`GUARD`).
@@ -71,7 +73,7 @@ from ..ops.rung import Rung
 from ..ops.shapes import numel, shape_label
 from .anticheat import (COVERAGE, GUARD, LIBRARY, NONDETERMINISTIC, TAMPER, TIMED_OUTPUT, TIMING, _second_poison,
                         input_signature)
-from .shared import allocate, new_pool, release
+from .shared import allocate, guards_changed, new_pool, release
 
 INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
 MIN_INPUT_SETS = 2            # ... fewer where the problem is large: two still alternate, and every batch
@@ -90,32 +92,56 @@ CONSISTENCY_SECONDS = 0.02    # the warm batch the parent's clock checks lasts a
                               # the ~0.1-1 ms a request's round trip costs
 CONSISTENCY_FILL = 0.75       # the claimed span must cover >= 75% of the parent's interval (less its round trip)
 CONSISTENCY_SLACK_S = 5e-4    # and may exceed it by at most this: timer resolution, nothing more
-SLOW_BATCH_SHARE = 0.25       # counted batches whose own claims fall short of the parent's clock: more than
-                              # this share of them (and at least two) is a forged clock, not a hiccup
+# The counted batches, each checked against the parent's clock (TimedSide.consistency, judge_batches). On the H200
+# (session 8) four cold calls at 2^22-2^24 spanned ~0.3 ms, and what a batch cost outside its span was ~0.1 ms in
+# most batches but 0.4-0.7 ms in a quarter of them (process wake-ups on a busy 16-core host, three steps running at
+# once): a rule on each batch could not tell those from a clock at 0.4x. So a counted batch is made long enough
+# that a host hiccup is small beside it: as many input sets (each call its own set and output: a repeated set
+# would let a cached answer through) as make its claimed span BATCH_SPAN_S, sized from the batches themselves.
+BATCH_SPAN_S = 4e-3           # 4 ms: a 1 ms hiccup leaves an honest batch's clock at >= 0.8x; a cold call spans
+                              # >= ~70 us on the H200 (the L2 flush: 256 MiB zeroed), so MAX_INPUT_SETS reach it
+MAX_INPUT_SETS = 64           # ... and at most this many sets (memory: TIMING_BYTES bounds them first for large
+                              # problems, where calls are long: 16 GiB of sets stream in ~4 ms at 4 TB/s)
+SIZING_BATCHES = 3            # a side's last batches whose median span per call sizes the sets; they are grown
+SHORT_BATCH = 0.75            # when those batches span less than this share of BATCH_SPAN_S, the counted batches
+MAX_RESIZES = 3               # so far dropped, at most this many times (each grows straight to what is needed)
+MIN_COUNTED_BATCHES = 8       # a bench counts at least this many batches (64 calls can meet its error target in one)
+BENCH_TIME_CAP_FACTOR = 4     # ... unless that takes more than this many times its max_seconds
+# Each counted batch's "missing" time: the parent's interval, less the batch floor (below), less the span claimed.
+# Honest: a host hiccup (>= 0). A clock at f x on a batch that truly spans T: (1 - f) T more.
+BATCH_JITTER_S = 1e-3         # a batch is slow when its missing time is more than a hiccup this long and more than
+                              # CONSISTENCY_FILL allows ((1 - 0.75) / 0.75 of its span: 1.3 ms at 4 ms): a clock at
+                              # <= 0.75x is caught in any batch of >= 4 ms, an honest one passes a 1.3 ms hiccup
+SLOW_BATCH_SHARE = 0.25       # slow batches: this share of the counted ones (and MIN_SLOW_BATCHES) is a clock lying
+MIN_SLOW_BATCHES = 3          # in some batches (a lie in fewer moves the pooled median by < 0.45 sigma: to the
+                              # (0.5 - 0.25) / 0.75 = 1/3 quantile of the honest times)
+MEDIAN_FILL = 0.9             # the median batch: missing time within MEDIAN_JITTER_S plus (1 - 0.9) / 0.9 of the
+MEDIAN_JITTER_S = 2.5e-4      # median span (0.7 ms at 4 ms): a clock at <= 0.85x in most batches is caught, and
+                              # hiccups in fewer than half of them do not move the median at all
 BATCH_SLACK_S = 1e-4          # per counted batch, what the child's honest span may fall short of the parent's
-                              # interval besides the batch floor below (the calls' events read after the span,
-                              # a few us each; the spread of what a batch costs around the fastest probe)
+                              # interval in the total (CONSISTENCY_FILL of it all) besides the batch floor below
 # The batch floor: what a counted batch costs outside the span the child claims, subtracted from the parent's
 # interval before the two are compared. Not the round trip alone: each "time" request also switches the ATen
 # watch on and off and writes a larger answer, and the machine wakes the child after it idled and the parent after
 # it waited as long as a batch (on the CPU box, measured with perf_counter: a ping 57 us; a request without calls
 # 110 us; a batch of 1-8 interpreted calls 350-450 us beyond its span, whatever the count; the parent alone waking
 # 27 us after a 0.1 ms wait, 150-220 us after 10-30 ms; on the H200, 0.52 ms per four-call batch beyond a 0.22 ms
-# ping made honest kernels' clocks read 0.35x). The parent measures it with probes: "time" requests without calls
-# that go through everything a batch does but the calls, sent after the child idled as long as before a counted
-# batch and holding their span as long as a batch lasted (CPU box: 0.42-0.54 ms, against 0.52-0.63 ms for the
-# batches). The fastest probe counts.
+# ping made honest kernels' clocks read 0.35x), and each call's times are read and sent after the span (the H200's
+# warm batch: ~5 us a call). The parent measures it with probes: "time" requests without calls that go through
+# everything a batch does but the calls, sent after the child idled as long as before a counted batch, holding
+# their span as long as a batch lasted and recording as many empty marks as a batch has calls (CPU box: 0.42-0.54
+# ms, against 0.52-0.63 ms for the batches). The fastest probe counts.
 FLOOR_PROBES = 5              # probes per timed side, after its counted batches
 PROBE_MAX_S = 0.01            # each idles before it and holds its span at most this long: by 10 ms the wake-up
                               # cost has reached its full size (0.2 ms above), and five probes cost <= 0.1 s
-BATCH_FLOOR_MAX_S = 1e-3      # the most the probes may add to the round trip (~2x the 0.4-0.5 ms seen on the CPU
-                              # box and the H200). The child can tell a probe from a batch (no calls), so a child
-                              # that slows only its probes makes the parent subtract at most this much more than a
-                              # ping: each counted batch may then claim up to 0.75 x (1 ms less its true cost beyond
-                              # the round trip: ~0.5 ms, so ~0.4 ms) less than an honest child's could, and pass.
-                              # From ~4 ms of calls per batch on, that is <10% of a batch; in a 0.6 ms batch (four
-                              # cold calls at 2^24 float32 on the H200) it is most of it: there a slowed clock must
-                              # be caught by the physics bound (2^24 float32 adds in under 42 us beat 4.8 TB/s)
+BATCH_FLOOR_MAX_S = 1e-3      # the most the probes may add to the round trip, plus MARK_FLOOR_MAX_S a mark (~2x the
+MARK_FLOOR_MAX_S = 1e-5       # 0.4-0.5 ms and ~5 us a call seen on the CPU box and the H200). The child can tell a
+                              # probe from a batch (no calls), so a child that slows only its probes makes the
+                              # parent subtract at most 1 ms + 10 us a call more than a ping (1.64 ms at 64 calls):
+                              # in a 4.5 ms batch, a clock at >= ~0.5x would then pass the slow-batch and median
+                              # rules. Slowing a probe needs code running outside the candidate's calls (a thread, a
+                              # signal handler, a patched harness function: tamper evidence), so this is a second
+                              # line only; with four-call batches of 0.3 ms (before sizing) it was no line at all
 IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
 IDLE_CPU_FRACTION = 0.2       # blocked on its socket uses none), or this fraction of the other side's time
 
@@ -377,8 +403,8 @@ class WorkerSession:
     def check_guards(self, keys) -> None:
         """Raise (and record) when any guard of the buffers ``keys`` changed."""
         broken = []
-        for key in keys:
-            problem = self.buffers[key].guards_intact()
+        keys = list(keys)
+        for key, problem in zip(keys, guards_changed([self.buffers[key] for key in keys])):
             if problem:
                 broken.append(f"{key.split(':')[0]}: {problem}")
                 self.buffers[key].rearm()
@@ -810,14 +836,35 @@ class TimedSide:
         self.deterministic = deterministic           # declared by the task, the spec or this side's rung
         self.repeats_compared = 0                    # timed batches whose repeated sets were compared bit for bit
         self.accepts_out = bool(session.loaded["accepts_out"])
-        self.outputs = [session.buffer(f"timed_output{index}", output_shape, torch_dtype, device)
-                        for index in range(sets)]
+        self.output_shape, self.torch_dtype = output_shape, torch_dtype
+        self.outputs: list = []
+        self.grow(sets)
         self.per_call: list[float] = []
         self.batches: list[float] = []
         self.checked = 0
         self.failures: list[str] = []
         self.counted: list[tuple[float, float]] = []   # (the parent's interval, the child's claimed span) per batch
         self.idle: list[float] = []                      # how long the child had idled before each counted batch
+        self.calls_per_batch = 0                         # of the last batch (the probes record as many marks)
+
+    def grow(self, sets: int) -> None:
+        """One output per input set, ``sets`` in all."""
+        self.outputs += [self.session.buffer(f"timed_output{index}", self.output_shape, self.torch_dtype, self.device)
+                         for index in range(len(self.outputs), sets)]
+
+    def restart(self) -> None:
+        """Count from here: what was timed so far was a warm-up (it compiled) or batches too short to judge."""
+        self.per_call.clear()
+        self.batches.clear()
+        self.counted.clear()
+        self.idle.clear()
+
+    def span_per_call(self) -> float | None:
+        """The median span per call of the last SIZING_BATCHES counted batches (none longer than the parent saw)."""
+        recent = self.counted[-SIZING_BATCHES:]
+        if len(recent) < SIZING_BATCHES or not self.calls_per_batch:
+            return None
+        return statistics.median(min(wall, span) for wall, span in recent) / self.calls_per_batch
 
     def batch(self, inputs: "TimedInputs", check: bool) -> float:
         """Time one call per input set (each into its own poisoned output); check some outputs; return
@@ -835,6 +882,15 @@ class TimedSide:
             self.idle.append(began - self.session.answered_at)
         answer = self.session.request("time", calls=calls, cold=True)
         self.counted.append((time.perf_counter() - began, float(answer["span_s"])))
+        self.calls_per_batch = len(calls)
+        left = answer.get("streams_left") or []
+        if left and not any(failure.startswith(f"{TIMING}: a timed call returned") for failure in self.failures):
+            # The harness's events are on the timed stream whatever the call left current; leaving another one
+            # current is how a call would have had them recorded where nothing waits for its work.
+            self.failures.append(f"{TIMING}: a timed call returned with another CUDA stream current than the one it "
+                                 f"was called on ({len(left)} of the {len(calls)} calls of batch {len(self.batches)}): "
+                                 f"the harness's end events, recorded on the current stream, would have fired before "
+                                 f"the call's work ended")
         self.session.check_guards([key for names, _ in inputs.sets for key in buffer_keys(names)]
                                   + [key for key, _ in self.outputs])
         seconds = [float(s) for s in answer["per_call_s"]]
@@ -900,34 +956,19 @@ class TimedSide:
                             f"clock runs at {span / max(wall - floor, 1e-12):.2f}x")
         if claimed > span * 1.001 + 1e-6:
             problems.append(f"its calls' claimed times ({claimed:.6g} s) exceed the span it claimed ({span:.6g} s)")
-        # The counted (cold) batches too, added up: a child that forges only where it is not cross-checked
-        # (its clock slowed, or its times edited, in the batches that count) falls short here. Each batch's
-        # interval less the batch floor (what a batch costs outside its span, measured by probes, bounded).
+        if answer.get("streams_left"):
+            problems.append(f"{len(answer['streams_left'])} of its {count} calls returned with another CUDA stream "
+                            f"current than the one they were called on")
+        # The counted (cold) batches, judged one by one, in the median and in total (judge_batches): a child that
+        # forges only where it is not cross-checked (its clock slowed, or its times edited, in the batches that
+        # count, in all of them or in some) falls short there. Each batch's interval less the batch floor (what a
+        # batch costs outside its span, measured by probes, bounded).
         if self.counted:
             base, probed = self.batch_floor(floor)
-            result.update(batch_floor_s=base, probe_floor_s=probed)
-            walls = sum(wall for wall, _ in self.counted)
-            spans = sum(claimed_span for _, claimed_span in self.counted)
-            batches = len(self.counted)
-            result.update(counted_batches=batches, counted_parent_wall_s=walls, counted_claimed_span_s=spans)
-            if spans < CONSISTENCY_FILL * (walls - batches * base) - batches * BATCH_SLACK_S:
-                problems.append(f"the {batches} counted batches claimed {spans:.6g} s in all, which the parent's clock "
-                                f"saw take {walls:.6g} s ({walls - batches * base:.6g} s less {base:.2g} s a batch "
-                                f"outside the calls): the claims run at {spans / max(walls - batches * base, 1e-12):.2f}x")
-            longer = [(span, wall) for wall, span in self.counted if span > wall + CONSISTENCY_SLACK_S]
-            if longer:
-                problems.append(f"{len(longer)} counted batch(es) claimed a span longer than the parent's clock saw "
-                                f"(e.g. {longer[0][0]:.6g} s in {longer[0][1]:.6g} s)")
-            # ... and batch by batch: a clock slowed in some batches only (those whose outputs were poisoned with
-            # NaN, one in two at random) leaves the sum near the line, but each such batch runs at half speed.
-            slow = [span / max(wall - base, 1e-12) for wall, span in self.counted
-                    if span < CONSISTENCY_FILL * (wall - base) - BATCH_SLACK_S]
-            result["slow_batches"] = len(slow)
-            if len(slow) >= max(2, SLOW_BATCH_SHARE * batches):
-                problems.append(f"{len(slow)} of the {batches} counted batches claimed less than "
-                                f"{CONSISTENCY_FILL:.0%} of what the parent's clock saw (their clocks ran at "
-                                f"{', '.join(f'{ratio:.2f}x' for ratio in sorted(slow)[:4])}"
-                                f"{' ...' if len(slow) > 4 else ''})")
+            result.update(batch_floor_s=base, probe_floor_s=probed, calls_per_batch=self.calls_per_batch)
+            summary, found = judge_batches(self.counted, base)
+            result.update(summary)
+            problems += found
         result["problems"] = [f"{TIMING}: {problem}" for problem in problems]
         self.failures += result["problems"]
         return result
@@ -939,48 +980,119 @@ class TimedSide:
 
     def batch_floor(self, round_trip: float) -> tuple[float, float]:
         """(the batch floor, what the probes measured): FLOOR_PROBES "time" requests without calls, each sent after
-        the child idled as long as it did before the counted batches (their median) and holding its span as long as
-        they lasted (their median interval less the round trip), both at most PROBE_MAX_S. The fastest probe's
-        interval less its hold, kept between the round trip and the round trip plus BATCH_FLOOR_MAX_S."""
+        the child idled as long as it did before the counted batches (their median), holding its span as long as
+        they lasted (their median interval less the round trip), both at most PROBE_MAX_S, and recording as many
+        empty marks as a batch has calls. The fastest probe's interval less its hold, kept between the round trip
+        and the round trip plus BATCH_FLOOR_MAX_S and MARK_FLOOR_MAX_S a mark."""
         idle = min(PROBE_MAX_S, statistics.median(self.idle)) if self.idle else 0.0
         hold = min(PROBE_MAX_S, max(0.0, statistics.median(wall for wall, _ in self.counted) - round_trip))
+        marks = self.calls_per_batch
         probes = []
         for _ in range(FLOOR_PROBES):
             time.sleep(idle)
             began = time.perf_counter()
-            self.session.request("time", calls=[], cold=True, hold_s=hold)
+            self.session.request("time", calls=[], cold=True, hold_s=hold, marks=marks)
             probes.append(time.perf_counter() - began - hold)
         probed = min(probes)
-        return round_trip + min(max(0.0, probed - round_trip), BATCH_FLOOR_MAX_S), probed
+        bound = BATCH_FLOOR_MAX_S + marks * MARK_FLOOR_MAX_S
+        return round_trip + min(max(0.0, probed - round_trip), bound), probed
+
+
+def judge_batches(counted: list[tuple[float, float]], floor: float) -> tuple[dict, list[str]]:
+    """The counted batches' claims against the parent's clock: (a summary, the problems found).
+
+    ``counted``: (the parent's interval, the span the child claimed) per batch; ``floor``: what a batch costs
+    outside its span (TimedSide.batch_floor). A batch's missing time is its interval less the floor less its span:
+    an honest batch's is a host hiccup, ~0 in most batches and up to ~1 ms in some; a clock at f x adds (1 - f) of
+    what the batch truly spanned. Four rules, each for another way to lie:
+
+    - a span longer than the parent's whole interval: no clock runs ahead of the parent's;
+    - slow batches (a lie in some batches, e.g. those poisoned with NaN): missing time over BATCH_JITTER_S and over
+      what CONSISTENCY_FILL allows of its span, in SLOW_BATCH_SHARE of the batches (at least MIN_SLOW_BATCHES);
+    - the median batch (a lie in most or all, by a small factor): missing time within MEDIAN_JITTER_S plus what
+      MEDIAN_FILL allows of the median span; hiccups in fewer than half the batches do not move it;
+    - the total: the spans fill CONSISTENCY_FILL of the intervals less the floors (BATCH_SLACK_S a batch).
+
+    What passes (the bounds, at a 4 ms batch): a clock at >= 0.85x in every batch (gains <= 18%); a lie of any size
+    in fewer than a quarter of the batches (moves the pooled median by < 0.45 of the spread). A clock slowed
+    further is caught, by the median rule where it lies in most batches, by the slow-batch rule in a quarter."""
+    batches = len(counted)
+    spans = [span for _, span in counted]
+    seen = [wall - floor for wall, _ in counted]
+    missing = [interval - span for interval, span in zip(seen, spans)]
+    walls = sum(wall for wall, _ in counted)
+    total_span, total_seen = sum(spans), sum(seen)
+    allowed = [max(BATCH_JITTER_S, span * (1 - CONSISTENCY_FILL) / CONSISTENCY_FILL) for span in spans]
+    slow = [span / max(interval, 1e-12) for span, interval, gap, allow in zip(spans, seen, missing, allowed)
+            if gap > allow]
+    median_span, median_missing = statistics.median(spans), statistics.median(missing)
+    median_allowed = MEDIAN_JITTER_S + median_span * (1 - MEDIAN_FILL) / MEDIAN_FILL
+    summary = {"counted_batches": batches, "counted_parent_wall_s": walls, "counted_claimed_span_s": total_span,
+               "median_span_s": median_span, "median_missing_s": median_missing, "slow_batches": len(slow)}
+    problems = []
+    longer = [(span, wall) for wall, span in counted if span > wall + CONSISTENCY_SLACK_S]
+    if longer:
+        problems.append(f"{len(longer)} counted batch(es) claimed a span longer than the parent's clock saw "
+                        f"(e.g. {longer[0][0]:.6g} s in {longer[0][1]:.6g} s)")
+    if len(slow) >= max(min(MIN_SLOW_BATCHES, batches), SLOW_BATCH_SHARE * batches):
+        ratios = ", ".join(f"{ratio:.2f}x" for ratio in sorted(slow)[:4]) + (" ..." if len(slow) > 4 else "")
+        problems.append(f"{len(slow)} of the {batches} counted batches claimed less than {CONSISTENCY_FILL:.0%} of "
+                        f"what the parent's clock saw, {BATCH_JITTER_S * 1e3:g} ms of host hiccup allowed (their "
+                        f"clocks ran at {ratios})")
+    if median_missing > median_allowed:
+        problems.append(f"the median counted batch claimed {median_span:.6g} s, {median_missing:.6g} s less than the "
+                        f"parent's clock saw beyond {floor:.2g} s a batch outside the calls (allowed: "
+                        f"{median_allowed:.6g} s): its clock runs at about "
+                        f"{median_span / max(median_span + median_missing, 1e-12):.2f}x")
+    if total_span < CONSISTENCY_FILL * total_seen - batches * BATCH_SLACK_S:
+        problems.append(f"the {batches} counted batches claimed {total_span:.6g} s in all, which the parent's clock "
+                        f"saw take {walls:.6g} s ({total_seen:.6g} s less {floor:.2g} s a batch outside the calls): "
+                        f"the claims run at {total_span / max(total_seen, 1e-12):.2f}x")
+    return summary, problems
 
 
 class TimedInputs:
     """The input sets of a timing, the parent's: fresh values (a new seed) before every batch.
 
     INPUT_SETS sets where they fit TIMING_BYTES with every side's outputs, never fewer than MIN_INPUT_SETS
-    (a KernelBench softmax input is 6.4 GB: two sets and two sides' outputs are 38 GB, four would be 77).
-    The parent keeps each set's seed, not a copy: the values a call was given are made again from it
-    when its output is checked (the child may have written into the shared ones)."""
+    (a KernelBench softmax input is 6.4 GB: two sets and two sides' outputs are 38 GB, four would be 77);
+    grown (:meth:`grow`) up to ``capacity`` (MAX_INPUT_SETS, within TIMING_BYTES) where batches of one call
+    per set span less than BATCH_SPAN_S. The parent keeps each set's seed, not a copy: the values a call was
+    given are made again from it when its output is checked (the child may have written into the shared ones)."""
 
     def __init__(self, sessions: list[WorkerSession], spec, shape, dtype: str, device: str, repeat_sets: bool = False):
         self.spec, self.shape, self.dtype, self.device = spec, shape, dtype, device
         self.repeat_sets = repeat_sets        # some side declares determinism: batches may repeat a set's values
         self.repeated: tuple[int, int] | None = None
-        owner = sessions[0]
+        self.sessions = sessions
         first = _fresh_inputs(spec, shape, dtype, device, fresh_seeds(1)[0])
         self.expected_shape = expected_shape(spec, first)
         self.torch_dtype = first[0].dtype
         per_set = _footprint(first, self.expected_shape) + (len(sessions) - 1) * \
             numel(self.expected_shape) * first[0].element_size()
-        self.count = max(MIN_INPUT_SETS, min(INPUT_SETS, TIMING_BYTES // max(1, per_set)))
+        self.capacity = max(MIN_INPUT_SETS, min(MAX_INPUT_SETS, TIMING_BYTES // max(1, per_set)))
         # Per set: the call's arguments (shared buffers' keys, options' values: see lend) and the buffers' tensors.
         self.sets: list[tuple[list, tuple]] = []
         self.seeds: list[int] = []
-        for index in range(self.count):
-            arguments = lend(owner, first, f"timed_input{index}_", device, owners=sessions[1:])
-            self.sets.append((arguments, tuple(owner.buffers[key].tensor for key in buffer_keys(arguments))))
+        self._add_sets(min(INPUT_SETS, self.capacity), first)
         del first
         self.refresh()
+
+    @property
+    def count(self) -> int:
+        return len(self.sets)
+
+    def _add_sets(self, count: int, values: tuple) -> None:
+        owner = self.sessions[0]
+        for index in range(len(self.sets), count):
+            arguments = lend(owner, values, f"timed_input{index}_", self.device, owners=self.sessions[1:])
+            self.sets.append((arguments, tuple(owner.buffers[key].tensor for key in buffer_keys(arguments))))
+
+    def grow(self, count: int) -> None:
+        """Sets up to ``count`` (at most ``capacity``), every set's values fresh."""
+        if count > self.count:
+            self._add_sets(min(count, self.capacity), self.values(0))
+            self.refresh()
 
     def refresh(self, repeat: bool = False) -> None:
         """New values in every set: its tensors rewritten in place, its options as the new inputs give them.
@@ -1006,6 +1118,27 @@ class TimedInputs:
     def values(self, index: int) -> tuple:
         """Set ``index``'s inputs as the last refresh made them (from its seed: the parent's own copy)."""
         return _fresh_inputs(self.spec, self.shape, self.dtype, self.device, self.seeds[index])
+
+
+def resize(inputs: TimedInputs, sides: list[TimedSide], span_s: float) -> bool:
+    """Grow the input sets (and every side's outputs) when the sides' recent counted batches span less than
+    SHORT_BATCH of ``span_s``: to as many as make the faster side's batch span ``span_s`` (within the capacity),
+    and start counting again on every side. True when it grew. The sizing comes from the counted batches, not the
+    warm-up (which compiled), and only grows: a candidate slow while sized and fast afterwards is sized again as
+    soon as SIZING_BATCHES of its batches are short, and whatever it does, its batches never get shorter."""
+    if inputs.count >= inputs.capacity:
+        return False
+    per_call = [side.span_per_call() for side in sides]
+    if any(seconds is None for seconds in per_call):
+        return False
+    fastest = max(min(per_call), 1e-9)
+    if fastest * inputs.count >= SHORT_BATCH * span_s:
+        return False
+    inputs.grow(math.ceil(span_s / fastest))
+    for side in sides:
+        side.grow(inputs.count)
+        side.restart()
+    return True
 
 
 def _ceilings_for(device: str):
@@ -1046,23 +1179,27 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
             side = TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device, inputs.count,
                              deterministic)
             side.batch(inputs, check=True)              # warm-up: compiles, first touch; checked
-            side.per_call.clear()
-            side.batches.clear()
-            side.counted.clear()      # the clock check covers the counted batches, not a warm-up that compiled
-            side.idle.clear()
+            side.restart()            # the clock check covers the counted batches, not a warm-up that compiled
             max_seconds = float(payload.get("max_seconds", 2.0))
+            span_s = float(payload.get("batch_span_s", BATCH_SPAN_S))
+            resizes = 0
             started = time.perf_counter()
             stopped_by = "time cap"
             while True:
                 inputs.refresh()
                 side.batch(inputs, check=True)
-                count = len(side.per_call)
-                if count >= 20:
+                if resizes < MAX_RESIZES and resize(inputs, [side], span_s):
+                    resizes += 1
+                    continue
+                count, batches = len(side.per_call), len(side.counted)
+                if count >= 20 and batches >= MIN_COUNTED_BATCHES:
                     summary = summarize(side.per_call)
                     if summary.relative_standard_error < 0.01:
                         stopped_by = "relative standard error"
                         break
-                if time.perf_counter() - started > max_seconds or count >= 2000:
+                elapsed = time.perf_counter() - started
+                if (elapsed > max_seconds and batches >= MIN_COUNTED_BATCHES
+                        or elapsed > BENCH_TIME_CAP_FACTOR * max_seconds or count >= 2000):
                     stopped_by = "time cap" if count < 2000 else "max repeats"
                     break
             if side.deterministic and side.repeats_compared == 0:
@@ -1098,6 +1235,7 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
             "suspect": suspect, "notes": [], "input_sets": inputs.count, "inputs": "fresh values before every batch",
             "timing": timing_from_summary(summary, cache="cold", graph=False, clock=clock),
             "derived": measured.to_dict(), "timed_outputs_checked": side.checked, "consistency": consistency,
+            "calls_per_batch": inputs.count, "resizes": resizes,
             "determinism": {"declared": side.deterministic, "repeated_batches_compared": side.repeats_compared},
             "problems": problems, "patched": patched, "stdout_tail": tails[0], "stderr_tail": tails[1]}
 
@@ -1133,8 +1271,9 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
             for label in "ABAB":                                # warm-up, checked, not counted
                 sides[label].batch(inputs, check=True)
             for side in sides.values():
-                side.counted.clear()                            # nor in the clock check (see run_bench)
-                side.idle.clear()
+                side.restart()                                  # nor in the clock check (see run_bench)
+            span_s = float(payload.get("batch_span_s", BATCH_SPAN_S))
+            resizes = 0
             rounds: dict[str, list[float]] = {"A": [], "B": []}
             started = time.perf_counter()
             count = 0
@@ -1152,6 +1291,10 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
                 rounds["A"].append(times["A"])
                 rounds["B"].append(times["B"])
                 count += 1
+                if resizes < MAX_RESIZES and resize(inputs, [sides["A"], sides["B"]], span_s):
+                    resizes += 1                                # the rounds so far were too short to judge
+                    rounds, count = {"A": [], "B": []}, 0
+                    continue
                 if count >= min_rounds and count % 5 == 0:
                     ratio = paired_ratio(rounds["A"], rounds["B"])
                     low, high = ratio.ci95
@@ -1188,6 +1331,7 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
     noise = baseline_summary.relative_standard_error if baseline_summary.count > 1 else None
     return {"shape": shape_label(shape), "dtype": dtype, "speedup": ratio.value, "ci95": list(ratio.ci95),
             "pairs": ratio.pairs, "rounds": count, "verdict": verdict(ratio, margin), "margin": margin,
+            "calls_per_batch": inputs.count, "resizes": resizes,
             "order": "ABBA batches, baseline and candidate in separate processes",
             "baseline_median_s": baseline_summary.median, "candidate_median_s": candidate_summary.median,
             "baseline_spread": ((baseline_summary.p80 - baseline_summary.p20) / baseline_summary.median

@@ -47,9 +47,9 @@ class SharedBuffer:
 
     def guards_intact(self) -> str | None:
         """None, or what changed: "3 bytes before and 0 after the output were written"."""
-        head, tail = self.raw[:GUARD_BYTES], self.raw[-GUARD_BYTES:]
-        before = int((head != self.guard_pattern[:GUARD_BYTES]).sum())
-        after = int((tail != self.guard_pattern[GUARD_BYTES:]).sum())
+        return guards_changed([self])[0]
+
+    def describe_change(self, before: int, after: int) -> str | None:
         if not before and not after:
             return None
         return (f"{before} byte(s) in the {GUARD_BYTES} before and {after} in the {GUARD_BYTES} after a "
@@ -72,6 +72,21 @@ class SharedBuffer:
             except BufferError:         # a view still exported: the mapping goes with the process
                 pass
             self.owner = None
+
+
+def guards_changed(buffers: list[SharedBuffer]) -> list[str | None]:
+    """:meth:`SharedBuffer.guards_intact` of many buffers (all on one device) at once: their guards gathered and
+    compared in one pass, one read back. A timed batch of 64 input sets checks ~200 buffers after every batch:
+    one synchronize instead of ~400 (~15 us each on the H200: 6 ms a batch, longer than the batch)."""
+    if not buffers:
+        return []
+    torch = _torch()
+    guards = torch.stack([buffer.raw[:GUARD_BYTES] for buffer in buffers]
+                         + [buffer.raw[-GUARD_BYTES:] for buffer in buffers])
+    patterns = torch.stack([buffer.guard_pattern[:GUARD_BYTES] for buffer in buffers]
+                           + [buffer.guard_pattern[GUARD_BYTES:] for buffer in buffers])
+    changed = (guards != patterns).sum(dim=1).view(2, len(buffers)).t().tolist()
+    return [buffer.describe_change(before, after) for buffer, (before, after) in zip(buffers, changed)]
 
 
 def new_pool():

@@ -85,6 +85,7 @@ CODE_EVENTS = ("compile", "exec", "code.__new__", "function.__new__", "object.__
 MEMORY_EVENTS = ("mmap.__new__", "os.listdir", "os.scandir")
 RECORDED_EVENTS = 40                         # evidence kept per kind: enough to name it, not to flood the result
 PROBE_HOLD_MAX_S = 0.05                      # the longest a probe (a "time" request without calls) holds its span
+PROBE_MARKS_MAX = 4096                       # the most empty (start, end) marks a probe records: a batch's calls
 # Functions a candidate could use unseen (Python 3.11 raises no audit event for them), wrapped before it is
 # imported wherever a module holds them; the kind of evidence each use is. The descriptor functions are
 # evidence only on the child's watched descriptors (the evidence pipe, the socket to the parent).
@@ -852,48 +853,73 @@ class Worker:
     def _time(self, request: dict) -> dict:
         """The batch itself. A request without calls is the parent's probe of what a batch costs outside its span
         (session.TimedSide.batch_floor): it holds its span ``hold_s`` (busy, as a batch's host is while it launches
-        and waits for the device), so that the machine wakes both processes after a wait as long as a batch's."""
+        and waits for the device), so that the machine wakes both processes after a wait as long as a batch's, and
+        records ``marks`` empty (start, end) pairs, read back and answered as a batch's calls are, so that what a
+        batch costs per call after its span (reading the times, the longer answer) is in the probe too.
+
+        On a GPU every event is recorded on the timed stream (the device's default stream, the caller's stream
+        of every call), never on whatever stream is current: a call that returns with another stream current
+        (work queued on the caller's stream, then a side stream left current) would otherwise have the call's end
+        event, and the batch's, recorded where nothing is queued, firing before the call's work ended. Such a
+        call is named in the answer (``streams_left``: the calls' indices) and the timed stream made current
+        again. The batch ends with a device-wide synchronize: work left running on any stream ends inside this
+        request, where the parent's clock sees it (the span, on the timed stream, does not)."""
         calls = [(list(inputs), out) for inputs, out in request["calls"]]
         cold = bool(request.get("cold"))
         hold = 0.0 if calls else min(max(float(request.get("hold_s") or 0.0), 0.0), PROBE_HOLD_MAX_S)
+        marks = 0 if calls else min(max(int(request.get("marks") or 0), 0), PROBE_MARKS_MAX)
         if not self.device.startswith("cuda"):
             began = time.perf_counter()
             while time.perf_counter() - began < hold:
                 pass
             seconds = []
+            for _ in range(marks):
+                start = time.perf_counter()
+                seconds.append(time.perf_counter() - start)
             for inputs, out in calls:
                 start = time.perf_counter()
                 self._invoke(inputs, out)
                 seconds.append(time.perf_counter() - start)
-            return {"per_call_s": seconds, "span_s": time.perf_counter() - began, "clock": "wall"}
+            return {"per_call_s": seconds, "span_s": time.perf_counter() - began, "clock": "wall", "streams_left": []}
         import torch
         from ..bench.compare import DeviceTimer
         if cold and self.flush is None:
             self.flush = DeviceTimer("cold").flush
         flush = self.flush if cold else None
+        timed = torch.cuda.default_stream()
+        torch.cuda.set_stream(timed)         # a stream a call left current before this batch is not the timed one
         # The events are made once (inside a span, the first time) and reused: no event is made or destroyed
         # outside the span, where the parent's clock would see it as the child's and no probe would.
         pool = self.timing_events
         if not pool:
             pool += [torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)]
         begin, finish = pool[0], pool[1]
-        begin.record()
-        while len(pool) < 2 + 2 * len(calls):
+        begin.record(timed)
+        pairs = len(calls) or marks
+        while len(pool) < 2 + 2 * pairs:
             pool.append(torch.cuda.Event(enable_timing=True))
-        events = [(pool[2 + 2 * index], pool[3 + 2 * index]) for index in range(len(calls))]
+        events = [(pool[2 + 2 * index], pool[3 + 2 * index]) for index in range(pairs)]
         began = time.perf_counter()
         while time.perf_counter() - began < hold:
             pass
-        for (inputs, out), (start, end) in zip(calls, events):
+        if not calls:
+            for start, end in events:
+                start.record(timed)
+                end.record(timed)
+        left = []
+        for index, ((inputs, out), (start, end)) in enumerate(zip(calls, events)):
             if flush is not None:
                 flush()
-            start.record()
+            start.record(timed)
             self._invoke(inputs, out)
-            end.record()
-        finish.record()
+            end.record(timed)
+            if torch.cuda.current_stream() != timed:
+                left.append(index)
+                torch.cuda.set_stream(timed)
+        finish.record(timed)
         torch.cuda.synchronize()
         return {"per_call_s": [start.elapsed_time(end) / 1e3 for start, end in events],
-                "span_s": begin.elapsed_time(finish) / 1e3, "clock": "device-events"}
+                "span_s": begin.elapsed_time(finish) / 1e3, "clock": "device-events", "streams_left": left}
 
     def profile(self, request: dict) -> dict:
         """Kernels of ``repeats`` calls (the profiler's trace) and the candidate's own launches per call."""
