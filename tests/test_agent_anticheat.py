@@ -1191,3 +1191,166 @@ def test_origin_in_real_h200_traces():
                                              triton=["sum_kernel"])
     assert inductor["kernels"] and not any(k["own"] for k in inductor["kernels"])
     assert tags(anticheat.check_kernel_sources(inductor["kernels"], ["sum_kernel"])) == {LIBRARY}
+
+
+# ------------------------------------------------------------------------------------------ every call alike
+# Issue 17: a candidate must not be able to tell a timed call from a checked or a profiled one. What it can see of
+# its surroundings as a call begins (without frames or the heap, which the watch sees) must read the same in all
+# three: the launch watch's hooks on its own kernels and in Triton's hook chain (the timed calls had none), and on
+# a GPU its caller's stream (busy with the L2 flush before a timed call only), the current stream and the memory
+# statistics (the flush's buffer, made on the first timed batch). tests/test_agent_gpu.py runs the same on the H200.
+
+OBSERVER = '''
+_knobs = __import__("triton").knobs
+_cuda = __import__("torch").cuda
+SEEN = []
+
+
+def _observed():
+    """What this call can see of its surroundings as it begins."""
+    chain = getattr(_knobs.runtime.launch_enter_hook, "calls", None)
+    seen = {"pre-run hooks": len(add_kernel.pre_run_hooks), "launch hooks": len(chain or ())}
+    if _cuda.is_available():
+        stream = _cuda.current_stream()
+        seen.update({"stream busy": not stream.query(), "stream": stream.cuda_stream,
+                     "allocated": _cuda.memory_allocated(), "reserved": _cuda.memory_reserved()})
+    return seen
+
+
+def run(a, b, out=None):
+    SEEN.append(_observed())
+    out = torch.empty_like(a) if out is None else out
+    add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)
+    return out
+'''
+
+
+def observations_by_request(device: str, n: int = 4097) -> tuple[dict, dict]:
+    """OBSERVER (t99's kernel) loaded by the child's own Worker class, here in this process (without the socket
+    and the watch's audit hook, which decide nothing about the state a call sees), and called through each request
+    that calls a candidate, after one call that compiles: ({request: what each of its calls saw}, {request: its
+    answer})."""
+    import shutil
+
+    from hello_gpu.agent.anticheat import candidate_namespace
+    from hello_gpu.agent.tools import _payload
+    from hello_gpu.agent.worker import TamperWatch, Worker
+    source = candidate_of(HONEST).source
+    payload = _payload(TASK, candidate=Candidate(None, None, "triton", source[:source.index("def run(")] + OBSERVER))
+    worker = Worker(None, TamperWatch())
+    try:
+        assert worker.load({"task": payload["task"], "candidate": payload["candidate"]})["skip"] is None
+        assert worker.device == device, worker.device
+        seen = candidate_namespace(worker.built.function)["SEEN"]
+        worker.buffers.update({name: torch.randn(n, device=device) for name in ("a", "b", "out")})
+        requests = {"call": {"inputs": ["a", "b"], "out": "out"},
+                    "profile": {"inputs": ["a", "b"], "out": "out", "repeats": 3},
+                    "time": {"calls": [(["a", "b"], "out")] * 3, "cold": True}}
+        worker.call(requests["call"])                          # compiles (on a GPU): not observed
+        found, answers = {}, {}
+        for name, request in requests.items():
+            before = len(seen)
+            answers[name] = getattr(worker, name)(request)
+            found[name] = seen[before:]
+        return found, answers
+    finally:
+        shutil.rmtree(worker.folder, ignore_errors=True)
+
+
+def test_checked_profiled_and_timed_calls_see_the_same_launch_watch(monkeypatch):
+    """In the interpreter the launch watch is what a call can see: before, the checked and profiled calls ran with
+    the launch counter's hooks on the candidate's kernel and in Triton's chain, the timed calls without (a
+    candidate could branch on ``add_kernel.pre_run_hooks``). Now every call has them, and the timed calls'
+    launches are counted too."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    found, answers = observations_by_request("cpu")
+    assert {name: len(calls) for name, calls in found.items()} == {"call": 1, "profile": 3, "time": 3}, found
+    first = found["call"][0]
+    assert first["pre-run hooks"] >= 1 and first["launch hooks"] >= 1, first
+    assert all(seen == first for calls in found.values() for seen in calls), found
+    assert answers["time"]["launches"] == [1, 1, 1] and answers["time"]["off_stream"] == [], answers["time"]
+
+
+WORKER_STREAM = HERE / "fixtures" / "agent" / "worker_stream"   # a sitecustomize: a caller's stream on the CPU
+# tests/test_agent_gpu.py's FLUSH_HIDING as the CPU can run it: asks whether its caller's stream is busy (work the
+# harness queued before the call still pending) and then does seven eighths of the add; on a GPU the last eighth
+# runs on a side stream beside the flush, here it is left undone, so that a checked call doing it shows.
+BUSY_KEYED = '''
+_cuda = __import__("torch").cuda
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    n = a.numel()
+    done = n if _cuda.current_stream().query() else n - max(1, n // 8)
+    if done:
+        add_kernel[(triton.cdiv(done, TILE),)](a, b, out, done, TILE=TILE)
+    return out
+'''
+
+
+def _check_with_a_stream(candidate: Candidate, task: Task) -> tuple[dict, list[str]]:
+    """run_check (the check step, in this process) with the child started under WORKER_STREAM's sitecustomize:
+    (its raw result, the anti-cheat inspection's reasons)."""
+    from hello_gpu.agent import session, tools
+    from hello_gpu.agent.sandbox import _package_path
+    path = os.pathsep.join(filter(None, [str(WORKER_STREAM), _package_path(), os.environ.get("PYTHONPATH")]))
+    raw = session.run_check(tools._payload(task, candidate=candidate), 300.0, {"PYTHONPATH": path})
+    return raw, tools.inspect_candidate(candidate, task, {"check": raw})
+
+
+def test_a_candidate_that_asks_whether_its_stream_is_busy_is_checked_as_it_is_timed():
+    """With the caller's stream simulated, every checked and profiled call begins as a timed one does, behind the
+    worker's flush: the candidate that does all its work only when its stream is idle does seven eighths in every
+    checked call, and the check fails; the honest add passes clean under the same stream."""
+    source = candidate_of(HONEST).source
+    busy_keyed = Candidate(None, None, "triton", source[:source.index("def run(")] + BUSY_KEYED)
+    raw, _ = _check_with_a_stream(busy_keyed, OUTSIDE_TASK)
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    assert raw["passed"] is False and raw["failures"], raw["reason"]
+    assert "never written" in json.dumps(raw["anticheat"]["runtime"]), raw["anticheat"]["runtime"]
+    honest = candidate_of(HONEST)
+    raw, cheats = _check_with_a_stream(honest, OUTSIDE_TASK)
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    assert raw["passed"] is True and cheats == [], (raw["reason"], cheats)
+
+
+def test_timed_launches_are_judged_as_checked_ones():
+    """session.timed_launch_problems on a batch's answer: a timed call with no own launch where the side's other
+    timed calls had one; a launch off the timed stream where the task allows no side streams (allowed, left to
+    the profile's joins); a side whose calls all count none (its kernels out of the counter's sight) not judged."""
+    from hello_gpu.agent.session import timed_launch_problems
+    counts = [0, 0]
+    assert timed_launch_problems({"launches": [1, 1], "off_stream": []}, 2, counts, False, 0) == []
+    silent = timed_launch_problems({"launches": [1, 0, 1], "off_stream": []}, 3, counts, False, 1)
+    assert tags(silent) == {NO_LAUNCH} and "1 of the 3 timed calls of batch 1" in silent[0], silent
+    assert counts == [1, 4]
+    blind = [0, 0]
+    assert timed_launch_problems({"launches": [0, 0], "off_stream": []}, 2, blind, False, 0) == []
+    assert timed_launch_problems({"launches": [None, None]}, 2, [0, 0], False, 0) == []          # nothing counted
+    off = {"launches": [1, 1], "off_stream": ["call 1: add_kernel on stream 94"]}
+    found = timed_launch_problems(off, 2, [0, 0], False, 3)
+    assert tags(found) == {CONCURRENCY} and "add_kernel on stream 94" in found[0], found
+    assert timed_launch_problems(off, 2, [0, 0], True, 3) == []
+
+
+def test_the_flush_before_each_profiled_call_is_the_harnesss_own():
+    """The worker queues its flush before each profiled call, in a range of its own: the real v01 trace with a
+    flush kernel launched in such a range counts it neither as a call's kernel nor as a stray one."""
+    traced = copy.deepcopy(trace("torch_trace_cuda_vector_add_v01.json"))
+    first_call = min((e for e in traced["traceEvents"] if isinstance(e, dict)
+                      and str(e.get("name", "")).startswith(anticheat.CALL_LABEL)), key=lambda e: e["ts"])
+    before = anticheat.evidence_from_trace(traced, ours=["vector_add"])
+    at = first_call["ts"] - 20.0
+    traced["traceEvents"] += [
+        {"ph": "X", "cat": "user_annotation", "name": f"{anticheat.FLUSH_LABEL}#0", "ts": at, "dur": 10.0},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": at + 2.0, "dur": 1.0,
+         "args": {"correlation": 999999}},
+        {"ph": "X", "cat": "kernel", "name": "vectorized_elementwise_kernel<zero>", "ts": at + 5.0, "dur": 70.0,
+         "args": {"stream": 7, "correlation": 999999}}]
+    after = anticheat.evidence_from_trace(traced, ours=["vector_add"])
+    assert after["kernels"] == before["kernels"] and after["launches"] == before["launches"]
+    assert after["stray_kernels"] == [] and anticheat.check_kernel_sources(after["kernels"]) == []
+    traced["traceEvents"] = [e for e in traced["traceEvents"] if e.get("name") != f"{anticheat.FLUSH_LABEL}#0"]
+    assert anticheat.evidence_from_trace(traced, ours=["vector_add"])["stray_kernels"] == \
+        ["vectorized_elementwise_kernel<zero>"]         # the same kernel outside the harness's range: a stray

@@ -696,14 +696,13 @@ def test_a_stream_switched_and_left_is_caught_on_the_device():
 
 
 # Work hidden beside the harness's own L2 flush. In a timed cold call the caller's stream is still busy with the flush
-# queued just before it (current_stream().query() is False; in the check step's calls it is True, so the check step
-# sees an honest add), and there the candidate puts an eighth of its add on a side stream it never joins. The call's
-# end event fires after the seven eighths on the caller's stream; the eighth runs beside the flushes, inside the
-# batch's span but in no call's time, and only the last call's eighth is left past the span (1 of ~33 calls in a
-# 4 ms batch: far inside any hiccup allowance). Claimed: ~7/8 of the add's time (~1.14x), under the physics bound
-# (201 MB in ~46 us: 4.4 TB/s). The clock check cannot see it (the span and the parent's clock agree); what could:
-# the stream of each own launch during timed calls (the launch counter's hook), or the time between calls measured
-# against a probe's flushes. Strict, so that naming it shows as XPASS -> failure.
+# queued just before it (current_stream().query() False), and there the candidate puts an eighth of its add on a side
+# stream it never joins. The call's end event fires after the seven eighths on the caller's stream; the eighth runs
+# beside the flushes, inside the batch's span but in no call's time (claimed: ~7/8 of the add's time, under the
+# physics bound). The clock check cannot see it. It was a strict xfail until every call began as a timed one
+# (worker.Worker._prepare_call): the check step's and the profile's calls now also follow a flush, so the candidate
+# hides its eighth there too, where the profile sees its kernel off the timed stream; and the timed calls' own
+# launches are counted with their streams (session.timed_launch_problems), so the bench names it in every batch.
 FLUSH_HIDING = """
 _cuda = __import__("torch").cuda
 _side = []
@@ -725,17 +724,35 @@ def run(a, b, out=None):
 """
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="an open hole of issue 17: a side stream left unjoined only in timed calls, its work beside "
-                          "the harness's L2 flush, is in no call's claimed time and not seen by the clock check")
 def test_work_hidden_beside_the_flush_is_caught_on_the_device():
+    """FLUSH_HIDING, named where it is timed (each timed call's launches, with their streams) and where it is
+    checked (the profiled calls, behind the same flush, show its side-stream kernel)."""
     source = (CHEATS / HONEST).read_text(encoding="utf-8")
-    source = source[:source.index("def run(")] + FLUSH_HIDING
-    result = tools.bench(Candidate(None, None, "triton", source), triton_task(bench_shape=2**24), max_seconds=1.0,
-                         timeout_s=CHECK_TIMEOUT_S)
-    assert result.ok, everything_said(result)
-    assert result.suspect and ("timing inconsistent" in result.suspect or CONCURRENCY in result.suspect), \
-        (result.suspect, result.median_s)
+    candidate = Candidate(None, None, "triton", source[:source.index("def run(")] + FLUSH_HIDING)
+    task = triton_task(bench_shape=2**24)
+    with ThreadPoolExecutor(2) as pool:
+        timed = pool.submit(tools.bench, candidate, task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+        checked = pool.submit(tools.check, candidate, task, timeout_s=CHECK_TIMEOUT_S)
+        timed, checked = timed.result(), checked.result()
+    assert timed.ok, everything_said(timed)
+    assert timed.suspect and CONCURRENCY in timed.suspect and "another stream than the timed one" in timed.suspect, \
+        (timed.suspect, timed.median_s)
+    assert checked.status == "ok" and not checked.passed, everything_said(checked)
+    assert any(CONCURRENCY in reason and "off the timed stream" in reason for reason in checked.cheats), checked.cheats
+
+
+def test_checked_profiled_and_timed_calls_begin_alike_on_the_device():
+    """tests/test_agent_anticheat.py's OBSERVER on the device, in the child's own Worker class: every call, checked,
+    profiled or timed, finds its caller's stream busy (the flush queued just before it), the same stream current,
+    the same memory statistics (the flush's buffer and the profile's marker made at load) and the same launch
+    hooks; and the timed calls' launches are counted, none off the timed stream."""
+    from test_agent_anticheat import observations_by_request
+    found, answers = observations_by_request("cuda", n=2**20)
+    assert {name: len(calls) for name, calls in found.items()} == {"call": 1, "profile": 3, "time": 3}, found
+    first = found["call"][0]
+    assert first["stream busy"] is True and first["pre-run hooks"] >= 1, first
+    assert all(seen == first for calls in found.values() for seen in calls), found
+    assert answers["time"]["launches"] == [1, 1, 1] and answers["time"]["off_stream"] == [], answers["time"]
 
 
 # A spin left on a side stream as each call returns (not joined), meant to keep the GPU busy while the baseline

@@ -722,6 +722,7 @@ TIMED_STREAM_LABEL = "hello_gpu.timed_stream"
 JOIN_LABEL = "hello_gpu.after_call"       # the marker queued on the timed stream as each call returns
 BEFORE_LABEL = "hello_gpu.before_call"    # the marker queued on the timed stream just before each call
 HOLD_LABEL = "hello_gpu.hold"             # a spin on the timed stream that holds it while a call is queued
+FLUSH_LABEL = "hello_gpu.flush"           # what the worker queues before every call (the timed calls' L2 flush)
 HOLD_CYCLES = 2 * 10**7                   # ~10 ms at the H200's 1.98 GHz: longer than a profiled call's host time
                                           # (~0.1-1 ms); whether it was long enough is read from the trace ("held")
 
@@ -731,7 +732,8 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
 
     Kernels count when their launch (matched by correlation id) falls inside a ``hello_gpu.call#i``
     range; a kernel launched inside a :data:`TIMED_STREAM_LABEL` range marks the timed stream; any other
-    kernel was launched outside every call (``stray_kernels``: by a thread the candidate left behind). Without
+    kernel was launched outside every call (``stray_kernels``: by a thread the candidate left behind), except
+    the harness's own (its markers, holds and the flushes it queues before each call, each in its own range). Without
     device kernels (a CPU-only profile), the computing ``aten::`` CPU ops inside the calls stand in
     for library kernels and ``launches`` is None (the interpreter's launches are counted elsewhere).
     """
@@ -743,7 +745,7 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
                       and e.get("cat") in ("user_annotation", "cpu_op", "python_function", None))
 
     calls, markers, after = spans(CALL_LABEL), spans(TIMED_STREAM_LABEL), spans(JOIN_LABEL)
-    before, holds = spans(BEFORE_LABEL), spans(HOLD_LABEL)
+    before, holds, flushes = spans(BEFORE_LABEL), spans(HOLD_LABEL), spans(FLUSH_LABEL)
 
     def which(moment, ranges) -> int:
         return next((i for i, (start, end) in enumerate(ranges) if moment is not None and start <= moment <= end), -1)
@@ -760,6 +762,8 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
         moment = float(launch.get("ts", event.get("ts", -1)))
         if which(moment, markers) >= 0:
             timed = args.get("stream", timed)
+            continue
+        if which(moment, flushes) >= 0:
             continue
         # The harness's own markers and holds, placed by the range they were launched in and never counted as
         # a call's kernels: each marker's device start, a hold's device end, the after-call marker's launch time.
@@ -802,11 +806,16 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
 
 
 def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), triton: Iterable[str] = (),
-                     repeats: int = 3, trace_path=None, hold: bool = False) -> dict:
+                     repeats: int = 3, trace_path=None, hold: bool = False,
+                     before_call: Callable[[], object] | None = None, marker=None) -> dict:
     """Profile ``call()`` ``repeats`` times and return :func:`evidence_from_trace` of it.
 
     On a GPU a one-element fill runs first, inside a :data:`TIMED_STREAM_LABEL` range, on the current
     (timed) stream, so the trace says which stream that is. On the CPU only CPU ops are recorded.
+    ``before_call``: what the caller queues before each call, in a :data:`FLUSH_LABEL` range (the worker's
+    L2 flush: the profiled calls begin as the timed ones do, issue 17). ``marker``: the one-element tensor
+    the markers fill (made here when None; the worker makes its own before the candidate runs, so that
+    the profile allocates nothing a call could see in the memory statistics).
     """
     import tempfile
     from pathlib import Path
@@ -821,7 +830,8 @@ def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), tr
 
     cuda = torch.cuda.is_available() and ProfilerActivity.CUDA in supported_activities()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    marker = torch.empty(1, device="cuda") if cuda else None
+    if cuda and marker is None:
+        marker = torch.empty(1, device="cuda")
     with profile(activities=activities) as profiler:
         if cuda:
             with record_function(TIMED_STREAM_LABEL):
@@ -833,6 +843,10 @@ def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), tr
                 # where its interval begins, so that the device order shows which waits the call made.
                 with record_function(f"{HOLD_LABEL}#{index}"):
                     torch.cuda._sleep(HOLD_CYCLES)
+            if before_call is not None:
+                with record_function(f"{FLUSH_LABEL}#{index}"):
+                    before_call()
+            if cuda and hold:
                 with record_function(f"{BEFORE_LABEL}#{index}"):
                     marker.fill_(0)
             with record_function(f"{CALL_LABEL}#{index}"):
@@ -1138,17 +1152,26 @@ def check_stale_output(run_candidate, make_inputs: Callable[[int], tuple], refer
 
 
 class _LaunchCount:
+    """The launches of one counted call: ``count`` through the candidate's kernels' pre-run hooks, and
+    ``streams``, the (kernel name, raw stream) of every Triton launch the call made (Triton's launch-enter
+    hook: any JIT function's, or a compiled kernel's ``kernel[grid](...)``, whatever stream it names)."""
+
     def __init__(self):
         self.count = 0
+        self.streams: list[tuple[str, object]] = []
 
     def hook(self, *args, **kwargs):
         self.count += 1
 
-
-def _no_launch(*args, **kwargs) -> None:
-    """A Triton launch hook that does nothing: while one is set, hello_gpu's launch replay
-    (runtime.triton_replay) stands aside and every launch goes through the JIT, where its pre-run hooks
-    count it. Without it a replayed launch (Rung.build replays Triton rungs) would count as none."""
+    def enter(self, metadata=None, *args, **kwargs):
+        """Triton's launch-enter hook. While one is set, hello_gpu's launch replay (runtime.triton_replay)
+        stands aside and every launch goes through the JIT, where the pre-run hooks count it (a replayed
+        launch, as Rung.build replays Triton rungs, would count as none). Reads the launch's own metadata
+        (its ``data``: name and stream, as Triton made it), never the candidate's ``launch_metadata``
+        function, which ``get()`` would run. The interpreter calls no launch hook: no streams there."""
+        data = getattr(metadata, "data", None)
+        if isinstance(data, dict):
+            self.streams.append((str(data.get("name", "?")), data.get("stream")))
 
 
 def _launch_hook_chain():
@@ -1176,7 +1199,10 @@ def triton_launch_counter(namespace: dict):
     Counts through Triton's pre-run hooks; autotune/heuristics wrappers are unwrapped to their kernel.
     A rung that dispatches to sibling rungs (softmax t05 loads t02-t04) has their kernels counted too:
     modules in ``namespace`` whose file lies in the candidate's own folder are searched, four levels deep
-    (t07 -> t06 -> t05 -> t02..t04).
+    (t07 -> t06 -> t05 -> t02..t04). The counter also records the stream of every Triton launch made while
+    it is on (:class:`_LaunchCount`): the worker keeps it on in every call, checked, profiled or timed, so
+    that its hooks are no sign of which kind of call it is (issue 17), and names a timed call's launch on
+    another stream than the timed one.
     """
     import contextlib
     import types
@@ -1206,7 +1232,7 @@ def triton_launch_counter(namespace: dict):
         counter = _LaunchCount()
         chain = _launch_hook_chain()
         if chain is not None:
-            chain.add(_no_launch)
+            chain.add(counter.enter)
         for kernel in kernels:
             kernel.pre_run_hooks.append(counter.hook)
         try:
@@ -1216,7 +1242,7 @@ def triton_launch_counter(namespace: dict):
                 if counter.hook in kernel.pre_run_hooks:
                     kernel.pre_run_hooks.remove(counter.hook)
             if chain is not None:
-                chain.remove(_no_launch)
+                chain.remove(counter.enter)
     counting.kernel_names = sorted({getattr(k, "__name__", None) or getattr(getattr(k, "fn", None), "__name__", "?")
                                     for k in kernels})
     return counting

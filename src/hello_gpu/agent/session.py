@@ -71,8 +71,8 @@ from ..ops.checking import (
 )
 from ..ops.rung import Rung
 from ..ops.shapes import numel, shape_label
-from .anticheat import (COVERAGE, GUARD, LIBRARY, NONDETERMINISTIC, TAMPER, TIMED_OUTPUT, TIMING, _second_poison,
-                        input_signature)
+from .anticheat import (CONCURRENCY, COVERAGE, GUARD, LIBRARY, NO_LAUNCH, NONDETERMINISTIC, TAMPER, TIMED_OUTPUT,
+                        TIMING, _second_poison, input_signature)
 from .shared import allocate, guards_changed, new_pool, release
 
 INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
@@ -831,8 +831,10 @@ class TimedSide:
     outputs, one per input set, and what its timed batches claimed and showed."""
 
     def __init__(self, session: WorkerSession, spec, dtype: str, output_shape, torch_dtype, device: str,
-                 sets: int = INPUT_SETS, deterministic: bool = False):
+                 sets: int = INPUT_SETS, deterministic: bool = False, side_streams: bool = False):
         self.session, self.spec, self.dtype, self.device = session, spec, dtype, device
+        self.side_streams = side_streams             # the task allows side streams joined before return
+        self.launch_counts = [0, 0]                  # timed calls counted with no own launch, with some
         self.deterministic = deterministic           # declared by the task, the spec or this side's rung
         self.repeats_compared = 0                    # timed batches whose repeated sets were compared bit for bit
         self.accepts_out = bool(session.loaded["accepts_out"])
@@ -891,6 +893,7 @@ class TimedSide:
                                  f"was called on ({len(left)} of the {len(calls)} calls of batch {len(self.batches)}): "
                                  f"the harness's end events, recorded on the current stream, would have fired before "
                                  f"the call's work ended")
+        self._judge_launches(answer, len(calls))
         self.session.check_guards([key for names, _ in inputs.sets for key in buffer_keys(names)]
                                   + [key for key, _ in self.outputs])
         seconds = [float(s) for s in answer["per_call_s"]]
@@ -918,6 +921,13 @@ class TimedSide:
         median = sorted(seconds)[len(seconds) // 2]
         self.batches.append(median)
         return median
+
+    def _judge_launches(self, answer: dict, calls: int) -> None:
+        """The timed calls' own launches (timed_launch_problems), each kind of problem named once."""
+        for problem in timed_launch_problems(answer, calls, self.launch_counts, self.side_streams, len(self.batches)):
+            tag = problem.split(":", 1)[0]
+            if not any(failure.startswith(tag) for failure in self.failures):
+                self.failures.append(problem)
 
     def _compare_repeated(self, repeated: tuple[int, int]) -> None:
         """Two calls of this batch read the same values from different buffers: a deterministic kernel wrote the
@@ -959,6 +969,7 @@ class TimedSide:
         if answer.get("streams_left"):
             problems.append(f"{len(answer['streams_left'])} of its {count} calls returned with another CUDA stream "
                             f"current than the one they were called on")
+        self._judge_launches(answer, count)            # the warm batch's calls are watched as the counted ones
         # The counted (cold) batches, judged one by one, in the median and in total (judge_batches): a child that
         # forges only where it is not cross-checked (its clock slowed, or its times edited, in the batches that
         # count, in all of them or in some) falls short there. Each batch's interval less the batch floor (what a
@@ -996,6 +1007,34 @@ class TimedSide:
         probed = min(probes)
         bound = BATCH_FLOOR_MAX_S + marks * MARK_FLOOR_MAX_S
         return round_trip + min(max(0.0, probed - round_trip), bound), probed
+
+
+def timed_launch_problems(answer: dict, calls: int, counts: list[int], side_streams: bool, batch: int) -> list[str]:
+    """What a timed batch's own launches say (issue 17): each timed call is counted as a checked one is (the
+    worker's launch counter, on in every call), so what a candidate does only when timed is seen in every timed
+    call, not in a profiled sample. ``answer``: the child's "time" answer (``launches`` per call, ``off_stream``:
+    its Triton launches that went to another stream than the timed one); ``counts``: [calls with no own launch,
+    calls with some] of this side so far, updated here.
+
+    - A call that launched none of its own kernels where other timed calls of the side did: its output came from
+      memory (a side whose calls all count none, a rung whose kernels the counter cannot find, never checked here
+      as a compare's baseline is, is not judged by launches; its outputs are).
+    - Where the task allows no side streams, any launch on another stream than the timed one: work beside the L2
+      flush, after the call's end event, in no call's time (tests/test_agent_gpu.py's FLUSH_HIDING)."""
+    problems = []
+    launches = [count for count in answer.get("launches") or [] if count is not None]
+    silent = sum(1 for count in launches if not count)
+    counts[0] += silent
+    counts[1] += len(launches) - silent
+    if silent and all(counts):
+        problems.append(f"{NO_LAUNCH}: {silent} of the {calls} timed calls of batch {batch} launched none of the "
+                        f"candidate's kernels, where its other timed calls did: the result came from memory, not from "
+                        f"a kernel")
+    off = answer.get("off_stream") or []
+    if off and not side_streams:
+        problems.append(f"{CONCURRENCY}: timed calls of batch {batch} launched kernels on another stream than the timed "
+                        f"one, where no call's events wait for them ({'; '.join(map(str, off[:4]))})")
+    return problems
 
 
 def judge_batches(counted: list[tuple[float, float]], floor: float) -> tuple[dict, list[str]]:
@@ -1177,7 +1216,7 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
             deterministic = _declares_determinism(spec, rung)
             inputs = TimedInputs([session], spec, shape, dtype, device, repeat_sets=deterministic)
             side = TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device, inputs.count,
-                             deterministic)
+                             deterministic, task.side_streams)
             side.batch(inputs, check=True)              # warm-up: compiles, first touch; checked
             side.restart()            # the clock check covers the counted batches, not a warm-up that compiled
             max_seconds = float(payload.get("max_seconds", 2.0))
@@ -1266,7 +1305,7 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
             inputs = TimedInputs([sessions["A"], sessions["B"]], spec, shape, dtype, device,
                                  repeat_sets=any(declared.values()))
             sides = {label: TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device,
-                                      inputs.count, declared[label])
+                                      inputs.count, declared[label], task.side_streams)
                      for label, session in sessions.items()}
             for label in "ABAB":                                # warm-up, checked, not counted
                 sides[label].batch(inputs, check=True)

@@ -16,6 +16,9 @@ parent when read. What the child can do:
   the candidate's own Triton launches;
 - ``finish``: report the tamper evidence gathered since before the candidate was imported.
 
+Every call, checked, timed or profiled, begins in the same state (Worker._prepare_call: the timed stream
+current, the L2 flush queued on it, the launch counter on), so that the candidate cannot tell which it is in.
+
 Tamper evidence (issue 17, part 3). Before any candidate code is imported the child installs a PEP 578
 audit hook (``sys.addaudithook``: it cannot be removed) and takes a fingerprint of the functions a
 verdict leans on. The hook records, when the innermost frame outside the standard library is the
@@ -725,7 +728,9 @@ class Worker:
         self.launch_counter = None
         self.folder = Path(tempfile.mkdtemp(prefix="hello-gpu-candidate-"))
         self.held_result = None
-        self.flush = None
+        self.flush = None                 # the L2 flush queued before every call (see _prepare_call)
+        self.timed_stream = None          # the device's default stream: the caller's stream of every call
+        self.marker = None                # the profile's one-element marker, made with the flush
         self.timing_events: list = []     # device events of the timed batches, made once and reused
 
     # ------------------------------------------------------------------ requests
@@ -751,6 +756,9 @@ class Worker:
             return {"skip": skip, "accepts_out": False, "interpreted": False, "device": self.rung.device(),
                     "triton_kernels": [], "route": self.rung.route, "interpreter": triton_interpreter_on(),
                     "rung": names["candidate"]}
+        self.device = self.rung.device()
+        if self.device.startswith("cuda"):
+            self._ready_device()
         sys.audit("hello_gpu.arm")              # from here on, the candidate's code runs: the watch records
         self.built = self.rung.build()
         self.device = self.rung.device()
@@ -782,6 +790,51 @@ class Worker:
             import torch
             torch.cuda.synchronize()
 
+    # ------------------------------------------------------------------ one state for every call
+    # A candidate must not be able to tell a timed call from a checked or profiled one (issue 17): whatever it can
+    # observe as a call begins must read the same in all three, or it can behave only where nobody looks. The hole
+    # (tests/test_agent_gpu.py's FLUSH_HIDING) was the caller's stream: busy with the L2 flush queued just before a
+    # cold timed call (torch.cuda.current_stream().query() False), idle before a checked or profiled one (the
+    # parent and the child synchronise around each), so a candidate left an eighth of its work on a side stream
+    # beside the flush only when timed. So every call, in "call", "profile" and "time" alike, begins as a cold
+    # timed call does (_prepare_call): the timed stream current, the same flush (one buffer, made at load, before
+    # the candidate's code runs, so the memory statistics are the same in every call) queued on it just before,
+    # and the launch counter on (its hooks sit on the candidate's own JIT functions and in Triton's launch hook
+    # chain, where the candidate can look; the timed calls were the only ones without them). The warm batch (the
+    # clock check's back-to-back calls, neither counted nor checked) queues no flush. What stays different is
+    # listed in docs/agent.md (threat model).
+
+    def _ready_device(self) -> None:
+        """Make, before any candidate code runs, what every call's preparation uses: the flush of a cold timed
+        call (4x the L2, at least 256 MiB: a cold call's floor, see session.BATCH_SPAN_S), the profile's marker."""
+        import torch
+        from ..bench.compare import DeviceTimer
+        self.flush = DeviceTimer("cold").flush
+        self.timed_stream = torch.cuda.default_stream()
+        self.marker = torch.empty(1, device="cuda")
+
+    def _prepare_call(self, flush: bool = True) -> None:
+        """What comes just before every call of the candidate: the timed stream made current (a stream a call
+        left current is not the caller's), then the L2 flush queued on it (``flush``: not in the warm batch)."""
+        if self.timed_stream is not None:
+            import torch
+            torch.cuda.set_stream(self.timed_stream)
+        if flush and self.flush is not None:
+            self.flush()
+
+    def _counted(self):
+        """The launch counter around one call (a context whose value has ``count`` and ``streams``); a null
+        context where nothing counts (a HIP rung: its launches are counted from the profile)."""
+        import contextlib
+        return self.launch_counter() if self.launch_counter is not None else contextlib.nullcontext()
+
+    def _off_stream(self, count) -> list[str]:
+        """The launches of a counted call that went to another stream than the timed one (GPU only)."""
+        if count is None or self.timed_stream is None:
+            return []
+        timed = self.timed_stream.cuda_stream
+        return [f"{name} on stream {stream}" for name, stream in count.streams if stream is not None and stream != timed]
+
     def _argument(self, entry):
         """One argument of a call as the parent sent it (session.lend): a registered buffer's key, or a plain
         option's value ({"option": value}: a bool, an int or a float), passed to the candidate as it is."""
@@ -806,18 +859,14 @@ class Worker:
             _audit("hello_gpu.call", -1, self)
 
     def call(self, request: dict) -> dict:
-        """One call; the output lands in the parent's buffer (``out``) or is held for ``fetch``."""
+        """One call; the output lands in the parent's buffer (``out``) or is held for ``fetch``. It begins as a
+        timed call does (_prepare_call)."""
         import torch
-        if self.launch_counter is not None:
-            with self.launch_counter() as count:
-                result, target = self._invoke(request["inputs"], request.get("out"))
-                self._synchronize()
-            launches = count.count
-        else:
+        self._prepare_call()
+        with self._counted() as count:
             result, target = self._invoke(request["inputs"], request.get("out"))
             self._synchronize()
-            launches = None
-        answer = {"launches": launches}
+        answer = {"launches": count.count if count is not None else None}
         if target is not None:
             same = result is None or (isinstance(result, torch.Tensor) and result.data_ptr() == target.data_ptr())
             answer["returned"] = "out" if same else "other"
@@ -863,9 +912,13 @@ class Worker:
         event, and the batch's, recorded where nothing is queued, firing before the call's work ended. Such a
         call is named in the answer (``streams_left``: the calls' indices) and the timed stream made current
         again. The batch ends with a device-wide synchronize: work left running on any stream ends inside this
-        request, where the parent's clock sees it (the span, on the timed stream, does not)."""
+        request, where the parent's clock sees it (the span, on the timed stream, does not).
+
+        Each call is counted (launches, and the stream of each Triton launch) as a checked one is: ``launches``
+        per call, and ``off_stream``, the launches (at most eight named) that went to another stream than the
+        timed one, which the parent judges where the task allows no side streams."""
         calls = [(list(inputs), out) for inputs, out in request["calls"]]
-        cold = bool(request.get("cold"))
+        cold = bool(request.get("cold"))      # each call after the L2 flush, as every checked and profiled call
         hold = 0.0 if calls else min(max(float(request.get("hold_s") or 0.0), 0.0), PROBE_HOLD_MAX_S)
         marks = 0 if calls else min(max(int(request.get("marks") or 0), 0), PROBE_MARKS_MAX)
         if not self.device.startswith("cuda"):
@@ -876,17 +929,18 @@ class Worker:
             for _ in range(marks):
                 start = time.perf_counter()
                 seconds.append(time.perf_counter() - start)
+            launches: list = []
             for inputs, out in calls:
-                start = time.perf_counter()
-                self._invoke(inputs, out)
-                seconds.append(time.perf_counter() - start)
-            return {"per_call_s": seconds, "span_s": time.perf_counter() - began, "clock": "wall", "streams_left": []}
+                self._prepare_call(cold)
+                with self._counted() as count:
+                    start = time.perf_counter()
+                    self._invoke(inputs, out)
+                    seconds.append(time.perf_counter() - start)
+                launches.append(count.count if count is not None else None)
+            return {"per_call_s": seconds, "span_s": time.perf_counter() - began, "clock": "wall", "streams_left": [],
+                    "launches": launches, "off_stream": []}
         import torch
-        from ..bench.compare import DeviceTimer
-        if cold and self.flush is None:
-            self.flush = DeviceTimer("cold").flush
-        flush = self.flush if cold else None
-        timed = torch.cuda.default_stream()
+        timed = self.timed_stream
         torch.cuda.set_stream(timed)         # a stream a call left current before this batch is not the timed one
         # The events are made once (inside a span, the first time) and reused: no event is made or destroyed
         # outside the span, where the parent's clock would see it as the child's and no probe would.
@@ -906,20 +960,23 @@ class Worker:
             for start, end in events:
                 start.record(timed)
                 end.record(timed)
-        left = []
+        left, launches, off_stream = [], [], []
         for index, ((inputs, out), (start, end)) in enumerate(zip(calls, events)):
-            if flush is not None:
-                flush()
-            start.record(timed)
-            self._invoke(inputs, out)
-            end.record(timed)
+            self._prepare_call(cold)
+            with self._counted() as count:      # on before the start event, off after the end: host time only
+                start.record(timed)
+                self._invoke(inputs, out)
+                end.record(timed)
+            launches.append(count.count if count is not None else None)
+            off_stream += [f"call {index}: {launch}" for launch in self._off_stream(count)]
             if torch.cuda.current_stream() != timed:
                 left.append(index)
                 torch.cuda.set_stream(timed)
         finish.record(timed)
         torch.cuda.synchronize()
         return {"per_call_s": [start.elapsed_time(end) / 1e3 for start, end in events],
-                "span_s": begin.elapsed_time(finish) / 1e3, "clock": "device-events", "streams_left": left}
+                "span_s": begin.elapsed_time(finish) / 1e3, "clock": "device-events", "streams_left": left,
+                "launches": launches, "off_stream": off_stream[:8]}
 
     def profile(self, request: dict) -> dict:
         """Kernels of ``repeats`` calls (the profiler's trace) and the candidate's own launches per call."""
@@ -933,14 +990,15 @@ class Worker:
         def one_call():
             # No synchronisation here: profile_evidence queues its after-call marker first (a side stream
             # left running must still be running then), then waits.
-            if counter_factory is not None:
-                with counter_factory() as count:
-                    self._invoke(request["inputs"], request.get("out"))
-                own_launches.append(count.count)
-            else:
+            with self._counted() as count:
                 self._invoke(request["inputs"], request.get("out"))
+            if count is not None:
+                own_launches.append(count.count)
+        # Each profiled call begins as a timed one (_prepare_call, in its own range of the trace): what a candidate
+        # does only where it is timed, it does here, where its kernels and their streams are seen.
+        self._prepare_call(flush=False)
         evidence = profile_evidence(one_call, ours=ours, triton=triton, repeats=int(request.get("repeats", 3)),
-                                    hold=bool(request.get("hold")))
+                                    hold=bool(request.get("hold")), before_call=self._prepare_call, marker=self.marker)
         evidence["own_launches"] = own_launches if counter_factory is not None else None
         evidence["own_names"] = sorted({*ours, *triton})
         return evidence
