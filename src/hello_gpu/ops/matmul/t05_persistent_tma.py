@@ -111,7 +111,7 @@ def persistent_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr
 
 
 INTERPRETED = triton_interpreter_on()
-# The interpreter has no clock to tune with: there the first configuration runs (see run()).
+# The interpreter has no clock to tune with: there the first configuration runs (see launch()).
 TUNER = None if INTERPRETED else triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(persistent_tma_kernel)
 
 
@@ -131,7 +131,9 @@ def _descriptor(tensor: torch.Tensor) -> TensorDescriptor:
     return TensorDescriptor.from_tensor(tensor, [1, 1])
 
 
-def run(a, b, out=None):
+def launch(a, b, out=None, config=None):
+    """Check, pad what TMA cannot read, run: under the autotuner, or with ``config`` (one of CONFIGS; the
+    interpreter, which cannot time, runs the first)."""
     out = checked_output(a, b, out, DTYPES)
     (m, k), n = a.shape, b.shape[1]
     if out.numel() == 0:
@@ -151,12 +153,17 @@ def run(a, b, out=None):
         return (min(sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n_used, meta["BLOCK_N"])),)
 
     sizes = (m, n_used, a_used.shape[1])
-    if INTERPRETED:
-        first = CONFIGS[0]
-        _set_boxes({**descriptors, **first.kwargs})
-        persistent_tma_kernel[grid(first.kwargs)](*descriptors.values(), *sizes, **first.kwargs)
-    else:
+    if config is None and not INTERPRETED:
         TUNER[grid](*descriptors.values(), *sizes)
+    else:
+        config = config or CONFIGS[0]
+        _set_boxes({**descriptors, **config.kwargs})
+        persistent_tma_kernel[grid(config.kwargs)](*descriptors.values(), *sizes, num_warps=config.num_warps,
+                                                   num_stages=config.num_stages, **config.kwargs)
     if not direct:
         out.copy_(c_used[:, :n])
     return out
+
+
+def run(a, b, out=None):
+    return launch(a, b, out)
