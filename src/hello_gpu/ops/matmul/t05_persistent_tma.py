@@ -11,21 +11,27 @@ change: the kernel is new (t04 launched t02's): tl.range(first tile, tiles, prog
   configurations (CONFIGS); bfloat16 and float16 only. TMA needs 16-byte aligned rows: where K or N is
   not a multiple of 8 (or a pointer not 16-byte aligned) the kernel runs on tensor_cores.kernel_operands'
   zero-padded copies and a padded C, copied into out (edge shapes only)
-hypothesis: the gap to cuBLAS at 4096^3 is 49 us of 226 (t04 609 TFLOP/s, torch.mm 777.9; the measured
-  matmul ceiling 779.6). It is not bytes: each 128x256 tile reads (128 + 256) x 4096 x 2 B = 3 MiB of A
-  and B from L2 (1.5 GiB for 512 tiles, ~40 B a clock an SM at cuBLAS's pace, under the ~64 an SM
-  takes) and 96 MiB from DRAM. It is issue and bubbles: (1) t04's cp.async moves a 48 KiB K step as
-  3072 16-byte copies, 12 a thread with 64-bit addresses and masks, beside 8 HGMMA a step; a TMA step
-  is 2 copies issued by one thread. (2) t04 runs one 144 KiB CTA an SM, 3.9 waves at 4096^3: each
-  tile ends with its epilogue (64 KiB of C from registers) and the next CTA refills 2 stages while the
-  tensor cores wait, ~2-3 us of a ~45 us tile; persistent and flattened, the next tile's first TMA
-  loads are issued before this tile's C leaves, and C leaves by TMA store. The hand-written route
-  measured the same two steps: v13 (TMA, warp-specialised) 1.12x t03, v14 (persistent) 1.03x v13.
-  Triton 3.6 specialises warps only on Blackwell (tl.range's docs), so t05 keeps every warp issuing
-  both loads and wgmma: expect less than v14's 704 TFLOP/s. Shared memory: 128x256x64 in 3 stages is
-  144 KiB + 32 KiB for half of C = 176 KiB; 4 stages 224 KiB, within the 227 KiB a block may have
-prediction: ~1.12x t04 bf16 at 4096^3 (~680 TFLOP/s, ~0.87x torch.mm: short of the issue's 1.0x);
-  ~1.12x t04 at 8192^3 (~0.86x torch.mm paired); ~0.9x torch.mm on the prefill shapes
+hypothesis: at 4096^3 t04 takes 226 us, torch.mm 177 (609 and 777.9 TFLOP/s; the measured matmul
+  ceiling 779.6). Not DRAM: 96 MiB at least, ~23 us of copy bandwidth, under a compute-bound 177. L2
+  carries (128 + 256) x 4096 x 2 B = 3 MiB of A and B per 128x256 tile, 1.6 GB for 512 tiles: 9.1
+  TB/s at cuBLAS's pace, 8.2 TB/s as v14 (same tiles, no multicast) measured: L2 feeds >= 0.9x.
+  Not issue slots either (SASS of both, Triton 3.6, sm_90, compiled here): t04's K step is 166
+  instructions a thread (12 LDGSTS with 64-bit addresses and masks: 36 IMAD, 21 SEL, 16 ISETP),
+  t05's hot path 110 (2 UTMALDG from one elected thread, an mbarrier wait, 4 BAR.SYNC); 8 warps
+  issue them in 220-330 of the 1,100-1,400 cycles a 128x256x64 step keeps an SM's tensor cores
+  busy. What TMA and persistence remove is waiting: every thread's cp.async group and a barrier
+  before each wgmma step become one transaction-count mbarrier; and at each tile's end (one 144 KiB CTA an SM,
+  3.9 waves) the tensor cores idle while C leaves through registers and the next CTA refills 2
+  stages. Flattened (tl.range flatten=True), t05 issues the next tile's first loads before this
+  tile's epilogue, whose C leaves by TMA store. The hand-written route measured these steps: v13
+  (TMA, warp-specialised) 1.12x t03; v14 (persistent) 1.03x v13, 704 TFLOP/s. Triton 3.6
+  specialises warps on Blackwell only (tl.range's docs; compiled for sm_90 with warp_specialize=True
+  the SASS is unchanged), so every t05 warp both waits for loads and issues wgmma: expect short of
+  v14. Shared memory: 128x256x64 in 3 stages 144 KiB + 32 KiB for half of C = 176 KiB (180,248 B
+  compiled); 4 stages 229,408 B, within the 232,448 a block may have
+prediction: ~1.1x t04 bf16 at 4096^3 (~670 TFLOP/s, ~0.86x torch.mm: short of the issue's 1.0x);
+  ~1.1x t04 at 8192^3 (~0.85x torch.mm paired, against t04's 0.772x); 0.85-0.9x torch.mm on the
+  prefill shapes (4096x14336x4096: 1,792 tiles, 13.6 waves; 4096x4096x14336: 224 K steps a tile)
 outcome: not measured yet
 deterministic: yes, each tile of C is one program's sum over K in order; the autotuner's choice is made
   once per shape
