@@ -812,7 +812,7 @@ class LadderStep(Action):
     target_source: str = ""
     target_companion: str | None = None
     target_hypothesis: str = ""
-    target_dtypes: tuple[str, ...] | None = None   # the target's header dtypes (None: every dtype of the op)
+    target_dtypes: tuple[str, ...] | None = None   # the target's header dtypes where fewer than the op's
 
     def covers(self, dtypes) -> bool:
         """Whether the target runs every one of ``dtypes`` (empty: the operator's, all of them). A candidate
@@ -904,7 +904,8 @@ def ladder_steps(op_name: str, route: str, ops_root: str | None = None) -> list[
             kind=structural_kind(change + " " + header.description.split("\n")[0]),
             reason=hypothesis, origins=kept, target_id=rung.id,
             target_source=texts[rung.id][0], target_companion=texts[rung.id][1], target_hypothesis=hypothesis,
-            target_dtypes=header.dtypes)
+            target_dtypes=None if header.dtypes is None or set(op.spec.DTYPES) <= set(header.dtypes)
+            else tuple(header.dtypes))
     return [steps[key] for key in sorted(steps)]
 
 
