@@ -61,16 +61,16 @@ def _set_boxes(nargs):
     block_m, block_n, block_k = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
     nargs["a_desc"].block_shape = [block_m, block_k]
     nargs["b_desc"].block_shape = [block_k, block_n]
-    nargs["c_desc"].block_shape = [block_m, block_n // 2 if nargs["SPLIT_EPILOGUE"] else block_n]
+    nargs["c_desc"].block_shape = [block_m, block_n // 2]          # C leaves in two halves
 
 
-def _config(block_m, block_n, block_k, warps, stages, split_epilogue=True):
-    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": GROUP_M,
-                          "SPLIT_EPILOGUE": split_epilogue}, num_warps=warps, num_stages=stages, pre_hook=_set_boxes)
+def _config(block_m, block_n, block_k, warps, stages):
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": GROUP_M},
+                         num_warps=warps, num_stages=stages, pre_hook=_set_boxes)
 
 
 # Shared memory: stages x (BLOCK_M + BLOCK_N) x BLOCK_K x 2 B, plus the C half being stored:
-# 176, 224, 176 and 160 KiB (the H100 / H200 give a block at most 227 KiB). BLOCK_K = 64 is one
+# 176, 224, 176 and 144 KiB (the H100 / H200 give a block at most 227 KiB). BLOCK_K = 64 is one
 # 128-byte swizzle row of bfloat16, the widest box row TMA swizzles.
 CONFIGS = [_config(128, 256, 64, 8, 3), _config(128, 256, 64, 8, 4), _config(256, 128, 64, 8, 3),
            _config(128, 128, 64, 4, 4)]
@@ -88,7 +88,7 @@ def grouped_tile(tile, tiles_m, tiles_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def persistent_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                          BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr):
+                          BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     tiles_m, tiles_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
     k_steps = tl.cdiv(K, BLOCK_K)
     programs = tl.num_programs(0)
@@ -105,15 +105,12 @@ def persistent_tma_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr
             acc = tl.dot(a_desc.load([pid_m * BLOCK_M, k]), b_desc.load([k, pid_n * BLOCK_N]), acc)
         stored += programs
         pid_m, pid_n = grouped_tile(stored, tiles_m, tiles_n, GROUP_M)
-        if SPLIT_EPILOGUE:
-            # Two halves of BLOCK_N / 2 columns: half the shared memory for C (32 KiB at 128x256), which
-            # lets 128x256x64 keep 4 stages.
-            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-            left, right = tl.split(halves)
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(c_desc.dtype))
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(c_desc.dtype))
-        else:
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))   # TMA clips rows past M
+        # C in two halves of BLOCK_N / 2 columns: half the shared memory a whole tile would stage (32 KiB
+        # at 128x256, not 64), which lets 128x256x64 keep 4 stages. TMA clips what lies past M or N.
+        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+        left, right = tl.split(halves)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(c_desc.dtype))
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(c_desc.dtype))
 
 
 INTERPRETED = triton_interpreter_on()
