@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 from hello_gpu.ops import load_op
 
@@ -115,17 +116,21 @@ def compiled_rungs(op_name: str, dtype: str, rungs) -> None:
         print(describe(f"  {dtype}", kernel.asm("sass")))
 
 
-def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int) -> tuple[str, str, str]:
+def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int,
+                descriptors: dict | None = None) -> tuple[str, str, str]:
     """SASS, the TTGIR and the resources (registers, shared bytes) of a Triton kernel compiled for sm_90
-    without a GPU."""
+    without a GPU. ``descriptors``: {argument: block shape} of the host-side tensor descriptors it takes."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from hello_gpu.runtime.kernel import _disassemble_cubin, _tool
     names = function.arg_names
+    descriptors = descriptors or {}
     signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else "i32") for n in names}
-    divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n] != "constexpr"}
+    signature.update({n: f"tensordesc<{dtype}[{', '.join(map(str, box))}]>" for n, box in descriptors.items()})
+    divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names)
+                 if signature[n] != "constexpr" and n not in descriptors}
     compiled = triton.compile(ASTSource(function, signature=signature, constexprs=constants, attrs=divisible),
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
     with tempfile.TemporaryDirectory() as directory:
@@ -133,8 +138,32 @@ def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int) 
         cubin.write_bytes(compiled.asm["cubin"])
         usage = subprocess.run([_tool("cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
     used = re.search(r"REG:(\d+)", usage)
-    resources = f"{used.group(1) if used else '?'} registers, {compiled.metadata.shared} B shared"
+    local = re.search(r"LOCAL:(\d+)", usage)
+    resources = (f"{used.group(1) if used else '?'} registers, {compiled.metadata.shared} B shared, "
+                 f"{local.group(1) if local else '?'} B local")
     return _disassemble_cubin(compiled.asm["cubin"]), compiled.asm["ttgir"], resources
+
+
+def persistent_tma_lines(dtype: str = "bf16") -> list[str]:
+    """t05's configurations, each compiled as its autotuner would launch it: registers, shared and local
+    bytes, and the whole kernel's wgmma (HGMMA), TMA loads and stores (UTMALDG, UTMASTG), cp.async
+    (LDGSTS) and local-memory (STL, LDL: spills) instructions."""
+    from hello_gpu.ops.rung import load_module
+    module = load_module(load_op("matmul").rung("t05_persistent_tma").path, "matmul_t05_for_evidence")
+    lines = []
+    for config in module.CONFIGS:
+        sizes = config.kwargs
+        # The boxes the launcher gives each descriptor for this configuration (its pre_hook sets them).
+        holders = {name: SimpleNamespace() for name in ("a_desc", "b_desc", "c_desc")}
+        module._set_boxes({**holders, **sizes})
+        boxes = {name: holder.block_shape for name, holder in holders.items()}
+        sass, _, resources = triton_sass(module.persistent_tma_kernel, dict(sizes), dtype, config.num_warps,
+                                         config.num_stages, descriptors=boxes)
+        ops = Counter(y["op"].split(".")[0] for y in instructions(sass))
+        lines.append(f"t05 candidate {sizes['BLOCK_M']}x{sizes['BLOCK_N']}x{sizes['BLOCK_K']} w{config.num_warps} "
+                     f"s{config.num_stages}: {resources}; whole kernel "
+                     + ", ".join(f"{op} {ops[op]}" for op in ("HGMMA", "UTMALDG", "UTMASTG", "LDGSTS", "STL", "LDL")))
+    return lines
 
 
 def triton_kernels() -> None:
@@ -146,6 +175,8 @@ def triton_kernels() -> None:
         ops = Counter(y["op"].split(".")[0] for y in instructions(sass))
         print(f"t04 candidate {block_m}x{block_n}x{block_k} w{warps} s{stages}: {resources}; whole kernel "
               f"HGMMA {ops['HGMMA']}, LDGSTS (cp.async) {ops['LDGSTS']}, UTMALDG (TMA) {ops['UTMALDG']}")
+    for line in persistent_tma_lines():
+        print(line)
     row_block = load_module(load_op("linear").rung("t01_row_block").path, "linear_t01_for_evidence").row_block_kernel
     for dtype, ieee in (("fp32", True), ("bf16", False)):
         constants = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256, "IEEE": ieee}
