@@ -730,3 +730,24 @@ def test_tensor_core_rung_is_correct_across_tile_edges(rung_id, dtype, monkeypat
         result = built(*inputs, out=out)
         assert result is out
         assert output_failure(MATMUL.spec, inputs, result, dtype) is None, (rung_id, dtype, shape)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
+@pytest.mark.parametrize("dtype", ("bfloat16", "float16"))
+def test_v16_both_epilogues_are_correct(dtype):
+    """v16 stores C through shared memory in 16-byte chunks when N is a multiple of 8 and C 16-byte aligned,
+    else pair by pair: the same product both ways, and no element outside C written (a poisoned guard)."""
+    from hello_gpu.ops.checking import output_failure
+    built = MATMUL.rung(V16).build()
+    shape = (300, 520, 264)                               # 3 row tiles (the last partial), 3 column tiles
+    inputs = MATMUL.spec.make_inputs(shape, dtype, seed=12, device="cuda")
+    m, n = shape[0], shape[1]
+    for offset in (0, 1):                                 # elements: 0 is 16-byte aligned, 1 is 2 bytes on
+        buffer = torch.full((m * n + 16,), float("nan"), dtype=inputs[0].dtype, device="cuda")
+        out = buffer[offset:offset + m * n].view(m, n)
+        result = built(*inputs, out=out)
+        assert result is out
+        assert output_failure(MATMUL.spec, inputs, result, dtype) is None, offset
+        assert buffer[:offset].isnan().all() and buffer[offset + m * n:].isnan().all(), offset
+

@@ -1,35 +1,38 @@
 /*
-v11's tiles with a main loop the tensor cores can run from: XOR-swizzled shared memory instead of padded rows,
-each k16 step's fragments loaded by ldmatrix while the previous step's mma.sync run, and every copy
-address worked out once before the loop.
+v11's tiles and 8 warps with a main loop the tensor cores can run from: XOR-swizzled shared memory instead of
+padded rows, the next k16 step's fragments loaded while this step's mma.sync run, copy addresses set up once.
 parent: v11_large_warp_tiles
-change: block tile 128x256, 8 warps of 64x64 (v11's), BK = 32, 4 cp.async stages, but (1) tiles lie unpadded
-  in shared memory (4 x 24,576 = 98,304 bytes) with each 16-byte chunk moved inside its 128-byte line by
-  XOR with its row (A: row / 2, B: row, mod 8), so every 8-lane phase of an ldmatrix and of a cp.async
-  covers all 32 banks once; (2) two sets of fragment registers: step s + 1's 4 + 4 ldmatrix.x4 are issued
-  before step s's 32 mma.sync, and the last step of a tile waits for the next tile, so its first fragments
-  are loaded under the same 32 mma; (3) each thread's 2 + 4 copies a tile keep their shared offsets and
-  global pointers from before the loop (a pointer step and one bounds compare a copy, no index
-  arithmetic); (4) C goes out through shared memory in whole 512-byte rows (16-byte stores) where N is a
-  multiple of 8 and C 16-byte aligned, else pair by pair as in v11. Registers are left to ptxas up to 255
-  (__launch_bounds__(256, 1)): 128 accumulators and 2 x 32 fragment registers already take 192
-hypothesis: v10 and v11 are issue-bound, not occupancy-bound: v10's loop issues 12.4 instructions per HMMA
-  and v11's 7.7 (benchmarks/matmul_sass_evidence.py), and each LDSM is used 0 (v10) to 28 (v11)
-  instructions after it is issued. With ~1.5 instructions per HMMA the 2 warps a scheduler (8 an SM) no
-  longer compete for issue slots, and a warp with 32 independent mma.sync and its next fragments already
-  in registers keeps a tensor core busy alone (CUTLASS's Ampere kernels run 128x256 tiles at 8 warps an
-  SM). More warps were not the way: 64x32 warp tiles, whose 64 sums a thread fit 2 blocks of 8 warps in
-  128 registers, read 6 ldmatrix.x4 (24 shared-memory cycles at 128 bytes a cycle) per 16 mma, plus 0.5
-  cycles of cp.async writes per mma for a 128x128 block: 2.0 shared-memory cycles per mma an SM, all the
-  time the 4 tensor cores need if an m16n8k16 takes 8 cycles, more if it takes 6. 64x64 warp tiles read 8
-  per 32 mma: 1.0 + 0.375 (writes, 128x256) = 1.375 cycles per mma, 69% of that budget at 8 cycles. The
-  ceiling is the mma.sync rate itself: on Hopper it is below wgmma's 989 TFLOP/s (dense bf16, 4 cycles per
-  m16n8k16 a tensor core); FlashAttention-3's authors put it near 2/3 of peak (6 cycles: ~660 TFLOP/s),
-  and if it is half (8 cycles: ~495) the 0.6x target (467 TFLOP/s) needs 94% of it and is out of reach
-prediction: ~470 TFLOP/s bf16 at 4096^3 (~0.60x torch.mm's 777.9; 2.0x v11, 1.85x v10): ~85% of a
-  6-cycle mma.sync (560) less ~3% for the epilogue and 1 block an SM's 3.9 waves of 512 tiles, or ~90% of an
-  8-cycle one (445); ~0.6x at 8192^3 as well. Below 400 TFLOP/s means the loop is not the limit: ncu's
-  tensor pipe utilisation and shared-memory wavefronts per request then say whether occupancy or banks are
+change: the same 128x256 block of 8 warps of 64x64, BK = 32 and 4 cp.async stages; only the loop around the
+  mma.sync changes: (1) tiles unpadded in shared memory (4 x 24,576 = 98,304 bytes), each 16-byte chunk
+  moved inside its 128-byte line by XOR with its row mod 8 (A's 64-byte rows, two a line: row / 2), so every
+  8-lane phase of an ldmatrix, a cp.async or the epilogue covers the 32 banks once; (2) two sets of fragment
+  registers: step s + 1's 4 + 4 ldmatrix.x4 issue before step s's 32 mma.sync, and a tile's last step first
+  waits for the next tile (one barrier a tile), so the next tile's first fragments load under that step's
+  mma; (3) each thread's 2 + 4 copies a tile keep their shared offsets, global pointers and row or column
+  bounds from before the loop (a pointer step, a compare and a select a copy); (4) C leaves through shared
+  memory in 16-byte stores of whole 512-byte rows where N is a multiple of 8 and C 16-byte aligned, else
+  pair by pair as in v11. 255 registers (__launch_bounds__(256, 1)), no spills: 128 accumulators and 2 x 32
+  fragment registers
+hypothesis: v10 and v11 are issue-bound, not occupancy-bound. Compiled for sm_90 as the H200 builds them, v10's
+  loop issues 14.3 instructions per HMMA and v11's 8.5 (index arithmetic and bounds redone for each 16-byte
+  copy); v16's issues 2.4 (155 per 64 HMMA, benchmarks/matmul_sass_evidence.py) and uses each LDSM a median
+  64 instructions after it (v10: 14, v11: 12). 2 warps a scheduler then leave ~60% of the issue slots idle,
+  and a warp with 32 independent mma.sync and its next fragments in registers feeds its tensor core alone
+  (CUTLASS's Ampere kernels run 128x256 tiles at 8 warps an SM). More warps are not the way on Hopper:
+  shared memory moves 128 bytes a cycle an SM, an ldmatrix.x4 takes 4 such cycles, and the 4 tensor cores
+  want an mma every c / 4 cycles (c: cycles of one m16n8k16 on one tensor core). A 64x32 warp tile reads 6
+  ldmatrix.x4 per 16 mma and a 128x128 block writes 0.5 cycles of cp.async per mma: 2.0 cycles per mma, the
+  whole budget at c = 8 and 133% of it at c = 6; 64x64 reads 8 per 32, 1.0 + 0.375 (128x256 writes) = 1.375
+  (69% at c = 8, 92% at c = 6). A 64x64 warp tile does not fit 168 registers either: compiled so (4 warps a
+  128x128 block, 3 blocks an SM) it spills 680 bytes a thread, and 64x32 in 128 (2 blocks of 8 warps) spills
+  28. The ceiling is the mma.sync rate: wgmma's dense bf16 peak (989 TFLOP/s) is c = 4, and the
+  FlashAttention-3 authors put mma.sync near 2/3 of it on Hopper (c = 6: ~660 TFLOP/s)
+prediction: ~530 TFLOP/s bf16 at 4096^3 (~0.68x torch.mm's 777.9; 2.3x v11, 2.1x v10): 85% of a c = 6 mma.sync
+  (shared memory 92% busy, a barrier every 64 mma a warp), less ~3% for 3.9 waves of 512 tiles at one block
+  an SM and ~3% for each block's unhidden prologue and epilogue; ~540 TFLOP/s at 8192^3 (~0.77x torch.mm's
+  701 there). If an m16n8k16 takes 8 cycles on Hopper (half of wgmma's rate) instead: ~420 TFLOP/s (0.54x),
+  and the issue's 0.6x is beyond this route; ncu's tensor-pipe utilisation tells which. Either way, v16 at
+  1.8x v11 or more, with the same 8 warps an SM, says occupancy was not what held v11 back
 outcome: not measured yet
 deterministic: yes, each element is one warp's float32 sum in a fixed k order
 vendor: nvidia
