@@ -305,14 +305,16 @@ class StageModel:
         return self.memory[slot]
 
 
-def v16_block_model(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """C of the block at (0, 0) as v16 computes it (a: M x K, b: K x ldb; M <= BM, ldb <= BN, K and ldb
-    multiples of 8, so the whole-chunk epilogue), statement by statement in the kernel's order."""
+def v16_block_model(a: np.ndarray, b: np.ndarray, n: int, block: tuple[int, int]) -> np.ndarray:
+    """C (M x n, NaN where not written) after the block at grid (y, x) = ``block`` of v16, statement by
+    statement in the kernel's order. a: M x K and b: K x ldb as the launcher hands them (K and ldb multiples
+    of 8, n <= ldb); n a multiple of 8 takes the shared-memory epilogue (C aligned), else the pair stores."""
     geometry = v16_geometry()
     t = geometry["tiles"]
     bk, stages, threads = t["BK"], t["Stages"], t["Threads"]
     m, k = a.shape
     ldb = b.shape[1]
+    row0, column0 = block[0] * t["BM"], block[1] * t["BN"]
     warps, steps, mi, ni = threads // 32, bk // 16, t["WM"] // 16, t["WN"] // 8
     model = StageModel(stages, t["BM"] * bk + bk * t["BN"])
     tiles = -(-k // bk)
@@ -321,11 +323,13 @@ def v16_block_model(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         k_left = k - tile * bk
         for thread in range(threads):
             for (row, chunk), to in zip(geometry["copies"]["A"][thread], geometry["a_to"][thread]):
-                inside = row < m and 8 * chunk < k_left
-                model.copy(slot, to // 2, a[row, tile * bk + 8 * chunk:][:8] if inside else np.zeros(8))
+                inside = row0 + row < m and 8 * chunk < k_left
+                values = a[row0 + row, tile * bk + 8 * chunk:tile * bk + 8 * chunk + 8] if inside else np.zeros(8)
+                model.copy(slot, to // 2, values)
             for (row, chunk), to in zip(geometry["copies"]["B"][thread], geometry["b_to"][thread]):
-                inside = 8 * chunk < ldb and row < k_left
-                model.copy(slot, to // 2, b[tile * bk + row, 8 * chunk:8 * chunk + 8] if inside else np.zeros(8))
+                inside = column0 + 8 * chunk < ldb and row < k_left
+                values = b[tile * bk + row, column0 + 8 * chunk:column0 + 8 * chunk + 8] if inside else np.zeros(8)
+                model.copy(slot, to // 2, values)
 
     def load_fragments(warp: int, step: int, slot: int):
         shared = model.view(slot)
@@ -369,6 +373,16 @@ def v16_block_model(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     model.wait(0)
 
     chunks = t["BN"] // 8
+    c = np.full((m, n), np.nan)
+    if n % 8:                                    # store_warp_tile: pairs, each element inside C
+        for w in range(warps):
+            warp_row, warp_column = (w // (t["BN"] // t["WN"])) * t["WM"], (w % (t["BN"] // t["WN"])) * t["WN"]
+            for i, j, lane in np.ndindex(mi, ni, 32):
+                row, column = row0 + warp_row + 16 * i + lane // 4, column0 + warp_column + 8 * j + 2 * (lane % 4)
+                for half, values in ((0, sums[w, i, j, lane, 0:2]), (8, sums[w, i, j, lane, 2:4])):
+                    if row + half < m and column < n:
+                        c[row + half, column:min(column + 2, n)] = values[:min(2, n - column)]
+        return c
     tile_c = np.full(t["BM"] * t["BN"], np.nan)
     for w in range(warps):
         warp_row, warp_column = (w // (t["BN"] // t["WN"])) * t["WM"], (w % (t["BN"] // t["WN"])) * t["WN"]
@@ -379,26 +393,37 @@ def v16_block_model(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                     for half, values in ((0, sums[w, i, j, lane, 0:2]), (8, sums[w, i, j, lane, 2:4])):
                         at = swizzled(row + half, chunk, chunks) + 2 * (lane % 4)
                         tile_c[at:at + 2] = values
-    c = np.full((m, ldb), np.nan)
     for thread in range(threads):
         for copy in range(t["BM"] * chunks // threads):
             row, chunk = thread // chunks + copy * (threads // chunks), thread % chunks
-            if row < m and 8 * chunk < ldb:
+            if row0 + row < m and column0 + 8 * chunk < n:
                 at = swizzled(row, chunk, chunks)
-                c[row, 8 * chunk:8 * chunk + 8] = tile_c[at:at + 8]
+                c[row0 + row, column0 + 8 * chunk:column0 + 8 * chunk + 8] = tile_c[at:at + 8]
     return c
 
 
-@pytest.mark.parametrize("shape", ((100, 200, 72), (128, 256, 160)), ids=("partial-tiles", "5-k-tiles"))
-def test_v16_block_model_gives_the_product(shape):
-    """One block of v16, modelled from the copies to the epilogue: A @ B exactly (small integers). The first
-    shape leaves rows, columns and the last k tile partly outside (zero-filled chunks, rows not stored); the
-    second takes 5 k tiles through 4 stages, so every slot is refilled while the others are read."""
+@pytest.mark.parametrize("shape, block", (((100, 200, 72), (0, 0)), ((128, 256, 160), (0, 0)),
+                                          ((1823, 781, 517), (14, 3))), ids=("partial-tiles", "5-k-tiles", "1823x781x517"))
+def test_v16_block_model_gives_the_product(shape, block):
+    """One block of v16, modelled from the copies to the epilogue, gives its part of A @ B exactly (small
+    integers) and writes nothing else. The first shape leaves rows, columns and the last k tile partly
+    outside (zero-filled chunks, rows not stored); the second takes 5 k tiles through 4 stages, so every slot
+    is refilled while others are read; the third is the spec's edge shape at its last block (31 rows, 13
+    columns: K and N padded to 520 and 784 as the launcher does, 17 k tiles, the pair-store epilogue)."""
     m, n, k = shape
     rng = np.random.default_rng(17)
     a = rng.integers(-3, 4, (m, k)).astype(np.float64)
     b = rng.integers(-3, 4, (k, n)).astype(np.float64)
-    np.testing.assert_array_equal(v16_block_model(a, b), a @ b)
+    k8, n8 = -(-k // 8) * 8, -(-n // 8) * 8
+    a_used, b_used = np.zeros((m, k8)), np.zeros((k8, n8))
+    a_used[:, :k], b_used[:k, :n] = a, b
+    got = v16_block_model(a_used, b_used, n, block)
+    t = _tiles(V16)
+    rows = slice(block[0] * t["BM"], min(m, block[0] * t["BM"] + t["BM"]))
+    columns = slice(block[1] * t["BN"], min(n, block[1] * t["BN"] + t["BN"]))
+    np.testing.assert_array_equal(got[rows, columns], (a @ b)[rows, columns])
+    got[rows, columns] = np.nan
+    assert np.isnan(got).all(), "an element outside the block was written"
 
 
 def test_the_stage_model_catches_a_wait_one_group_short():
