@@ -26,7 +26,7 @@ from hello_gpu.runtime.resources import parse_ptxas_report
 
 HAS_GPU = gpu_vendor() is not None
 MATMUL = load_op("matmul")
-MMA_SYNC_RUNGS = ("v09_mma_sync", "v10_cp_async_pipeline", "v11_large_warp_tiles")     # padded rows, mma_sync.cuh's loop
+MMA_SYNC_RUNGS = ("v09_mma_sync", "v10_cp_async_pipeline", "v11_large_warp_tiles")   # padded rows, mma_sync.cuh's loop
 SWIZZLED_RUNGS = ("v16_swizzled_double_buffered",)                                      # XOR-swizzled stages, own loop
 HMMA_RUNGS = MMA_SYNC_RUNGS + SWIZZLED_RUNGS
 WGMMA_RUNGS = ("v12_wgmma_tma", "v13_warp_specialized", "v14_persistent_grouped")
@@ -212,7 +212,8 @@ def test_v16_formulas_are_the_kernels():
                  "a_to[c] = 2 * swizzled<kChunksA>(row, a_chunk);",
                  "b_to[c] = 2 * kTileA + 2 * swizzled<kChunksB>(row, b_chunk);",
                  "a_at[s] = 2 * swizzled<kChunksA>(warp_row + lane % 16, 2 * s + lane / 16);",
-                 "b_at[s][j / 2] = 2 * kTileA + 2 * swizzled<kChunksB>(16 * s + lane % 16, warp_column / 8 + j + lane / 16);",
+                 "b_at[s][j / 2] = 2 * kTileA + 2 * swizzled<kChunksB>(16 * s + lane % 16, warp_column / 8 + j + lane "
+                 "/ 16);",
                  "ldmatrix_x4(a[buffer][i], stage + a_at[step] + i * 16 * 2 * kBK);",
                  "cp_async_wait<kStages - 2>();", "cp_async_wait<kStages - 3>();",
                  "if (t + kStages - 1 < tiles) copy_next_tile(slot == 0 ? kStages - 1 : slot - 1);",
@@ -255,7 +256,8 @@ def test_v16_copies_and_epilogue_are_conflict_free():
                 assert {wavefronts(addresses[8 * p:8 * p + 8], 16) for p in range(4)} == {1}, (operand, warp, c)
     chunks = tiles["BN"] // 8
     for warp in range(tiles["Threads"] // 32):
-        warp_row, warp_column = (warp // (tiles["BN"] // tiles["WN"])) * tiles["WM"], (warp % (tiles["BN"] // tiles["WN"])) * tiles["WN"]
+        across = tiles["BN"] // tiles["WN"]
+        warp_row, warp_column = (warp // across) * tiles["WM"], (warp % across) * tiles["WN"]
         for i in range(tiles["WM"] // 16):
             for j in range(tiles["WN"] // 8):
                 for half in (0, 8):
@@ -403,7 +405,8 @@ def v16_block_model(a: np.ndarray, b: np.ndarray, n: int, block: tuple[int, int]
 
 
 @pytest.mark.parametrize("shape, block", (((100, 200, 72), (0, 0)), ((128, 256, 160), (0, 0)),
-                                          ((1823, 781, 517), (14, 3))), ids=("partial-tiles", "5-k-tiles", "1823x781x517"))
+                                          ((1823, 781, 517), (14, 3))),
+                         ids=("partial-tiles", "5-k-tiles", "1823x781x517"))
 def test_v16_block_model_gives_the_product(shape, block):
     """One block of v16, modelled from the copies to the epilogue, gives its part of A @ B exactly (small
     integers) and writes nothing else. The first shape leaves rows, columns and the last k tile partly

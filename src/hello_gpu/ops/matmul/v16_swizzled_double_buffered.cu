@@ -86,9 +86,9 @@ matmul_swizzled_double_buffered(const T* __restrict__ A, const T* __restrict__ B
 
   // #region copy-setup
   // This thread's chunks, fixed for the whole loop: A rows threadIdx.x / 4 + 64 c at chunk threadIdx.x % 4,
-  // B rows threadIdx.x / 32 + 8 c at chunk threadIdx.x % 32 (a warp copies one 512-byte row of B, or 8 rows
-  // of A: whole 128-byte lines of global memory). Byte offsets in a stage, the first global element of
-  // each chunk at k0 = 0, and whether its row (A) or column (B) lies inside the matrix.
+  // B rows threadIdx.x / 32 + 8 c at chunk threadIdx.x % 32 (a warp copies one 512-byte row of B, or 64
+  // contiguous bytes of each of 8 rows of A). Byte offsets in a stage, the first global element of each
+  // chunk at k0 = 0, and whether its row (A) or column (B) lies inside the matrix.
   uint32_t a_to[kCopiesA], b_to[kCopiesB];
   const T* a_from[kCopiesA];
   const T* b_from[kCopiesB];
@@ -225,7 +225,8 @@ matmul_swizzled_double_buffered(const T* __restrict__ A, const T* __restrict__ B
 #pragma unroll
     for (int j = 0; j < kNI; ++j) {
       const int row = warp_row + 16 * i + g, chunk = (warp_column + 8 * j) / 8;
-      *reinterpret_cast<Pair*>(&tile[swizzled<kChunksB>(row, chunk) + 2 * t4]) = TensorCore<T>::two(sums[i][j][0], sums[i][j][1]);
+      *reinterpret_cast<Pair*>(&tile[swizzled<kChunksB>(row, chunk) + 2 * t4]) =
+          TensorCore<T>::two(sums[i][j][0], sums[i][j][1]);
       *reinterpret_cast<Pair*>(&tile[swizzled<kChunksB>(row + 8, chunk) + 2 * t4]) =
           TensorCore<T>::two(sums[i][j][2], sums[i][j][3]);
     }
