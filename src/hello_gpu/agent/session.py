@@ -142,6 +142,14 @@ MARK_FLOOR_MAX_S = 1e-5       # 0.4-0.5 ms and ~5 us a call seen on the CPU box 
                               # rules. Slowing a probe needs code running outside the candidate's calls (a thread, a
                               # signal handler, a patched harness function: tamper evidence), so this is a second
                               # line only; with four-call batches of 0.3 ms (before sizing) it was no line at all
+# Work a timed call left running past its end event, on any stream of the context (worker.ContextDrain measures it
+# after every counted call): it runs beside the next call's L2 flush, in no call's time (issue 17: a side stream never
+# joined, a CUDA graph replayed there, a launch through our runtime or cuda-python on a stream of its own, a spin left
+# to hog the device). Honest calls leave ~0 (the measurement's two ends follow the same kind of wait on one stream).
+LEFT_RUNNING_MIN_S = 2e-6     # a call left work running when it ran this long past the end event (events resolve
+LEFT_RUNNING_SHARE = 0.02     # ~0.5 us) and this share of the call's own time (the acceptance margin's 2%)
+LEFT_RUNNING_CALLS = 0.25     # ... in this share of the counted calls (at least MIN_SLOW_BATCHES): work hidden in
+                              # fewer moves the per-batch medians by a fraction of their spread, as with the clock
 IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
 IDLE_CPU_FRACTION = 0.2       # blocked on its socket uses none), or this fraction of the other side's time
 
@@ -847,6 +855,8 @@ class TimedSide:
         self.failures: list[str] = []
         self.counted: list[tuple[float, float]] = []   # (the parent's interval, the child's claimed span) per batch
         self.idle: list[float] = []                      # how long the child had idled before each counted batch
+        self.left_running: list[tuple[float, float]] = []   # (work left running past the end, claimed) per call
+        self.left_running_unseen: str | None = None          # why the child could not measure it
         self.calls_per_batch = 0                         # of the last batch (the probes record as many marks)
 
     def grow(self, sets: int) -> None:
@@ -860,6 +870,7 @@ class TimedSide:
         self.batches.clear()
         self.counted.clear()
         self.idle.clear()
+        self.left_running.clear()
 
     def span_per_call(self) -> float | None:
         """The median span per call of the last SIZING_BATCHES counted batches (none longer than the parent saw)."""
@@ -903,6 +914,11 @@ class TimedSide:
             self.failures.append(f"{TIMING}: the calls' claimed times add up to {sum(seconds):.6g} s, more than the "
                                  f"{float(answer['span_s']):.6g} s the batch claimed to span")
         self.per_call += seconds
+        running = answer.get("left_running_s")
+        if running is not None and len(running) == len(seconds):
+            self.left_running += [(float(left), claimed) for left, claimed in zip(running, seconds)]
+        elif running is None and self.left_running_unseen is None:
+            self.left_running_unseen = str(answer.get("left_running_unseen") or "the child did not say")
         empty = answer.get("empty_launches")
         if empty and empty not in self.failures:
             self.failures.append(empty)            # zero-block launches: calls timed for work they never did
@@ -981,6 +997,9 @@ class TimedSide:
             result.update(summary)
             problems += found
         result["problems"] = [f"{TIMING}: {problem}" for problem in problems]
+        summary, running = left_running_problems(self.left_running)
+        result["left_running"] = summary if self.left_running else {"unseen": self.left_running_unseen}
+        result["problems"] += running
         self.failures += result["problems"]
         return result
 
@@ -1035,6 +1054,31 @@ def timed_launch_problems(answer: dict, calls: int, counts: list[int], side_stre
         problems.append(f"{CONCURRENCY}: timed calls of batch {batch} launched kernels on another stream than the timed "
                         f"one, where no call's events wait for them ({'; '.join(map(str, off[:4]))})")
     return problems
+
+
+def left_running_problems(calls: list[tuple[float, float]]) -> tuple[dict, list[str]]:
+    """Work the counted timed calls left running on the device: (a summary, the problems found).
+
+    ``calls``: (seconds the context's work ran past the call's end event, the call's claimed seconds) per counted
+    call (worker.ContextDrain). A call left work running when that is over LEFT_RUNNING_MIN_S and LEFT_RUNNING_SHARE
+    of its own time; a side is named when LEFT_RUNNING_CALLS of its calls did (at least MIN_SLOW_BATCHES). Whatever
+    launched the work (Triton, our runtime, cuda-python, a CUDA graph, torch's _sleep) and on whatever stream: the
+    context event holds every stream of the context. Where a task allows side streams they must be joined before
+    the call returns, so the rule is the same there. What passes: up to max(2 us, 2%) a call, or more in fewer than
+    a quarter of the calls (the per-batch medians move by a fraction of their spread)."""
+    if not calls:
+        return {"calls": 0}, []
+    lefts = [left for left, _ in calls]
+    over = [(left, claimed) for left, claimed in calls if left > max(LEFT_RUNNING_MIN_S, LEFT_RUNNING_SHARE * claimed)]
+    summary = {"calls": len(calls), "median_s": statistics.median(lefts), "max_s": max(lefts), "calls_over": len(over)}
+    if len(over) < max(min(MIN_SLOW_BATCHES, len(calls)), LEFT_RUNNING_CALLS * len(calls)):
+        return summary, []
+    left = statistics.median(left for left, _ in over)
+    claimed = statistics.median(claimed for _, claimed in over)
+    return summary, [f"{CONCURRENCY}: {len(over)} of the {len(calls)} counted timed calls left work running on the "
+                     f"device after they returned ({left * 1e6:.3g} us past the call's end event in the median one, "
+                     f"which claimed {claimed * 1e6:.3g} us): work on another stream than the timed one, never joined, "
+                     f"runs beside the next call's L2 flush in no call's time"]
 
 
 def judge_batches(counted: list[tuple[float, float]], floor: float) -> tuple[dict, list[str]]:
