@@ -659,6 +659,8 @@ OUTSIDE_CHEATS = {
     "t76_switches_the_watch_off.py": {anticheat.TAMPER},             # _disable_current_modes around a + b
     "t79_redirects_the_evidence.py": {anticheat.TAMPER},             # os.dup2 over the evidence pipe, then back
     "t100_disarms_through_a_closure.py": {anticheat.TAMPER},         # the watch's flags sought through a wrapper
+    # Session 9: where work left running would hide from the context event after each timed call.
+    "t54_makes_its_own_context.py": {anticheat.TAMPER},              # cuda-python's cuCtxCreate, by a computed name
 }
 HONEST_CONTROLS = ("t98_honest_scratch.py", "t77_honest_bookkeeping.py", HONEST)
 
@@ -938,6 +940,8 @@ def test_an_honest_compare_grows_both_sides_batches():
         consistency = raw["consistency"][side]
         assert consistency["calls_per_batch"] == raw["calls_per_batch"] and not consistency["problems"], consistency
         assert consistency["counted_batches"] in (2 * raw["rounds"], 2 * raw["rounds"] + 1), consistency   # + a repeat
+        # The CPU has no device to leave work running on: the timing says so instead of measuring nothing silently.
+        assert "no device" in consistency["left_running"]["unseen"], consistency
 
 
 # (factor, every k-th counted batch lies, what the verdict names): a clock slowed in all batches by a little, and
@@ -1001,6 +1005,54 @@ def test_the_batch_rules_pass_honest_hiccups_and_catch_each_lie(seed):
     # device work left running past the span (it ends in the request's synchronize): 2 ms more in every batch
     summary, problems = _judged(spans, [h + 2e-3 for h in hiccups])
     assert any("of the 60 counted batches claimed less" in problem for problem in problems), problems
+
+
+# Work left running past a timed call's end event (worker.ContextDrain: one event for the whole context after each
+# counted call), as the device reports it: (seconds past the end, seconds claimed) per call. The honest figures are
+# what two waits on one stream give (events resolve ~0.5 us); the cheats' are their hidden work's length.
+def _left_running(seed: int, count: int, hidden, claimed: float = 50e-6) -> list[tuple[float, float]]:
+    import random
+    draw = random.Random(seed)
+    return [(draw.uniform(0, 1e-6) + (draw.choice([0.0] * 19 + [draw.uniform(1e-6, 2e-5)])) + hidden(index), claimed)
+            for index in range(count)]
+
+
+LEFT_RUNNING = {   # case: (the hidden work in call ``index``, named?)
+    "honest": (lambda index: 0.0, False),
+    "an eighth of a 57 us add on an unjoined side stream (v55)": (lambda index: 7e-6, True),
+    "a 1 ms spin left on a side stream (t53, the device hog)": (lambda index: 1e-3, True),
+    "an eighth hidden in every third call": (lambda index: 7e-6 if index % 3 == 0 else 0.0, True),
+    "1 us a call (under 2 us and 2%: what passes)": (lambda index: 1e-6, False),
+    "an eighth in one call in eight (under a quarter: what passes)": (lambda index: 7e-6 if index % 8 == 0 else 0.0,
+                                                                      False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEFT_RUNNING))
+@pytest.mark.parametrize("seed", range(3))
+def test_work_left_running_past_a_timed_call_is_named(case, seed):
+    """session.left_running_problems on 400 counted calls of 50 us: honest calls (with one call in twenty delayed by
+    up to 20 us) pass; work left running in every call or in a third of them is named as an unjoined stream, with
+    the figures; what the rule lets through is said in its docstring and docs/agent.md (the last two cases)."""
+    from hello_gpu.agent.session import left_running_problems
+    hidden, named = LEFT_RUNNING[case]
+    summary, problems = left_running_problems(_left_running(seed, 400, hidden))
+    assert bool(problems) == named, (summary, problems)
+    if named:
+        assert tag_of(problems[0]) == CONCURRENCY and "left work running on the device after they returned" in \
+            problems[0], problems
+    assert summary["calls"] == 400 and summary["median_s"] >= 0, summary
+    assert left_running_problems([]) == ({"calls": 0}, [])
+
+
+def test_the_cheats_that_leave_work_running_pass_the_source_scan():
+    """v55 (an eighth on a side stream through our runtime, except while profiled), t53 (a spin left on a side
+    stream) and t54 (a CUDA context of its own) name nothing the scan can read (computed names: hints only), and
+    behave on the CPU (no CUDA): only the device, or t54's guarded context maker, shows them (tests/test_agent_gpu.py)."""
+    for name in ("v55_hides_work_unprofiled.hip", "t53_hogs_the_device.py", "t54_makes_its_own_context.py"):
+        candidate = candidate_of(name)
+        assert static_reasons(candidate) == [], name
+        assert any("computed name" in hint for hint in anticheat.static_hints(candidate)), name
 
 
 def test_timed_outputs_are_checked_at_the_benchmark_shape():
