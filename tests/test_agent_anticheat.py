@@ -1277,7 +1277,7 @@ def run(a, b, out=None):
 '''
 
 
-def observations_by_request(device: str, n: int = 4097) -> tuple[dict, dict]:
+def observations_by_request(device: str, n: int = 4097, observer: str = OBSERVER) -> tuple[dict, dict]:
     """OBSERVER (t99's kernel) loaded by the child's own Worker class, here in this process (without the socket
     and the watch's audit hook, which decide nothing about the state a call sees), and called through each request
     that calls a candidate, after one call that compiles: ({request: what each of its calls saw}, {request: its
@@ -1288,7 +1288,7 @@ def observations_by_request(device: str, n: int = 4097) -> tuple[dict, dict]:
     from hello_gpu.agent.tools import _payload
     from hello_gpu.agent.worker import TamperWatch, Worker
     source = candidate_of(HONEST).source
-    payload = _payload(TASK, candidate=Candidate(None, None, "triton", source[:source.index("def run(")] + OBSERVER))
+    payload = _payload(TASK, candidate=Candidate(None, None, "triton", source[:source.index("def run(")] + observer))
     worker = Worker(None, TamperWatch())
     try:
         assert worker.load({"task": payload["task"], "candidate": payload["candidate"]})["skip"] is None
@@ -1321,6 +1321,111 @@ def test_checked_profiled_and_timed_calls_see_the_same_launch_watch(monkeypatch)
     assert first["pre-run hooks"] >= 1 and first["launch hooks"] >= 1, first
     assert all(seen == first for calls in found.values() for seen in calls), found
     assert answers["time"]["launches"] == [1, 1, 1] and answers["time"]["off_stream"] == [], answers["time"]
+
+
+# ------------------------------------------------------------------------------------------ what stays tellable
+# Three ways a call can still tell which kind it is in (issue 17, docs/agent.md "还分得出的"), each a strict xfail that
+# names it: when one is closed the test passes, and strict turns that into a failure to be flipped. None is closed
+# here, because two of them cannot be without changing what is measured (the profiler on in every timed call; the
+# same pause between every call), and closing one while another stays open tells the candidate nothing less. The
+# verdict does not rest on any of them: what a candidate could do only where it is timed is measured in every timed
+# call (its outputs checked at random, its Triton launches' streams, the work it left running past each call's end
+# on any stream: session.left_running_problems); what stays profile-only is a library kernel launched outside ATen.
+
+# What a call learns with no audited access: whether the profiler is on, and the file and line of each frame above
+# it (warnings.warn with a stacklevel and catch_warnings(record=True): C code, no audit event, no frame handed out).
+TELLING_OBSERVER = '''
+_warnings = __import__("warnings")
+_profiling = getattr(__import__("torch.autograd", fromlist=["grad"]), "_profiler_" + "enabled")
+SEEN = []
+
+
+def _callers():
+    """file:line of the frames 3 to 9 levels above this function (run's callers and theirs), from warnings."""
+    found = []
+    for level in range(3, 10):
+        with _warnings.catch_warnings(record=True) as caught:
+            _warnings.simplefilter("always")
+            _warnings.warn("where", stacklevel=level)
+        found += [f"{caught[0].filename.rsplit('/', 1)[-1]}:{caught[0].lineno}"] if caught else []
+    return found
+
+
+def run(a, b, out=None):
+    SEEN.append({"profiler on": _profiling(), "callers": _callers()})
+    out = torch.empty_like(a) if out is None else out
+    add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)
+    return out
+'''
+
+
+@pytest.fixture(scope="module")
+def told_by_request():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_INTERPRET", "1")
+        found, _ = observations_by_request("cpu", observer=TELLING_OBSERVER)
+    assert {name: len(calls) for name, calls in found.items()} == {"call": 1, "profile": 3, "time": 3}, found
+    return found
+
+
+@pytest.mark.xfail(strict=True, reason="an open hole of issue 17: a profiled call can tell that the profiler is on "
+                   "(torch.autograd._profiler_enabled()); the verdict leans on the profile only for library kernels "
+                   "launched outside ATen (docs/agent.md)")
+def test_a_profiled_call_cannot_tell_the_profiler_is_on(told_by_request):
+    seen = {name: {call["profiler on"] for call in calls} for name, calls in told_by_request.items()}
+    assert seen["profile"] == seen["time"] == seen["call"], seen
+
+
+@pytest.mark.xfail(strict=True, reason="an open hole of issue 17: warnings.warn(stacklevel=N) caught with "
+                   "catch_warnings(record=True) gives the file and line of the frames above a call with no audit event: "
+                   "a checked, a profiled and a timed call are called from different lines of the worker")
+def test_a_call_cannot_read_its_callers_lines(told_by_request):
+    seen = {name: {tuple(call["callers"]) for call in calls} for name, calls in told_by_request.items()}
+    assert all(len(callers) == 1 for callers in seen.values()) and len(set().union(*seen.values())) == 1, seen
+
+
+# The rhythm: each checked call is a request of its own, with the parent's reference and comparison between two of
+# them (milliseconds); a timed batch's calls follow one another with only the flush between (tens of microseconds
+# on the H200). A candidate timing the pause since its last return (time.perf_counter: no audit event) knows a
+# timed call from the second of its batch on. It prints the pause of each call; the sandbox keeps its stderr tail.
+RHYTHM_OBSERVER = '''
+_clock = __import__("time").perf_counter
+_returned = [None]
+
+
+def run(a, b, out=None):
+    began = _clock()
+    if _returned[0] is not None:
+        print(f"pause {began - _returned[0]:.6f}", file=__import__("sys").stderr, flush=True)
+    out = torch.empty_like(a) if out is None else out
+    add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)
+    _returned[0] = _clock()
+    return out
+'''
+
+
+def _pauses(result) -> list[float]:
+    tail = str((result.raw or {}).get("stderr_tail") or "")
+    return [float(match) for match in re.findall(r"pause (\d+\.\d+)", tail)]
+
+
+@pytest.mark.xfail(strict=True, reason="an open hole of issue 17: a timed call can tell it is timed from the pause "
+                   "since its last return (time.perf_counter, no audit event): a batch's calls follow one another, "
+                   "checked calls are a request each; what it could hide there is measured in every timed call")
+def test_a_timed_call_cannot_tell_it_is_timed_by_the_rhythm_of_calls():
+    import statistics
+
+    from hello_gpu.agent import tools
+    source = candidate_of(HONEST).source
+    candidate = Candidate(None, None, "triton", source[:source.index("def run(")] + RHYTHM_OBSERVER)
+    checked = tools.check(candidate, SMALL_TASK)
+    timed = tools.bench(candidate, SMALL_TASK, max_seconds=0.3)
+    assert checked.passed and timed.ok, (checked.reason, timed.raw.get("detail"))
+    checked_pauses, timed_pauses = _pauses(checked), _pauses(timed)
+    assert len(checked_pauses) >= 20 and len(timed_pauses) >= 20, (checked_pauses, timed_pauses)
+    # Indistinguishable would mean the two medians within a factor of two of each other; they are ~100x apart.
+    assert statistics.median(checked_pauses) < 2 * statistics.median(timed_pauses), \
+        (statistics.median(checked_pauses), statistics.median(timed_pauses))
 
 
 WORKER_STREAM = HERE / "fixtures" / "agent" / "worker_stream"   # a sitecustomize: a caller's stream on the CPU

@@ -1062,8 +1062,10 @@ class Worker:
         finish.record(timed)
         torch.cuda.synchronize()
         running: dict = {"left_running_s": None}
-        if calls and drain is not None:
-            running["left_running_s"] = [drain.left_running_s(index) for index in range(len(calls))]
+        if drain is not None:
+            # Read back for a probe's marks too: what a batch costs per call after its span, a probe costs.
+            measured = [drain.left_running_s(index) for index in range(pairs)]
+            running["left_running_s" if calls else "marks_left_running_s"] = measured
         elif calls and cold:
             running["left_running_unseen"] = f"the driver cannot record a context event ({self.drain_unavailable})"
         return {"per_call_s": [start.elapsed_time(end) / 1e3 for start, end in events],
