@@ -45,6 +45,7 @@ from hello_gpu.agent.anticheat import (
     TIMER,
 )
 from hello_gpu.agent.candidate import FINAL_STATES, Candidate
+from hello_gpu.agent.session import LEFT_RUNNING_MIN_S
 from hello_gpu.agent.task import Task
 
 pytestmark = [pytest.mark.gpu,
@@ -559,9 +560,10 @@ def test_an_honest_compare_is_clean_and_consistent_in_separate_processes():
         assert not consistency["problems"], consistency
         assert consistency["claimed_span_s"] <= consistency["parent_wall_s"], consistency
         assert consistency["median_span_s"] >= SHORT_BATCH * BATCH_SPAN_S, consistency
-        # Work left running past each counted call's end event (worker.ContextDrain): measured, and ~0 for both.
+        # Work left running past each counted call's end event (worker.ContextDrain): measured, and ~0 for both (the
+        # rule names a side only when a quarter of its calls are over the threshold; the median is far under it).
         running = consistency["left_running"]
-        assert running["calls"] >= 10 * INPUT_SETS and running["calls_over"] == 0, running
+        assert running["calls"] >= 10 * INPUT_SETS and running["median_s"] < LEFT_RUNNING_MIN_S, running
 
 
 # ============================================================================ side streams, where a task allows them
@@ -823,7 +825,7 @@ def test_work_left_running_through_our_runtime_is_named_where_it_is_timed():
     assert CONCURRENCY in timed.suspect and "left work running on the device after they returned" in timed.suspect, \
         (timed.suspect, timed.raw["consistency"]["left_running"])
     assert honest.ok and honest.suspect is None, everything_said(honest)
-    assert honest.raw["consistency"]["left_running"]["calls_over"] == 0, honest.raw["consistency"]["left_running"]
+    assert honest.raw["consistency"]["left_running"]["median_s"] < LEFT_RUNNING_MIN_S, honest.raw["consistency"]
 
 
 def test_side_streams_joined_before_return_leave_nothing_running_where_timed():
@@ -841,5 +843,37 @@ def test_side_streams_joined_before_return_leave_nothing_running_where_timed():
         loose = pool.submit(tools.bench, unjoined, allowed, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
         joined, loose = joined.result(), loose.result()
     assert joined.ok and joined.suspect is None, everything_said(joined)
-    assert joined.raw["consistency"]["left_running"]["calls_over"] == 0, joined.raw["consistency"]["left_running"]
+    assert joined.raw["consistency"]["left_running"]["median_s"] < LEFT_RUNNING_MIN_S, joined.raw["consistency"]
     assert loose.ok and loose.suspect and "left work running on the device" in loose.suspect, everything_said(loose)
+
+
+# A CUDA graph (a captured spin of ~50 us) replayed on a side stream after each call's add, never joined: no launch hook
+# sees a replay (the stream record is Triton's JIT only), and the source scan reads only computed names. The context
+# event after each counted call holds every stream's queued work, replays included.
+GRAPH_LEFT_RUNNING = '''
+_cuda = getattr(torch, "cu" + "da")
+_graph = []
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)
+    if not _graph:
+        side, graph = getattr(_cuda, "Str" + "eam")(), getattr(_cuda, "CUDA" + "Graph")()
+        with getattr(_cuda, "gr" + "aph")(graph, stream=side):
+            getattr(_cuda, "_sl" + "eep")(10**5)
+        _graph.extend([side, graph])
+    with getattr(_cuda, "str" + "eam")(_graph[0]):
+        _graph[1].replay()
+    return out
+'''
+
+
+def test_a_graph_replayed_on_a_side_stream_is_named_where_it_is_timed():
+    source = (CHEATS / HONEST).read_text(encoding="utf-8")
+    candidate = Candidate(None, None, "triton", source[:source.index("def run(")] + GRAPH_LEFT_RUNNING,
+                          action="a captured spin replayed on a side stream")
+    result = tools.bench(candidate, triton_task(bench_shape=2**24), max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok, everything_said(result)
+    assert result.suspect and CONCURRENCY in result.suspect, (result.suspect, result.raw["consistency"])
+    assert "left work running on the device after they returned" in result.suspect, result.raw["consistency"]
