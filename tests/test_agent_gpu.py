@@ -23,6 +23,7 @@ check, which sweep files, never see a deliberately broken kernel.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -877,3 +878,30 @@ def test_a_graph_replayed_on_a_side_stream_is_named_where_it_is_timed():
     assert result.ok, everything_said(result)
     assert result.suspect and CONCURRENCY in result.suspect, (result.suspect, result.raw["consistency"])
     assert "left work running on the device after they returned" in result.suspect, result.raw["consistency"]
+
+
+def test_the_context_event_leaves_an_honest_speedup_where_it_was():
+    """v02_strided_chunks against v01 (HIP, 2^24), compared with the context event after each counted call and
+    without it (tests/fixtures/agent/worker_clock's HG_TEST_NO_DRAIN, as on a driver without cuCtxRecordEvent): the
+    event's host work comes after each call's end event, so the two speedups agree within report.AGREEMENT, as a
+    claim and its re-measurement must; the run without it says so instead of measuring nothing silently."""
+    from test_agent_anticheat import WORKER_CLOCK
+
+    from hello_gpu.agent import session
+    from hello_gpu.agent.report import AGREEMENT
+    from hello_gpu.agent.sandbox import _package_path
+    from hello_gpu.agent.tools import _payload
+    task = hip_task(bench_shape=2**24)
+    payload = _payload(task, baseline=rung_candidate(hip_task("v02_strided_chunks", bench_shape=2**24)),
+                       candidate=rung_candidate(task))
+    payload.update(min_rounds=10, max_seconds=2.0)
+    path = os.pathsep.join(filter(None, [str(WORKER_CLOCK), _package_path(), os.environ.get("PYTHONPATH")]))
+    with_event = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path})
+    without = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path, "HG_TEST_NO_DRAIN": "1"})
+    for raw in (with_event, without):
+        assert raw.get("status", "ok") == "ok" and raw["suspect"] is None, (raw.get("detail"), raw.get("suspect"))
+    assert with_event["consistency"]["B"]["left_running"]["calls"] > 0, with_event["consistency"]["B"]
+    assert "HG_TEST_NO_DRAIN" in without["consistency"]["B"]["left_running"]["unseen"], without["consistency"]["B"]
+    difference = with_event["speedup"] / without["speedup"] - 1
+    assert abs(difference) <= AGREEMENT, (with_event["speedup"], with_event["ci95"], without["speedup"], without["ci95"])
+
