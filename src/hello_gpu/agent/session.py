@@ -28,6 +28,10 @@ process, drives it and decides (issue 17, parts 1, 2 and 6):
   each less what a batch costs outside its span (the batch floor: measured by probes, bounded), one by one,
   in the median and in total (:func:`judge_batches`); each counted batch is made long enough (BATCH_SPAN_S,
   more input sets where calls are short) that a host hiccup outside it cannot pass for a slowed clock.
+- **Work left running is measured.** After every counted timed call the child records one event for its whole
+  CUDA context (worker.ContextDrain) and says how long the call's work, on any stream, ran past the call's end
+  event: a call that leaves work beside the next call's L2 flush is named (:func:`left_running_problems`),
+  whatever launched that work.
 - **Baseline and candidate are timed in separate processes**, alternating batch by batch (ABBA): a
   candidate cannot slow the baseline down by sharing its process.
 - **Guard bytes** on both sides of every buffer are compared after every call (:data:`GUARD`).
