@@ -11,7 +11,8 @@ parent when read. What the child can do:
   parent's memory, where the parent checks them against a reference it computes itself, after the
   call returned;
 - ``time`` a batch of calls with device events (the wall clock without a GPU) and say how long each
-  took: claims, which the parent checks against its own wall clock over the batch;
+  took: claims, which the parent checks against its own wall clock over the batch; and, after each counted
+  call, how long the work it queued on any stream ran past its end event (ContextDrain: one context event);
 - ``profile`` calls (the kernels they launched, on which stream, launched by which API) and count
   the candidate's own Triton launches;
 - ``finish``: report the tamper evidence gathered since before the candidate was imported.
