@@ -154,6 +154,9 @@ LEFT_RUNNING_MIN_S = 2e-6     # a call left work running when it ran this long p
 LEFT_RUNNING_SHARE = 0.02     # ~0.5 us) and this share of the call's own time (the acceptance margin's 2%)
 LEFT_RUNNING_CALLS = 0.25     # ... in this share of the counted calls (at least MIN_SLOW_BATCHES): work hidden in
                               # fewer moves the per-batch medians by a fraction of their spread, as with the clock
+LEFT_RUNNING_FLOOR_MAX_S = 2e-5   # what the measurement itself reads with nothing left running (the probes' marks,
+                              # which go through the same steps after an empty pair of events) is subtracted, up to
+                              # this: a probe's reading, were it ever inflated, excuses no more than 20 us a call
 IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
 IDLE_CPU_FRACTION = 0.2       # blocked on its socket uses none), or this fraction of the other side's time
 
@@ -861,6 +864,7 @@ class TimedSide:
         self.idle: list[float] = []                      # how long the child had idled before each counted batch
         self.left_running: list[tuple[float, float]] = []   # (work left running past the end, claimed) per call
         self.left_running_unseen: str | None = None          # why the child could not measure it
+        self.marks_left_running: list[float] = []            # the probes' marks: the measurement with nothing left
         self.calls_per_batch = 0                         # of the last batch (the probes record as many marks)
 
     def grow(self, sets: int) -> None:
@@ -1001,7 +1005,8 @@ class TimedSide:
             result.update(summary)
             problems += found
         result["problems"] = [f"{TIMING}: {problem}" for problem in problems]
-        summary, running = left_running_problems(self.left_running)
+        marks = self.marks_left_running
+        summary, running = left_running_problems(self.left_running, statistics.median(marks) if marks else 0.0)
         result["left_running"] = summary if self.left_running else {"unseen": self.left_running_unseen}
         result["problems"] += running
         self.failures += result["problems"]
@@ -1025,8 +1030,9 @@ class TimedSide:
         for _ in range(FLOOR_PROBES):
             time.sleep(idle)
             began = time.perf_counter()
-            self.session.request("time", calls=[], cold=True, hold_s=hold, marks=marks)
+            answer = self.session.request("time", calls=[], cold=True, hold_s=hold, marks=marks)
             probes.append(time.perf_counter() - began - hold)
+            self.marks_left_running += [float(left) for left in answer.get("marks_left_running_s") or ()]
         probed = min(probes)
         bound = BATCH_FLOOR_MAX_S + marks * MARK_FLOOR_MAX_S
         return round_trip + min(max(0.0, probed - round_trip), bound), probed
@@ -1060,21 +1066,26 @@ def timed_launch_problems(answer: dict, calls: int, counts: list[int], side_stre
     return problems
 
 
-def left_running_problems(calls: list[tuple[float, float]]) -> tuple[dict, list[str]]:
+def left_running_problems(calls: list[tuple[float, float]], floor: float = 0.0) -> tuple[dict, list[str]]:
     """Work the counted timed calls left running on the device: (a summary, the problems found).
 
     ``calls``: (seconds the context's work ran past the call's end event, the call's claimed seconds) per counted
-    call (worker.ContextDrain). A call left work running when that is over LEFT_RUNNING_MIN_S and LEFT_RUNNING_SHARE
-    of its own time; a side is named when LEFT_RUNNING_CALLS of its calls did (at least MIN_SLOW_BATCHES). Whatever
+    call (worker.ContextDrain); ``floor``: what the measurement reads with nothing left running (the median of the
+    probes' marks), subtracted from each call's, up to LEFT_RUNNING_FLOOR_MAX_S. A call left work running when the
+    rest is over LEFT_RUNNING_MIN_S and LEFT_RUNNING_SHARE of its own time; a side is named when LEFT_RUNNING_CALLS
+    of its calls did (at least MIN_SLOW_BATCHES). Whatever
     launched the work (Triton, our runtime, cuda-python, a CUDA graph, torch's _sleep) and on whatever stream: the
     context event holds every stream of the context. Where a task allows side streams they must be joined before
     the call returns, so the rule is the same there. What passes: up to max(2 us, 2%) a call, or more in fewer than
     a quarter of the calls (the per-batch medians move by a fraction of their spread)."""
     if not calls:
         return {"calls": 0}, []
-    lefts = [left for left, _ in calls]
-    over = [(left, claimed) for left, claimed in calls if left > max(LEFT_RUNNING_MIN_S, LEFT_RUNNING_SHARE * claimed)]
-    summary = {"calls": len(calls), "median_s": statistics.median(lefts), "max_s": max(lefts), "calls_over": len(over)}
+    floor = min(max(0.0, floor), LEFT_RUNNING_FLOOR_MAX_S)
+    lefts = [max(0.0, left - floor) for left, _ in calls]
+    over = [(left, claimed) for left, (_, claimed) in zip(lefts, calls)
+            if left > max(LEFT_RUNNING_MIN_S, LEFT_RUNNING_SHARE * claimed)]
+    summary = {"calls": len(calls), "floor_s": floor, "median_s": statistics.median(lefts), "max_s": max(lefts),
+               "calls_over": len(over)}
     if len(over) < max(min(MIN_SLOW_BATCHES, len(calls)), LEFT_RUNNING_CALLS * len(calls)):
         return summary, []
     left = statistics.median(left for left, _ in over)
