@@ -902,6 +902,9 @@ def test_the_context_event_leaves_an_honest_speedup_where_it_was():
         assert raw.get("status", "ok") == "ok" and raw["suspect"] is None, (raw.get("detail"), raw.get("suspect"))
     assert with_event["consistency"]["B"]["left_running"]["calls"] > 0, with_event["consistency"]["B"]
     assert "HG_TEST_NO_DRAIN" in without["consistency"]["B"]["left_running"]["unseen"], without["consistency"]["B"]
+    assert any("work left running after the timed calls was not measured" in note for note in without["notes"]), \
+        without["notes"]
+    assert with_event["notes"] == [], with_event["notes"]
     difference = with_event["speedup"] / without["speedup"] - 1
     assert abs(difference) <= AGREEMENT, (with_event["speedup"], with_event["ci95"], without["speedup"], without["ci95"])
 

@@ -1066,6 +1066,16 @@ def timed_launch_problems(answer: dict, calls: int, counts: list[int], side_stre
     return problems
 
 
+def _unseen_notes(device: str, consistencies: list[dict]) -> list[str]:
+    """On a GPU, a timing that could not see work left running after its calls says so in its notes (an older driver:
+    no cuCtxRecordEvent); on the CPU nothing outlives a call but a thread, which is counted."""
+    unseen = sorted({str(found["left_running"]["unseen"]) for found in consistencies
+                     if "unseen" in found.get("left_running", {})})
+    if not device.startswith("cuda") or not unseen:
+        return []
+    return [f"work left running after the timed calls was not measured: {'; '.join(unseen)}"]
+
+
 def left_running_problems(calls: list[tuple[float, float]], floor: float = 0.0) -> tuple[dict, list[str]]:
     """Work the counted timed calls left running on the device: (a summary, the problems found).
 
@@ -1330,7 +1340,8 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
             "count": summary.count, "clock": clock, "cache": "cold", "device": device, "stopped_by": stopped_by,
             "work": work.to_dict(), "gb_per_s": measured.gb_per_s, "tflop_per_s": measured.tflop_per_s,
             "bandwidth_fraction": measured.bandwidth_fraction, "compute_fraction": measured.compute_fraction,
-            "suspect": suspect, "notes": [], "input_sets": inputs.count, "inputs": "fresh values before every batch",
+            "suspect": suspect, "notes": _unseen_notes(device, [consistency]), "input_sets": inputs.count,
+            "inputs": "fresh values before every batch",
             "timing": timing_from_summary(summary, cache="cold", graph=False, clock=clock),
             "derived": measured.to_dict(), "timed_outputs_checked": side.checked, "consistency": consistency,
             "calls_per_batch": inputs.count, "resizes": resizes,
@@ -1441,6 +1452,7 @@ def run_compare(payload: dict, timeout_s: float, environment: dict | None = None
             "determinism": {name: {"declared": sides[label].deterministic,
                                    "repeated_batches_compared": sides[label].repeats_compared}
                             for label, name in (("A", "baseline"), ("B", "candidate"))},
-            "consistency": consistency, "problems": problems, "baseline_problems": baseline_problems,
+            "consistency": consistency, "notes": _unseen_notes(device, list(consistency.values())),
+            "problems": problems, "baseline_problems": baseline_problems,
             "patched": patched, "baseline_patched": baseline_patched, "stdout_tail": tails[0],
             "stderr_tail": tails[1]}
