@@ -1,4 +1,5 @@
-"""CPU evidence for the matmul and linear rungs that missed their predictions on the H200 (run of 8b07192).
+"""CPU evidence for the matmul and linear rungs that missed their predictions on the H200 (run of 8b07192),
+and for the prediction of linear t02_streaming_gemv (not measured yet).
 
 No GPU: each C++ rung is compiled for the arch its header declares (NVRTC, as the ladder builds it), each
 Triton kernel by triton.compile for sm_90 with the 16-divisibility the JIT gives 4096-sized arguments,
@@ -187,9 +188,40 @@ def triton_kernels() -> None:
             print(f"  {layout}")
 
 
+# linear t02 (dtype, BLOCK_M, ROWS, stages): its base configuration at M = 1, the most sums a thread keeps
+# (M x ROWS = 64) in bf16 and float32, M = 16 in bf16, which t02 leaves to t01 (the reason is here), and
+# M x ROWS = 128, which it never compiles (the spills are here).
+STREAMING_GEMV = (("bf16", 1, 4, 3), ("bf16", 8, 8, 3), ("bf16", 16, 4, 3), ("bf16", 16, 8, 3), ("fp32", 1, 4, 3),
+                  ("fp32", 16, 4, 3))
+
+
+def streaming_gemv() -> None:
+    """linear t02: the weight's 16-byte cp.async copies, spills, and instructions a weight element in the
+    main loop (each thread holds ROWS x PACK weight elements a step), against the ~18 (bf16) and ~37
+    (float32) an SM can issue per element at 0.85 of copy bandwidth."""
+    from hello_gpu.ops.rung import load_module
+    t02 = load_module(load_op("linear").rung("t02_streaming_gemv").path, "linear_t02_for_evidence")
+    for dtype, block_m, rows, stages in STREAMING_GEMV:
+        pack = 4 if dtype == "fp32" else 8
+        constants = {"BLOCK_M": block_m, "PACK": pack, "EVEN_K": True, "ROWS": rows, "WARPS": t02.WARPS,
+                     "STAGES": stages}
+        sass, ttgir, resources = triton_sass(t02.streaming_gemv_kernel, constants, dtype, t02.WARPS, stages)
+        code = instructions(sass)
+        ops = Counter(y["op"] for y in code)
+        body = main_loop(code)
+        print(f"linear t02 {dtype} M={block_m:<2} ROWS={rows} stages={stages}: {resources}; cp.async 16 B "
+              f"(LDGSTS.E.BYPASS.128) {ops['LDGSTS.E.BYPASS.128']}, local memory (spills) "
+              f"{sum(op.startswith(('LDL', 'STL')) for op in ops.elements())}; loop {len(body)} instructions, "
+              f"{len(body) / (rows * pack):.1f} a weight element")
+        # Each weight row's buffer is [warps, lanes, pack], the pack fastest: 16 bytes between lanes.
+        for layout in sorted(set(re.findall(r"^#shared\d* = .*$", ttgir, flags=re.M))):
+            print(f"  {layout}")
+
+
 if __name__ == "__main__":
     compiled_rungs("matmul", "float32", SIMT)
     compiled_rungs("matmul", "bfloat16", TENSOR)
     compiled_rungs("linear", "bfloat16", (("v01_warp_per_row", 256, 0),))
     compiled_rungs("linear", "float32", (("v01_warp_per_row", 256, 0),))
     triton_kernels()
+    streaming_gemv()
