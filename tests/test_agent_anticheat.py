@@ -884,6 +884,21 @@ def test_a_fixed_cost_outside_the_span_is_not_a_slow_clock():
     assert consistency["counted_batches"] >= 2, consistency
 
 
+def test_a_clock_that_lies_in_one_timing_only_is_reported_from_a_timing_that_did_not(tmp_path):
+    """Timed again where only the clock check failed (session.timed_again_if_only_the_clock_failed): the first
+    child's clock runs at 0.5x in its counted batches, the second child's does not. The result is the second
+    timing's, clean, and says why it was timed again: what a busy host does to an honest candidate once, and what
+    a candidate gains by lying once (nothing: the numbers reported are the honest timing's)."""
+    raw = _bench_with_worker(candidate_of(HONEST), SMALL_TASK, 0.5, HG_TEST_CLOCK_FACTOR=0.5,
+                             HG_TEST_FIRST_ONLY=str(tmp_path / "first-child"))
+    assert raw.get("status", "ok") == "ok", raw.get("detail")
+    assert raw["suspect"] is None, (raw["suspect"], raw["consistency"])
+    first = raw["first_timing_problems"]
+    assert first and all(problem.startswith(anticheat.TIMING) for problem in first), first
+    assert any(note.startswith("timed again: the first timing failed only the clock check") for note in raw["notes"])
+    assert not raw["consistency"]["problems"]
+
+
 def test_a_halved_clock_is_caught_though_the_probes_are_slowed():
     """The attacker's side of the probes: a child whose clock runs at 0.5x in the counted batches and that
     busy-waits 20 ms in every request without calls (it can tell a probe apart), to make the parent subtract
@@ -899,6 +914,7 @@ def test_a_halved_clock_is_caught_though_the_probes_are_slowed():
     assert consistency["batch_floor_s"] == pytest.approx(consistency["round_trip_s"] + bound), consistency
     suspect = raw["suspect"] or ""
     assert anticheat.TIMING in suspect and "counted batches claimed" in suspect, suspect
+    assert raw["first_timing_problems"], "timed twice, the clock check failing both times"
     assert re.search(r"the claims run at 0\.(4|5)", suspect), suspect
     assert raw["patched"] == [], raw["patched"]          # the sitecustomize is the worker as the watch first saw it
 

@@ -1200,8 +1200,51 @@ def _pick_dtype(payload: dict, declared: list[str], rungs) -> str:
     return next(d for d in declared if all(r.supports(d) for r in rungs))
 
 
+def clock_only_problems(result: dict) -> list[str]:
+    """The problems of a timing when every one of them is the clock check's (TIMING), else []: no other
+    reason (a wrong output, a launch, tamper evidence, the roofline bound) may be among them."""
+    problems = list(result.get("problems") or []) + [f"baseline: {p}" for p in result.get("baseline_problems") or []]
+    clock_only = all(p.removeprefix("baseline: ").startswith(TIMING) for p in problems)
+    if not problems or not clock_only or result.get("suspect") != "; ".join(problems):
+        return []
+    return problems
+
+
+# An honest timing can fail the clock check on a busy host: on this 2-core box, with a second test suite and three
+# compiles running, the median counted batch of an honest CPU candidate read as a clock at 0.84-0.87x (floor 1.1
+# ms, batches ~2.3 ms), where alone it passes. A clock that lies fails the check every time it is timed. So a timing
+# whose only problems are the clock check's is done once more, in new processes on new inputs, and the second
+# timing is the one reported, with the first one's problems in its notes: a candidate is only ever accepted on the
+# numbers of a timing that passed the check, so lying in the first one gains nothing.
+RETIME_MIN_TIME_SHARE = 1.2   # timed again only if at least this many times the first timing's duration is left
+
+
+def timed_again_if_only_the_clock_failed(step, payload: dict, timeout_s: float, environment: dict | None) -> dict:
+    began = time.perf_counter()
+    first = step(payload, timeout_s, environment)
+    problems = clock_only_problems(first)
+    if not problems:
+        return first
+    spent = time.perf_counter() - began
+    left = timeout_s - spent
+    if left < RETIME_MIN_TIME_SHARE * spent:
+        first.setdefault("notes", []).append(f"only the clock check failed, but {left:.0f} s of the step's {timeout_s:.0f} "
+                                             f"s are left, under {RETIME_MIN_TIME_SHARE:g}x the {spent:.0f} s the timing "
+                                             f"took: not timed again")
+        return first
+    second = step(payload, left, environment)
+    second.setdefault("notes", []).append(f"timed again: the first timing failed only the clock check ({'; '.join(problems)})")
+    second["first_timing_problems"] = problems
+    return second
+
+
 def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) -> dict:
-    """The bench step: cold median at the benchmark shape, timed in the child, checked from here."""
+    """The bench step: cold median at the benchmark shape, timed in the child, checked from here (timed once
+    more where only the clock check failed: :func:`timed_again_if_only_the_clock_failed`)."""
+    return timed_again_if_only_the_clock_failed(_bench_once, payload, timeout_s, environment)
+
+
+def _bench_once(payload: dict, timeout_s: float, environment: dict | None = None) -> dict:
     deadline = time.perf_counter() + timeout_s
     task, bench_shape_of, dtypes_of = _timing_task(payload)
     with tempfile.TemporaryDirectory(prefix="hello-gpu-parent-") as folder:
@@ -1281,7 +1324,12 @@ def run_bench(payload: dict, timeout_s: float, environment: dict | None = None) 
 
 def run_compare(payload: dict, timeout_s: float, environment: dict | None = None) -> dict:
     """The compare step: baseline and candidate each in its own child, timed batch by batch in ABBA
-    order on the same fresh inputs; the speedup is the median of per-round ratios, with its interval."""
+    order on the same fresh inputs; the speedup is the median of per-round ratios, with its interval (timed
+    once more where only the clock check failed: :func:`timed_again_if_only_the_clock_failed`)."""
+    return timed_again_if_only_the_clock_failed(_compare_once, payload, timeout_s, environment)
+
+
+def _compare_once(payload: dict, timeout_s: float, environment: dict | None = None) -> dict:
     from ..bench.compare import round_order
     deadline = time.perf_counter() + timeout_s
     task, bench_shape_of, dtypes_of = _timing_task(payload)
