@@ -1,8 +1,10 @@
-"""The best rung of softmax and rms_norm as plain functions, registered as torch custom ops.
+"""The best rung of softmax, rms_norm and attention as plain functions, registered as torch custom ops.
 
 ``hello_gpu.ops.softmax(x)`` and ``hello_gpu.ops.rms_norm(x, weight, eps)`` run the rung that the
 H200 records name fastest (``BEST``; ``tests/test_functions.py`` holds it to the committed records,
-so it cannot drift from them silently).
+so it cannot drift from them silently). ``hello_gpu.ops.attention(q, k, v, causal)`` has no records
+yet: it picks its rung by a rule (``ATTENTION_RULE``, see :func:`attention_rung`), which the records
+of issue 22 will confirm or correct; BEST names it once they exist.
 
 Two paths, one kernel. Called eagerly (the common case: a model's decode step), the function checks
 its arguments and calls the built rung directly: a ``torch.library.custom_op`` costs ~40-50 us of
@@ -33,6 +35,7 @@ from typing import Callable
 import torch
 from torch.compiler import is_compiling
 
+from .attention import spec as attention_spec       # imported, not load_op'd: Dynamo traces dims_of, not file reads
 from .registry import load_op
 from ..runtime import compiled_replay
 from ..runtime.triton_replay import launch_hooks_set, plain_tensor_types, plan_of, replayable
@@ -299,3 +302,93 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     _remember("rms_norm", key, x.shape, (x, weight, eps), x if x.dim() == 2 else x.view(-1, x.shape[-1]), weight,
               float(eps))
     return result
+
+
+# ------------------------------------------------------------------------------------------ attention
+
+# Chosen by rule, not measured yet (no attention record exists): flash-decoding where a KV head has few
+# (query, head) rows, so the keys must be split across programs to fill the GPU; the GQA prefill rung,
+# which loads each K/V tile once for a whole query group, everywhere else. The H200 records of issue 22
+# (attention.bfloat16 / float16) will confirm the rule or replace it; tests/test_attention_function.py
+# then holds it to them, as tests/test_functions.py holds BEST.
+ATTENTION_RULE = {"decode": "t06_flash_decoding", "prefill": "t05_gqa_shared_kv_tiles"}
+# (query, head) rows of one KV head up to which the decode rung runs: t06_flash_decoding's DECODE_ROWS
+# (past it, t06 hands the call to t05 itself). tests/test_attention_function.py checks the two agree.
+ATTENTION_DECODE_ROWS = 64
+
+
+@functools.cache
+def _attention_built(rung_id: str):
+    """A rung of the attention ladder, built once per process (its Triton launches replayed per signature)."""
+    return load_op("attention").rung(rung_id).build()
+
+
+def _check_attention(q, k, v, causal):
+    """The dimensions of a call (spec.Dims), after the checks Dynamo can trace (types, shapes, dtypes, grad)."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"hello_gpu.ops.attention: {name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if type(causal) is not bool:
+        raise TypeError(f"hello_gpu.ops.attention: causal must be True or False, got {type(causal).__name__}")
+    if q.dtype not in DTYPES:
+        names = ", ".join(str(d).removeprefix("torch.") for d in DTYPES)
+        raise TypeError(f"hello_gpu.ops.attention: q is {str(q.dtype).removeprefix('torch.')}; supported: {names}")
+    try:
+        d = attention_spec.dims_of(q, k, v, causal)
+    except ValueError as error:              # the spec's messages begin "attention: ..."
+        raise ValueError(f"hello_gpu.ops.{error}") from None
+    if any(t.requires_grad for t in (q, k, v)) and torch.is_grad_enabled():
+        raise RuntimeError("hello_gpu.ops.attention is forward only (it has no backward pass): call it under "
+                           "torch.no_grad() or torch.inference_mode(), or on tensors that do not require grad")
+    return d
+
+
+def _attention_rung_id(d) -> str:
+    return ATTENTION_RULE["decode"] if d.group * d.q_len <= ATTENTION_DECODE_ROWS else ATTENTION_RULE["prefill"]
+
+
+def _attention_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Contiguous, checked tensors: the rung the rule picks, on the GPU (or in the Triton interpreter)."""
+    d = _check_attention(q, k, v, causal)
+    if not q.is_cuda and not triton_interpreter_on():         # both rungs of the rule are Triton rungs
+        raise ValueError(f"hello_gpu.ops.attention: q is on {q.device}; the kernels run on a GPU (move q, k and v "
+                         f"with .cuda())")
+    return _attention_built(_attention_rung_id(d))(q, k, v, causal)
+
+
+@torch.library.custom_op("hello_gpu::attention", mutates_args=())
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    return _attention_eager(q, k, v, causal)
+
+
+@_attention_op.register_fake
+def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    return torch.empty_like(q)
+
+
+_attention_op.register_autograd(_no_backward("attention"))
+
+
+def attention_rung(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> str:
+    """The id of the attention rung :func:`attention` runs for these arguments (after the same checks):
+    ``t06_flash_decoding`` when each KV head has at most ATTENTION_DECODE_ROWS (query, head) rows
+    (decode: 1 query token x 4 query heads a KV head in Llama 3), else ``t05_gqa_shared_kv_tiles``."""
+    return _attention_rung_id(_check_attention(q, k, v, causal))
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(D) [+ causal mask]) v`` on the GPU, by the rung :func:`attention_rung` names.
+
+    q is (B, H, S_q, D); k and v are (B, H_kv, S_kv, D) with H a multiple of H_kv (grouped-query
+    attention, no repeated copy of k and v); D is 64 or 128; float32, bfloat16 or float16, one dtype
+    and one device for all three. ``causal`` masks bottom-right (query i sees key j when
+    j <= i + S_kv - S_q: the queries are the last S_q positions, as in decoding against a KV cache);
+    with S_q == S_kv it is F.scaled_dot_product_attention's is_causal. A query that sees no key
+    (causal, S_q > S_kv) gets 0. Non-contiguous tensors are copied to contiguous ones first.
+    Forward only.
+    """
+    _check_attention(q, k, v, causal)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    if is_compiling():
+        return _attention_op(q, k, v, causal)
+    return _attention_eager(q, k, v, causal)
