@@ -11,7 +11,11 @@ its arguments and calls the built rung directly: a ``torch.library.custom_op`` c
 host time per call in eager mode (its dispatch, autograd wrapper and ``torch._dynamo.disable``),
 several times the kernel itself at decode sizes. Under ``torch.compile`` the same call goes through
 the custom op with its fake (meta) implementation, so ``fullgraph=True`` keeps it as one node in the
-graph instead of breaking the graph or tracing into Triton.
+graph instead of breaking the graph or tracing into Triton. ``is_compiling()`` is the first thing a
+function asks, before it reads any state of the eager fast path below: Dynamo guards on every global
+a traced function reads, and the compiled replay's function is a C builtin that torch 2.11's guard
+builder refuses as a constant (``AssertionError: Unexpected type <class 'builtin_function_or_method'>``,
+H200 run of 2f3f333); a graph guarded on fast-path state would also recompile whenever that state moved.
 
 An eager call whose signature (dtype, shape, strides, device, alignment, eps) has passed the checks
 once goes straight to the replay plan of that signature (``_FAST_PLANS``; runtime.triton_replay):
@@ -134,8 +138,8 @@ def _rms_norm_eager(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
 # in the caller's shape (False: the signature was seen and has none). A signature gets a plan once a call of it passed every check on contiguous
 # tensors and the launch was replayable; the key holds everything those checks read (type, dtype,
 # shape, strides, device, 16-byte alignment, eps), so a later call with the same key would pass them
-# again. What the key leaves out is checked on every call: grad mode with requires_grad, and
-# torch.compile tracing (which takes the custom op). A call whose key has no plan takes the checked
+# again. What the key leaves out is checked on every call: grad mode with requires_grad (torch.compile
+# tracing is asked before any of this is read: it takes the custom op). A call whose key has no plan takes the checked
 # path, which raises every error exactly as before. Before: the checks, a contiguous() and a view per
 # call, then replayable's own signature: 3.7 us of Python over the replay at 16x4096 on the H200.
 _FAST_PLANS: dict[str, dict] = {"softmax": {}, "rms_norm": {}}
@@ -198,14 +202,16 @@ def _remember(name: str, key: tuple, shape, call_args: tuple, *args) -> None:
             _add_compiled(name, key, call_args, plan)
 
 
+# The custom ops take any layout and make it contiguous inside, so that a compiled graph holds the op
+# alone (no contiguous() node beside it); their fake results are contiguous, as the real ones are.
 @torch.library.custom_op("hello_gpu::softmax", mutates_args=())
 def _softmax_op(x: torch.Tensor) -> torch.Tensor:
-    return _softmax_eager(x)
+    return _softmax_eager(x.contiguous())
 
 
 @_softmax_op.register_fake
 def _softmax_fake(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 _softmax_op.register_autograd(_no_backward("softmax"))
@@ -213,12 +219,12 @@ _softmax_op.register_autograd(_no_backward("softmax"))
 
 @torch.library.custom_op("hello_gpu::rms_norm", mutates_args=())
 def _rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return _rms_norm_eager(x, weight, eps)
+    return _rms_norm_eager(x.contiguous(), weight.contiguous(), eps)
 
 
 @_rms_norm_op.register_fake
 def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 _rms_norm_op.register_autograd(_no_backward("rms_norm"))
@@ -230,13 +236,16 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     A non-contiguous ``x`` is copied to a contiguous one first (the kernels read rows of stride
     ``x.shape[-1]``). Forward only.
     """
+    if is_compiling():          # first: Dynamo must never read the fast path's state (module docstring)
+        _check("softmax", x)
+        return _softmax_op(x)
     compiled = _COMPILED[0]
-    if compiled is not None and not is_compiling():
+    if compiled is not None:
         result = compiled(_SOFTMAX_TABLE, x)
         if result is not None:
             return result
     key = plan = None
-    if not is_compiling() and type(x) in _PLAIN_TENSORS:
+    if type(x) in _PLAIN_TENSORS:
         try:
             key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0)
         except RuntimeError:        # no strides or no storage (sparse, nested): the checked path
@@ -247,8 +256,6 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
                 _add_compiled("softmax", key, (x,), plan)
             return plan((x,))
     _check("softmax", x)
-    if is_compiling():
-        return _softmax_op(x.contiguous())
     if plan is not None or key is None or not x.is_contiguous():      # seen before, or not to be remembered
         return _softmax_eager(x.contiguous())
     result = _softmax_eager(x)
@@ -262,13 +269,16 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     ``weight`` has one element per column of ``x`` and the same dtype and device. Float32
     accumulation whatever the dtype. Forward only.
     """
+    if is_compiling():          # first: Dynamo must never read the fast path's state (module docstring)
+        _check_rms_norm(x, weight, eps)
+        return _rms_norm_op(x, weight, float(eps))
     compiled = _COMPILED[0]
-    if compiled is not None and not is_compiling():
+    if compiled is not None:
         result = compiled(_RMS_NORM_TABLE, x, weight, eps)
         if result is not None:
             return result
     key = plan = None
-    if not is_compiling() and type(x) in _PLAIN_TENSORS and type(weight) in _PLAIN_TENSORS and type(eps) in (float, int):
+    if type(x) in _PLAIN_TENSORS and type(weight) in _PLAIN_TENSORS and type(eps) in (float, int):
         try:
             key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0,
                    weight.dtype, weight.shape, weight.stride(), weight.get_device(), weight.data_ptr() % 16 == 0,
@@ -281,6 +291,17 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
             if compiled is not None and key not in _COMPILED_KEYS["rms_norm"]:
                 _add_compiled("rms_norm", key, (x, weight, eps), plan)
             return plan((x, weight, eps))
+    _check_rms_norm(x, weight, eps)
+    if plan is not None or key is None or not (x.is_contiguous() and weight.is_contiguous()):
+        return _rms_norm_eager(x.contiguous(), weight.contiguous(), float(eps))
+    result = _rms_norm_eager(x, weight, float(eps))
+    _remember("rms_norm", key, x.shape, (x, weight, eps), x if x.dim() == 2 else x.view(-1, x.shape[-1]), weight,
+              float(eps))
+    return result
+
+
+def _check_rms_norm(x, weight, eps) -> None:
+    """rms_norm's checks (what Dynamo knows while tracing, as _check's)."""
     _check("rms_norm", x)
     if not isinstance(weight, torch.Tensor) or weight.shape != (x.shape[-1],):
         shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
@@ -294,14 +315,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
                            "torch.no_grad() or on a weight that does not require grad")
     if not (isinstance(eps, (int, float)) and eps >= 0 and eps == eps):
         raise ValueError(f"hello_gpu.ops.rms_norm: eps must be a number >= 0, got {eps!r}")
-    if is_compiling():
-        return _rms_norm_op(x.contiguous(), weight.contiguous(), float(eps))
-    if plan is not None or key is None or not (x.is_contiguous() and weight.is_contiguous()):
-        return _rms_norm_eager(x.contiguous(), weight.contiguous(), float(eps))
-    result = _rms_norm_eager(x, weight, float(eps))
-    _remember("rms_norm", key, x.shape, (x, weight, eps), x if x.dim() == 2 else x.view(-1, x.shape[-1]), weight,
-              float(eps))
-    return result
 
 
 # ------------------------------------------------------------------------------------------ attention
