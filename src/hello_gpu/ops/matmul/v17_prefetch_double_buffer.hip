@@ -13,18 +13,21 @@ change: v08's block (256 threads, 128x128 of C, BK = 16, 8 warp tiles of 64x32, 
 hypothesis: v06 / v07 / v08 stage each tile as load -> wait -> store, 4 serial global round trips a
   16-k tile in v08 (benchmarks/matmul_sass_evidence.py, docs/ladders.md): every warp of the block
   waits ~1500 cycles a tile with no FMA to issue, and only the SM's other block fills the gap, which
-  kept v06 and v08 at ~50% of the FFMA peak. Here a tile's loads wait behind 1024 FFMAs of each
-  warp (4 warps a scheduler: ~4,600 issue cycles a tile against ~600-800 cycles of global latency),
-  so no warp waits on global memory and the FFMA pipe is limited by issue: the main loop is ~1,100
-  instructions a tile for 1,024 FFMAs (~90%). Shared memory: a thread reads 16 floats a k for 64 FFMAs
-  (1 byte an FMA); a warp's 4 LDS.128 are 4 wavefronts (plus ~1.2 a k for the stores) for 64 warp
-  FFMAs, ~0.33 of the SM's 1 wavefront a cycle at 4 FFMAs a cycle: not the limit. Registers stay
-  <= 128 (__launch_bounds__(256, 2)): 2 blocks of 256 threads an SM, 16 warps, as v08
-prediction: ~1.3x v08 at 4096^3 float32, ~42 TFLOP/s (~0.82x torch.mm float32 = 51.1 TFLOP/s); that
-  is ~63% of the H200's FFMA peak (132 SMs x 128 FMAs x 2 x 1.98 GHz = 66.9 TFLOP/s): the ~90% FFMA
-  share of issue, ~97% wave efficiency (1,024 tiles on 264 block slots: 3.9 waves), and the ~80% of
-  issue a 64-accumulator SGEMM sustains against register-bank and dependency stalls (cuBLAS itself is
-  at 76% of peak). Reaching the issue's 0.85x (43.4 TFLOP/s, 65% of peak) needs the upper end of that
+  kept v06 and v08 at ~50% of the FFMA peak. Here a tile's loads wait behind 1,024 FFMAs of each
+  warp (4 warps a scheduler: ~4,700 issue cycles a tile against ~600-1,000 cycles of global latency),
+  so no warp waits on global memory and the FFMA pipe is limited by issue: the main loop's 16-byte
+  path is ~1,180 instructions a tile for 1,024 FFMAs (87%). Shared memory: a thread reads 16 floats a
+  k for 64 FFMAs (1 byte an FMA); a warp's 4 LDS.128 a k are 4 wavefronts, the tile's stores 1 more a
+  k, for 64 warp FFMAs: at 4 warp FFMAs a cycle, ~0.31 of the SM's 1 wavefront a cycle, not the
+  limit. Registers stay <= 128 (__launch_bounds__(256, 2)): 2 blocks of 256 threads an SM, 16 warps,
+  as v08
+prediction: ~1.3x v08 at 4096^3 float32: ~42 TFLOP/s (40-45), ~0.82x torch.mm float32 (51.1 TFLOP/s in
+  records matmul.float32, run of 8b07192).
+  Model: the H200's FFMA peak, 132 SMs x 128 FMAs x 2 x 1.98 GHz = 66.9 TFLOP/s, x 0.87 (the FFMA
+  share of the loop) x 0.97 (wave efficiency: 1,024 tiles on 264 block slots, 3.9 waves) = 56.5 if
+  every cycle issued; x ~0.75 for the cycles that do not (FFMA operand register-bank conflicts, the
+  barrier a tile, each tile's first LDS): 42. The issue's 0.85x (43.4) needs 0.77 there; cuBLAS's
+  51.1 is 76% of the peak
 outcome: not measured yet
 deterministic: yes, each element is one thread's sum in k order
 dtypes: float32
@@ -41,7 +44,8 @@ constexpr int kTM = 4, kTN = 4;                         // a thread's block in e
 constexpr int kSubM = 32, kSubN = 16;                   // sub-tiles: 8 lanes down x 4 across, 4x4 each
 constexpr int kIterM = kWM / kSubM, kIterN = kWN / kSubN;   // 2 x 2 sub-tiles a warp
 constexpr int kLaneColumns = kSubN / kTN;               // 4 lanes across a sub-tile
-constexpr int kAStride = kBM + 4;                       // As row (one k): 132 floats, 4 banks of padding
+constexpr int kAPad = 4;                                // floats after each As row: 4 banks
+constexpr int kAStride = kBM + kAPad;                   // As row (one k): 132 floats
 constexpr int kALoads = kBM * kBK / 4 / kThreads;       // float4s of A a thread stages a tile: 2
 constexpr int kBLoads = kBK * kBN / 4 / kThreads;       // float4s of B: 2
 static_assert((kBM / kWM) * (kBN / kWN) * kWarpLanes == kThreads, "one warp tile per 32 threads");
