@@ -95,7 +95,9 @@ __device__ __forceinline__ void store_tile(float (*As)[kAStride], float (*Bs)[kB
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 2)     // CUDA: 2 blocks an SM, so <= 128 registers a thread
+// __launch_bounds__'s second argument: CUDA reads 2 blocks an SM, so 65536 / 512 = 128 registers a thread on
+// the H200; HIP-Clang reads it as waves per execution unit, a looser bound.
+__global__ void __launch_bounds__(kThreads, 2)
 matmul_prefetch_double_buffer(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                               int M, int N, int K) {
   __shared__ __align__(16) float As[2][kBK][kAStride];     // transposed: As[buffer][k][m]
