@@ -136,10 +136,10 @@ def test_a_warps_global_loads_use_whole_32_byte_sectors(k_size):
     for warp in range(THREADS // LANES):
         lanes = range(warp * LANES, (warp + 1) * LANES)
         for j in range(2):
-            a_bytes = {4 * (row * k_size + k) + byte for t in lanes for row, k in [a_pieces(t)[j]] for byte in range(16)}
+            a_bytes = {4 * (row * k_size + k) + byte for row, k in (a_pieces(t)[j] for t in lanes) for byte in range(16)}
             sectors = {byte // 32 for byte in a_bytes}
             assert len(a_bytes) == 32 * len(sectors) == 32 * 16
-            b_bytes = sorted(4 * (k * 4096 + column) + byte for t in lanes for k, column in [b_pieces(t)[j]]
+            b_bytes = sorted(4 * (k * 4096 + column) + byte for k, column in (b_pieces(t)[j] for t in lanes)
                              for byte in range(16))
             assert b_bytes == list(range(b_bytes[0], b_bytes[0] + 512))
 
@@ -160,16 +160,15 @@ def emulate(a: np.ndarray, b: np.ndarray, buffers: int = 2) -> np.ndarray:
     b_pad[:k_size, :n] = b
     rows = np.array([thread_rows(t) for t in range(THREADS)])              # (256, 8)
     columns = np.array([thread_columns(t) for t in range(THREADS)])
-    a_slots = [(t, row, k) for t in range(THREADS) for row, k in a_pieces(t)]
-    b_slots = [(t, k, column) for t in range(THREADS) for k, column in b_pieces(t)]
+    # Every element a thread's float4s carry: A's (row, k) and B's (k, column), four a piece.
+    a_rows, a_ks = np.array([[row, k + e] for t in range(THREADS) for row, k in a_pieces(t) for e in range(4)]).T
+    b_ks, b_columns = np.array([[k, n + e] for t in range(THREADS) for k, n in b_pieces(t) for e in range(4)]).T
     c = np.full((m, n), np.nan)
     written = np.zeros((m, n), dtype=int)
 
     def stage(shared_a, shared_b, row0, column0, k0):
-        for _, row, k in a_slots:
-            shared_a[k:k + 4, row] = a_pad[row0 + row, k0 + k:k0 + k + 4]    # transposed: As[k][m]
-        for _, k, column in b_slots:
-            shared_b[k, column:column + 4] = b_pad[k0 + k, column0 + column:column0 + column + 4]
+        shared_a[a_ks, a_rows] = a_pad[row0 + a_rows, k0 + a_ks]            # transposed: As[k][m]
+        shared_b[b_ks, b_columns] = b_pad[k0 + b_ks, column0 + b_columns]
 
     for row0 in range(0, m, BM):
         for column0 in range(0, n, BN):
@@ -183,7 +182,7 @@ def emulate(a: np.ndarray, b: np.ndarray, buffers: int = 2) -> np.ndarray:
                     stage(shared_a[other], shared_b[other], row0, column0, (tile + 1) * BK)
                 a_values = shared_a[current][:, rows]                         # (BK, 256, 8)
                 b_values = shared_b[current][:, columns]
-                sums += np.einsum("kti,ktj->tij", a_values, b_values)
+                sums += a_values.transpose(1, 2, 0) @ b_values.transpose(1, 0, 2)      # (256, 8, BK) @ (256, BK, 8)
             at_rows = np.broadcast_to((rows + row0)[:, :, None], sums.shape)
             at_columns = np.broadcast_to((columns + column0)[:, None, :], sums.shape)
             inside = (at_rows < m) & (at_columns < n)
@@ -193,8 +192,9 @@ def emulate(a: np.ndarray, b: np.ndarray, buffers: int = 2) -> np.ndarray:
     return c
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 5, 517), (39, 41, 37), (4095, 7, 3), (130, 260, 48),
-                                   (1823, 781, 517)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 5, 517), (39, 41, 37), (1, 4095, 17), (4095, 7, 3),
+                                   (130, 260, 48), (1823, 781, 517), (1000, 1000, 1000)],
+                         ids=lambda s: "x".join(map(str, s)))
 def test_the_double_buffered_schedule_computes_c(shape):
     m, n, k = shape
     a, b = MATMUL.spec.make_inputs(shape, "float32", seed=sum(shape))
