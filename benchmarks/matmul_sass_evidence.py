@@ -34,7 +34,7 @@ from hello_gpu.ops import load_op
 
 MULTIPLY = ("FFMA", "HMMA", "HGMMA")
 SIMT = (("v05_register_blocking_2d", 256, 0), ("v06_vectorized", 256, 0), ("v07_warp_tiling", 128, 0),
-        ("v08_tuned_tiles", 256, 0))
+        ("v08_tuned_tiles", 256, 0), ("v17_prefetch_double_buffer", 256, 0))
 # (rung, threads a block, dynamic shared bytes its launcher asks for: v10 4 x 18,944, v11 4 x 27,136, v16 4 x 24,576)
 TENSOR = (("v09_mma_sync", 256, 0), ("v10_cp_async_pipeline", 256, 75_776), ("v11_large_warp_tiles", 256, 108_544),
           ("v16_swizzled_double_buffered", 256, 98_304))
