@@ -18,9 +18,9 @@ hypothesis: v14's record splits a block's time into rounds of one tile: ~49 us a
   512 tiles on 132 SMs) and ~94 us at 8192^3 (16 rounds), i.e. ~45.5 us per 4096 of K plus ~3.3 us
   a tile that does not grow with K: 7% of a round at 4096^3, 3.5% at 8192^3, spent with no wgmma in
   flight (ladders.md, matmul, item 6). The SASS puts v14's epilogue at 64 STG.E of 4 bytes a thread;
-  one warp's store covers 8 rows x 16 bytes, 8 half-used 32-byte sectors in 8 lines, so an SM's 512
-  warp stores take the LSU ~8 cycles each: ~4,100 cycles, ~2 us at 1.98 GHz, plus the drain of the
-  last wgmmas. Here the same 64 KiB goes through 512 warp-wide st.shared, each one 128-byte wavefront
+  one warp's store covers 8 rows x 16 bytes, 8 half-used 32-byte sectors in 8 lines; at one line a
+  cycle in the LSU an SM's 512 warp stores take ~4,100 cycles, ~2 us at 1.98 GHz, plus the drain of
+  the last wgmmas. Here the same 64 KiB goes through 512 warp-wide st.shared, each one 128-byte wavefront
   with no bank conflict (the swizzle puts the 8 rows' 16-byte pieces on 8 different bank groups):
   ~512 cycles, ~0.3 us, then the engine writes whole 128-byte lines while the next tile multiplies.
   The stage less costs nothing if 2 stages of lead (~1.4 us of wgmmas) still cover a TMA load.
