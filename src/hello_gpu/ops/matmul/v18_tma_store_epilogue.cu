@@ -67,8 +67,8 @@ __device__ __forceinline__ void tma_store_tile(const void* map, const void* from
                : "memory");
 }
 
-// The stores issued so far by this thread form one group; wait_group.read 0 returns once every group has
-// finished reading shared memory (the global writes may still be on their way).
+// The stores this thread issued since its last commit form one group; wait_group.read 0 returns once every
+// group has finished reading shared memory (the global writes may still be on their way).
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void tma_store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
@@ -82,7 +82,7 @@ __device__ __forceinline__ uint32_t swizzled_128(uint32_t offset) { return offse
 // A consumer warpgroup's 64 x 256 sums, rounded once, into 4 boxes of 64 rows x 64 columns: element (r, c)
 // at box c / 64, byte r * 128 + (c % 64) * 2, swizzled. Thread 32 w + 4 g + t holds rows 16 w + g and
 // 16 w + g + 8, columns 8 j + 2 t and + 1 of each 128-column half (store_wgmma_block's layout); a warp's
-// 4-byte store covers 8 rows of one column pair, whose 16-byte pieces the swizzle spreads over all 32 banks.
+// 4-byte store covers 8 rows x 16 bytes, pieces that the swizzle spreads over all 32 banks (no conflict).
 template <typename T>
 __device__ __forceinline__ void stage_output(char* boxes, const float (&sums)[1][kBN / 128][64]) {
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
