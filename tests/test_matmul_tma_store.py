@@ -117,11 +117,28 @@ def test_the_staging_stores_have_no_bank_conflict_and_would_without_the_swizzle(
     assert all(len(set(banks)) == 4 for banks in _banks_of_each_warp_store(lambda offset: offset))
 
 
-def test_the_kernel_stages_and_stores_as_the_model_does():
-    for line in ("const uint32_t offset = (column / 64) * kOutputBoxBytes + row * 128 + (column % 64) * 2;",
-                 "const int row = 16 * warp + g + 8 * lower, column = 128 * half + 8 * j + 2 * t;",
+def kernel_byte(thread: int, half: int, j: int, lower: int) -> int:
+    """stage_output's address as the kernel forms it: from the thread's first row and column pair, plus the box,
+    8 rows for the lower half of the fragment, and the swizzled piece (j % 8) ^ g."""
+    warp, g, t = thread // 32, (thread % 32) // 4, thread % 4
+    first = (16 * warp + g) * 128 + 4 * t
+    return first + (2 * half + j // 8) * BOX_BYTES + lower * 8 * 128 + ((j % 8) ^ g) * 16
+
+
+def test_the_kernels_addresses_are_the_swizzled_layout():
+    """The kernel's shortcut (a thread's rows are all g modulo 8, so its swizzle is a fixed XOR of the piece
+    index) gives the model's swizzled byte for each of the 64 stores of each thread."""
+    for thread in range(128):
+        warp, g, t = thread // 32, (thread % 32) // 4, thread % 4
+        for half in range(2):
+            for j in range(16):
+                for lower in range(2):
+                    row, column = 16 * warp + g + 8 * lower, 128 * half + 8 * j + 2 * t
+                    assert kernel_byte(thread, half, j, lower) == swizzle_128(staged_offset(row, column))
+    for line in ("char* first = boxes + (16 * warp + g) * 128 + 4 * t;",
+                 "const int box = 2 * half + j / 8, piece = (j % 8) ^ g;",
+                 "char* at = first + box * kOutputBoxBytes + lower * 8 * 128 + piece * 16;",
                  "const float* pair = &sums[0][half][4 * j + 2 * lower];",
-                 "return offset ^ (((offset >> 7) & 7) << 4);",
                  "constexpr uint32_t kOutputBoxBytes = 64 * 128;",
                  "tma_store_tile(output_map, boxes + box * kOutputBoxBytes, tile_n * kBN + 64 * box, "
                  "tile_m * kBM + rows);",

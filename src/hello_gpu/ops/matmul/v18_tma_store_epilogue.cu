@@ -74,29 +74,28 @@ __device__ __forceinline__ void tma_store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 
-// The byte a 16-bit element at `offset` of a 128-byte-swizzled region (1024-byte aligned) lies at: bits
-// 4-6 (the 16-byte piece of a 128-byte row) XOR bits 7-9 (the row within an 8-row atom), as TMA expects.
-__device__ __forceinline__ uint32_t swizzled_128(uint32_t offset) { return offset ^ (((offset >> 7) & 7) << 4); }
-
 // #region stage-output
-// A consumer warpgroup's 64 x 256 sums, rounded once, into 4 boxes of 64 rows x 64 columns: element (r, c)
-// at box c / 64, byte r * 128 + (c % 64) * 2, swizzled. Thread 32 w + 4 g + t holds rows 16 w + g and
-// 16 w + g + 8, columns 8 j + 2 t and + 1 of each 128-column half (store_wgmma_block's layout); a warp's
-// 4-byte store covers 8 rows x 16 bytes, pieces that the swizzle spreads over all 32 banks (no conflict).
+// A consumer warpgroup's 64 x 256 sums, rounded once, into 4 boxes of 64 rows x 64 columns as TMA reads them:
+// element (r, c) at box c / 64, byte r * 128 + (c % 64) * 2 of it, 128-byte swizzled (bits 4-6, the 16-byte
+// piece of the row, XOR bits 7-9, the row within an 8-row atom; the boxes are 1024-byte aligned). Thread
+// 32 w + 4 g + t holds rows 16 w + g and 16 w + g + 8, columns 8 j + 2 t and + 1 of each 128-column half
+// (store_wgmma_block's layout). Both its rows are g modulo 8, so the swizzle turns piece j % 8 into
+// (j % 8) ^ g and the rest of each address is a constant the store carries: 64 st.shared and no arithmetic.
+// A warp's store covers 8 rows x 16 bytes, pieces that the swizzle spreads over all 32 banks (no conflict).
 template <typename T>
 __device__ __forceinline__ void stage_output(char* boxes, const float (&sums)[1][kBN / 128][64]) {
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  char* first = boxes + (16 * warp + g) * 128 + 4 * t;             // row 16 w + g, column pair t of piece 0
 #pragma unroll
   for (int half = 0; half < kBN / 128; ++half) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
 #pragma unroll
       for (int lower = 0; lower < 2; ++lower) {
-        const int row = 16 * warp + g + 8 * lower, column = 128 * half + 8 * j + 2 * t;
-        const uint32_t offset = (column / 64) * kOutputBoxBytes + row * 128 + (column % 64) * 2;
+        const int box = 2 * half + j / 8, piece = (j % 8) ^ g;
+        char* at = first + box * kOutputBoxBytes + lower * 8 * 128 + piece * 16;
         const float* pair = &sums[0][half][4 * j + 2 * lower];
-        *reinterpret_cast<decltype(TensorCore<T>::two(0.0f, 0.0f))*>(boxes + swizzled_128(offset)) =
-            TensorCore<T>::two(pair[0], pair[1]);
+        *reinterpret_cast<decltype(TensorCore<T>::two(0.0f, 0.0f))*>(at) = TensorCore<T>::two(pair[0], pair[1]);
       }
     }
   }
