@@ -329,6 +329,15 @@ def test_the_launcher_stores_directly_only_where_tma_can(columns, offset, direct
     assert launcher.stores_directly(c) is direct
 
 
+def test_the_launcher_refuses_by_name_and_launches_nothing_for_an_empty_c():
+    with pytest.raises(ValueError, match="these kernels take bfloat16, float16"):
+        launcher.run(None, torch.randn(3, 8), torch.randn(8, 8))
+    with pytest.raises(ValueError, match="b must be contiguous row-major"):
+        launcher.run(None, torch.randn(3, 8).bfloat16(), torch.randn(8, 8).bfloat16().t())
+    empty = launcher.run(None, torch.randn(0, 8).bfloat16(), torch.randn(8, 16).bfloat16())   # kernel None: not called
+    assert empty.shape == (0, 16)
+
+
 # ---------------------------------------------------------------- GPU tier
 
 
