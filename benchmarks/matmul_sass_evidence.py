@@ -38,6 +38,9 @@ SIMT = (("v05_register_blocking_2d", 256, 0), ("v06_vectorized", 256, 0), ("v07_
 # (rung, threads a block, dynamic shared bytes its launcher asks for: v10 4 x 18,944, v11 4 x 27,136, v16 4 x 24,576)
 TENSOR = (("v09_mma_sync", 256, 0), ("v10_cp_async_pipeline", 256, 75_776), ("v11_large_warp_tiles", 256, 108_544),
           ("v16_swizzled_double_buffered", 256, 98_304))
+# Hopper rungs whose epilogues are compared: v14 stores C from the consumers' registers, v18 through shared
+# memory and TMA.
+HOPPER = ("v14_persistent_grouped", "v18_tma_store_epilogue")
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the three bfloat16 candidates of t04's autotuner, t03's first.
 TRITON_MATMUL = ((128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4))
 
@@ -116,6 +119,29 @@ def compiled_rungs(op_name: str, dtype: str, rungs) -> None:
         print(f"{rung_id:<34} {kernel.resources.registers_per_thread} registers, {threads} threads, "
               f"{kernel.resources.static_shared_bytes + dynamic_shared} B shared: {occupancy}")
         print(describe(f"  {dtype}", kernel.asm("sass")))
+
+
+def hopper_epilogues(dtype: str) -> None:
+    """Where each Hopper rung's C goes: 4-byte global stores (STG) from the consumer threads, or shared stores (STS)
+    that the TMA engine writes out (UTMASTG); with the wgmmas, loads and barriers beside them. Whole-kernel counts:
+    the epilogue holds these kernels' only stores. Shared bytes: what each launcher asks for."""
+    from hello_gpu.ops.matmul.tensor_cores import tile_constants
+    from hello_gpu.ops.matmul.tensor_maps import hopper_shared_bytes
+    from hello_gpu.ops.rung import load_module
+    op = load_op("matmul")
+    for rung_id in HOPPER:
+        rung = op.rung(rung_id)
+        tiles = tile_constants(rung.path)
+        shared = hopper_shared_bytes(tiles)
+        if "OutputTiles" in tiles:
+            shared += load_module(rung.companion, f"matmul_{rung_id}_for_evidence").OUTPUT_BYTES
+        kernel = rung.kernel(arch=rung.metadata.target[1], dtype=dtype)
+        ops = Counter(y["op"].split(".")[0] for y in instructions(kernel.asm("sass")))
+        names = ("HGMMA", "UTMALDG", "STG", "STS", "UTMASTG", "BAR", "SYNCS")
+        counts = ", ".join(f"{name} {ops[name]}" for name in names)
+        print(f"{rung_id:<34} {kernel.resources.registers_per_thread} registers, {tiles['Threads']} threads, "
+              f"{shared} B shared: {kernel.occupancy(tiles['Threads'], shared_mem=shared)}")
+        print(f"  {dtype:<32} {counts}")
 
 
 def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int,
@@ -221,6 +247,7 @@ def streaming_gemv() -> None:
 if __name__ == "__main__":
     compiled_rungs("matmul", "float32", SIMT)
     compiled_rungs("matmul", "bfloat16", TENSOR)
+    hopper_epilogues("bfloat16")
     compiled_rungs("linear", "bfloat16", (("v01_warp_per_row", 256, 0),))
     compiled_rungs("linear", "float32", (("v01_warp_per_row", 256, 0),))
     triton_kernels()

@@ -1,4 +1,4 @@
-"""The tensor-core rungs of matmul (v09-v14, CUDA dialect): their index arithmetic, checked on the CPU
+"""The tensor-core rungs of matmul (v09-v14 and v18, CUDA dialect): their index arithmetic, checked on the CPU
 against a Python model of the hardware's data layouts; their SASS (HMMA / HGMMA present, no spills);
 their launchers' operand handling. GPU tier: each rung against float64 on shapes that cross every tile
 edge. Every rung's correctness on the spec's edge shapes is also checked by
@@ -29,7 +29,7 @@ MATMUL = load_op("matmul")
 MMA_SYNC_RUNGS = ("v09_mma_sync", "v10_cp_async_pipeline", "v11_large_warp_tiles")   # padded rows, mma_sync.cuh's loop
 SWIZZLED_RUNGS = ("v16_swizzled_double_buffered",)                                      # XOR-swizzled stages, own loop
 HMMA_RUNGS = MMA_SYNC_RUNGS + SWIZZLED_RUNGS
-WGMMA_RUNGS = ("v12_wgmma_tma", "v13_warp_specialized", "v14_persistent_grouped")
+WGMMA_RUNGS = ("v12_wgmma_tma", "v13_warp_specialized", "v14_persistent_grouped", "v18_tma_store_epilogue")
 TENSOR_CORE_RUNGS = HMMA_RUNGS + WGMMA_RUNGS
 tensor_cores = load_module(MATMUL.path / "tensor_cores.py", "test_matmul_tensor_cores_module")
 
