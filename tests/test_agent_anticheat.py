@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -884,6 +885,59 @@ def test_a_fixed_cost_outside_the_span_is_not_a_slow_clock():
     assert consistency["probe_floor_s"] - consistency["round_trip_s"] >= 8e-4, consistency
     assert consistency["batch_floor_s"] - consistency["round_trip_s"] >= 8e-4, consistency
     assert consistency["counted_batches"] >= 2, consistency
+
+
+def _step_of(*results):
+    """A timing step that returns these results in turn (and records the time it was given)."""
+    given = []
+
+    def step(payload, timeout_s, environment):
+        given.append(timeout_s)
+        return copy.deepcopy(results[len(given) - 1])
+    return step, given
+
+
+CLOCK = f"{anticheat.TIMING}: the median counted batch claimed 0.002 s, 0.0004 s less than the parent's clock saw"
+
+
+@pytest.mark.parametrize("first, times", [
+    ({"problems": [CLOCK], "suspect": CLOCK}, 2),                                          # the clock alone: again
+    ({"problems": [], "baseline_problems": [CLOCK], "suspect": f"baseline: {CLOCK}"}, 2),   # the baseline's clock too
+    ({"problems": [CLOCK, f"{anticheat.TIMED_OUTPUT}: set 3"], "suspect": f"{CLOCK}; {anticheat.TIMED_OUTPUT}: set 3"},
+     1),                                                                                   # and a wrong output: once
+    ({"problems": [CLOCK], "suspect": f"far above the roofline; {CLOCK}"}, 1),            # and the roofline: once
+    ({"problems": [], "suspect": None}, 1),                                                # clean: once
+])
+def test_only_a_timing_that_failed_the_clock_check_alone_is_timed_again(first, times):
+    from hello_gpu.agent.session import timed_again_if_only_the_clock_failed
+    clean = {"problems": [], "suspect": None, "median_s": 1e-3}
+    step, given = _step_of(first, clean)
+    result = timed_again_if_only_the_clock_failed(step, {}, 60.0, None)
+    assert len(given) == times
+    if times == 2:
+        assert result["suspect"] is None and result["first_timing_problems"] and 0 < given[1] <= 60.0
+        assert result["notes"][0].startswith("timed again: the first timing failed only the clock check")
+    else:
+        assert result == first
+
+
+def test_a_second_timing_that_ends_leaves_the_first_verdict_standing():
+    from hello_gpu.agent.session import timed_again_if_only_the_clock_failed
+    first = {"problems": [CLOCK], "suspect": CLOCK}
+    step, given = _step_of(first, {"status": "timeout", "detail": "the step ran past its limit"})
+    result = timed_again_if_only_the_clock_failed(step, {}, 60.0, None)
+    assert len(given) == 2 and result["suspect"] == CLOCK and "timeout: the step ran past its limit" in result["notes"][0]
+
+
+def test_no_second_timing_without_the_time_for_it():
+    from hello_gpu.agent import session
+    first = {"problems": [CLOCK], "suspect": CLOCK}
+
+    def slow(payload, timeout_s, environment):
+        time.sleep(0.05)
+        return copy.deepcopy(first)
+    result = session.timed_again_if_only_the_clock_failed(slow, {}, 0.1, None)
+    assert result["suspect"] == CLOCK and "not timed again" in result["notes"][0]
 
 
 def test_a_clock_that_lies_in_one_timing_only_is_reported_from_a_timing_that_did_not(tmp_path):

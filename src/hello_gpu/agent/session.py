@@ -1302,6 +1302,10 @@ def timed_again_if_only_the_clock_failed(step, payload: dict, timeout_s: float, 
                                              f"took: not timed again")
         return first
     second = step(payload, left, environment)
+    if second.get("status", "ok") != "ok":          # it ended (a timeout, a crash): the first timing's verdict stands
+        first.setdefault("notes", []).append(f"timed again after the clock check failed; that timing ended "
+                                             f"({second.get('status')}: {second.get('detail')})")
+        return first
     second.setdefault("notes", []).append(f"timed again: the first timing failed only the clock check ({'; '.join(problems)})")
     second["first_timing_problems"] = problems
     return second
