@@ -221,7 +221,11 @@ def test_compute_bound_simt_climbs_the_tiling_rungs_then_tunes_the_warp_tiles():
                          "ladder step to v07_warp_tiling"]
     analysis = {**analysis, "fraction_of_attainable": 0.7}
     proposals, policy = propose("v07_warp_tiling", "hip", analysis, dtype="float32", per_round=20)
-    assert proposals and all(p.action.startswith("warp-tiled sizes:") for p in proposals)
+    sizes = [p for p in proposals if p.action.startswith("warp-tiled sizes:")]
+    steps = [p.action for p in proposals if p not in sizes]
+    assert sizes and proposals[0] in sizes
+    # the one structural move left below the tensor cores: v17's prefetch and double buffer, a ladder rung of its own
+    assert all(step.startswith("ladder step to v17_prefetch_double_buffer") for step in steps), steps
     assert not any("threads per block" in p.action for p in proposals)       # the generic move would break asserts
     assert "FMAs a load" in proposals[0].hypothesis and "Prediction" in proposals[0].hypothesis
     assert any("mma.sync" in text and "v09_mma_sync" in text for text in policy.suggestions)
