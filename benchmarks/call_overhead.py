@@ -45,6 +45,7 @@ from hello_gpu.ops.functions import BEST, best_launcher
 from hello_gpu.ops.registry import load_op
 from hello_gpu.ops.sources import repository_rules
 from hello_gpu.runtime import compiled_replay
+from hello_gpu.runtime import kernel as kernel_runtime
 from hello_gpu.runtime.manifest import environment_manifest
 from hello_gpu.runtime.triton_replay import plan_of
 
@@ -291,9 +292,11 @@ def compiled_rows(name: str, *args) -> dict:
 def compiled_use(status: str) -> dict:
     """Whether the public functions served their calls from the compiled replay: its build status, whether
     they took it up, the plans each table holds and the extension's last refusal (the run of 8b07192
-    built it, and the functions never used it: a record must say so, not leave it to a missing row)."""
+    built it, and the functions never used it: a record must say so, not leave it to a missing row); and
+    whether checked kernel calls keyed their plans by its signature() (else in Python)."""
     replay = compiled_replay.function()
     return {"status": status, "taken_up_by_functions": replay is not None and functions._COMPILED[0] is replay,
+            "kernel_calls_keyed_by_it": replay is not None and kernel_runtime._EXTENSION[0] is compiled_replay.extension(),
             "plans": compiled_replay.plans_held(), "last_refusal": compiled_replay.last_refusal()}
 
 

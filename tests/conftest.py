@@ -53,3 +53,47 @@ def side_by_side():
     pool = ThreadPoolExecutor(2, thread_name_prefix="side-by-side")
     yield pool.submit
     pool.shutdown(wait=True, cancel_futures=True)      # a session stopped early (-x) skips what never started
+
+
+@pytest.fixture(scope="session")
+def extension():
+    """The compiled replay's C++ extension (runtime/compiled_replay.cpp) built for real, configured with
+    CPU stand-ins for torch's stream and device queries and no Triton hook lists (a test that needs
+    others configures it again). Skips where no C++ compiler can build it."""
+    import shutil
+
+    import torch
+
+    from hello_gpu.runtime import compiled_replay
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        pytest.skip("no C++ compiler on this machine: the compiled replay cannot be built here (the Python "
+                    "replay serves instead)")
+    return compiled_replay.load_module(configure_with=(
+        (torch.Tensor, torch.nn.Parameter), lambda device: 0x5EED, lambda: 0, ([], [])))
+
+
+@pytest.fixture
+def built_extension():
+    """The compiled replay's extension built as a user's first call builds it, with torch's own stream and
+    device queries (GPU tier: there it must build; the status says why not)."""
+    from hello_gpu.runtime import compiled_replay
+    status = compiled_replay.start(wait=True)
+    assert status == "ready", f"the compiled replay did not build: {status}"
+    return compiled_replay.extension()
+
+
+@pytest.fixture(params=["python key", "compiled key"])
+def key_path(request):
+    """Each planned kernel-call test twice: Kernel.__call__ keys a common call in Python (_argument_parts),
+    or by the compiled replay's signature() once that is built (on a GPU machine as a user's call builds
+    it; without a GPU, the CPU build of the ``extension`` fixture)."""
+    import torch
+
+    from hello_gpu.runtime import kernel
+    saved = kernel._EXTENSION[0]
+    if request.param == "compiled key":
+        kernel._EXTENSION[0] = request.getfixturevalue("built_extension" if torch.cuda.is_available() else "extension")
+    else:
+        kernel._EXTENSION[0] = None
+    yield request.param
+    kernel._EXTENSION[0] = saved

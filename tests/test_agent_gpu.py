@@ -23,6 +23,7 @@ check, which sweep files, never see a deliberately broken kernel.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -41,9 +42,11 @@ from hello_gpu.agent.anticheat import (
     LOW_PRECISION,
     NO_LAUNCH,
     PARTIAL_WRITE,
+    TAMPER,
     TIMER,
 )
 from hello_gpu.agent.candidate import FINAL_STATES, Candidate
+from hello_gpu.agent.session import LEFT_RUNNING_MIN_S
 from hello_gpu.agent.task import Task
 
 pytestmark = [pytest.mark.gpu,
@@ -451,6 +454,7 @@ def _red_team() -> dict:
 
 
 OUTSIDE_CHEATS.update(_red_team())
+OUTSIDE_CHEATS["t54_makes_its_own_context.py"] = {TAMPER}   # a real context made on the device, named as on the CPU
 
 
 def test_every_class_of_issue_17_is_rejected_on_the_device():
@@ -557,6 +561,10 @@ def test_an_honest_compare_is_clean_and_consistent_in_separate_processes():
         assert not consistency["problems"], consistency
         assert consistency["claimed_span_s"] <= consistency["parent_wall_s"], consistency
         assert consistency["median_span_s"] >= SHORT_BATCH * BATCH_SPAN_S, consistency
+        # Work left running past each counted call's end event (worker.ContextDrain): measured, and ~0 for both (the
+        # rule names a side only when a quarter of its calls are over the threshold; the median is far under it).
+        running = consistency["left_running"]
+        assert running["calls"] >= 10 * INPUT_SETS and running["median_s"] < LEFT_RUNNING_MIN_S, running
 
 
 # ============================================================================ side streams, where a task allows them
@@ -737,6 +745,7 @@ def test_work_hidden_beside_the_flush_is_caught_on_the_device():
     assert timed.ok, everything_said(timed)
     assert timed.suspect and CONCURRENCY in timed.suspect and "another stream than the timed one" in timed.suspect, \
         (timed.suspect, timed.median_s)
+    assert "left work running on the device after they returned" in timed.suspect, timed.raw["consistency"]
     assert checked.status == "ok" and not checked.passed, everything_said(checked)
     assert any(CONCURRENCY in reason and "off the timed stream" in reason for reason in checked.cheats), checked.cheats
 
@@ -755,37 +764,23 @@ def test_checked_profiled_and_timed_calls_begin_alike_on_the_device():
     assert answers["time"]["launches"] == [1, 1, 1] and answers["time"]["off_stream"] == [], answers["time"]
 
 
-# A spin left on a side stream as each call returns (not joined), meant to keep the GPU busy while the baseline
-# is timed in its own process. The worker ends each timed batch with torch.cuda.synchronize(), which waits for
-# every stream of its context, so the spin ends inside the candidate's own request: it never overlaps the
-# baseline's batches, it lengthens the candidate's requests but not their spans (the finish event is on the
-# caller's stream), and it reads as the candidate's clock running slow (timing inconsistent). What stays open
-# (issue 17): in a compare it is not named for what it is (the check step's profile names unjoined streams).
-DEVICE_HOG = '''
-_cuda = __import__("torch").cuda
-_side = []
-
-
-def run(a, b, out=None):
-    out = torch.empty_like(a) if out is None else out
-    add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)
-    if not _side:
-        _side.append(_cuda.Stream())
-    with getattr(_cuda, "stream")(_side[0]):
-        getattr(_cuda, "_sleep")(2 * 10**6)
-    return out
-'''
+# A spin left on a side stream as each call returns (t53), meant to keep the GPU busy while the baseline is timed in its
+# own process. The worker ends each timed batch with torch.cuda.synchronize(), which waits for every stream of its
+# context, so the spin ends inside the candidate's own request: it never overlaps the baseline's batches, it lengthens
+# the candidate's requests but not their spans (the finish event is on the caller's stream), and it reads as the
+# candidate's clock running slow (timing inconsistent). It was a strict xfail until each counted call was followed by
+# one event for the whole context (worker.ContextDrain): the spin runs ~1 ms past every call's end event, and that is
+# named for what it is (side stream or thread).
+DEVICE_HOG = "t53_hogs_the_device.py"
 
 
 @pytest.fixture(scope="module")
 def device_hog_compare():
     """The hog against t99, compared once for the two tests below (~15 s each on the H200)."""
-    source = (CHEATS / HONEST).read_text(encoding="utf-8")
-    source = source[:source.index("def run(")] + DEVICE_HOG
     task = triton_task(bench_shape=2**24)
     with pytest.MonkeyPatch.context() as patch:          # as _compiled_triton, for a module-scoped fixture
         patch.delenv("TRITON_INTERPRET", raising=False)
-        return tools.compare(cheat_candidate(CHEATS / HONEST), Candidate(None, None, "triton", source), task,
+        return tools.compare(cheat_candidate(CHEATS / HONEST), cheat_candidate(CHEATS / DEVICE_HOG), task,
                              timeout_s=CHECK_TIMEOUT_S)
 
 
@@ -798,12 +793,118 @@ def test_device_work_left_running_reads_as_the_candidates_slow_clock(device_hog_
     assert result.raw["baseline_problems"] == [], result.raw["baseline_problems"]
 
 
-@pytest.mark.xfail(strict=True, reason="an open hole of issue 17: device work a candidate leaves running on an "
-                   "unjoined side stream during a compare is not named for what it is; it only reads as the "
-                   "candidate's own clock running slow (timing inconsistent), never as tamper evidence (on the H200 "
-                   "run of 50fb9e5 this passed only through a false 'frame inspection' of Triton's compiler); "
-                   "strict, so that naming it shows as XPASS -> failure")
 def test_device_work_left_running_while_the_baseline_is_timed_is_caught(device_hog_compare):
+    """... and named for what it is: every counted call's work ran on past its end event (~1 ms of spin)."""
     result = device_hog_compare
     assert result.ok, everything_said(result)
-    assert result.suspect and "tamper evidence" in result.suspect, result.suspect
+    assert result.suspect and CONCURRENCY in result.suspect, result.suspect
+    assert "left work running on the device after they returned" in result.suspect, result.raw["consistency"]["B"]
+    assert result.raw["consistency"]["B"]["left_running"]["median_s"] > 1e-4, result.raw["consistency"]["B"]
+
+
+# ============================================================================ work left running, whatever launched it
+
+# v55: seven eighths of the add on the caller's stream, the last eighth on a side stream of its own through our runtime
+# (kernel(..., stream=side)), never joined, except while the profiler is on. Our runtime records no launch's stream
+# (the per-launch stream record is Triton's JIT only) and the profiled calls see an honest kernel, so before the
+# context event after each counted call (worker.ContextDrain) it reached the accept rule ~1/8 faster than it is.
+HIDES_UNPROFILED = "v55_hides_work_unprofiled.hip"
+
+
+def test_work_left_running_through_our_runtime_is_named_where_it_is_timed():
+    """v55 passes its check (its profiled calls are honest; nothing else in a check looks at a HIP launch's stream)
+    and its bench names its calls' work left running; v01, honest and launched the same way, leaves none."""
+    task = hip_task(bench_shape=2**24)
+    cheat = cheat_candidate(CHEATS / HIDES_UNPROFILED)
+    with ThreadPoolExecutor(3) as pool:
+        checked = pool.submit(tools.check, cheat, task, timeout_s=CHECK_TIMEOUT_S)
+        timed = pool.submit(tools.bench, cheat, task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+        honest = pool.submit(tools.bench, rung_candidate(task), task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+        checked, timed, honest = checked.result(), timed.result(), honest.result()
+    assert checked.status == "ok" and checked.passed, everything_said(checked)
+    assert timed.ok and timed.suspect, everything_said(timed)
+    assert CONCURRENCY in timed.suspect and "left work running on the device after they returned" in timed.suspect, \
+        (timed.suspect, timed.raw["consistency"]["left_running"])
+    assert honest.ok and honest.suspect is None, everything_said(honest)
+    assert honest.raw["consistency"]["left_running"]["median_s"] < LEFT_RUNNING_MIN_S, honest.raw["consistency"]
+
+
+def test_side_streams_joined_before_return_leave_nothing_running_where_timed():
+    """t78 (half the add on a side stream, joined before return) benched on a task that allows side streams: its
+    calls leave nothing running (no false positive for an honest two-stream kernel); unjoined, they do."""
+    source = (CHEATS / JOINED).read_text(encoding="utf-8")
+    joined_body = "    caller.wait_stream(side)"
+    assert joined_body in source
+    unjoined = Candidate(None, None, "triton", source.replace(joined_body, "    pass"), action="side stream unjoined")
+    allowed = Task("vector_add", "t01_tile_1024", "triton", dtypes=("float32",), check_shapes=CHECK_SHAPES,
+                   bench_shape=2**24, side_streams=True)
+    with ThreadPoolExecutor(2) as pool:
+        joined = pool.submit(tools.bench, cheat_candidate(CHEATS / JOINED), allowed, max_seconds=1.0,
+                             timeout_s=CHECK_TIMEOUT_S)
+        loose = pool.submit(tools.bench, unjoined, allowed, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+        joined, loose = joined.result(), loose.result()
+    assert joined.ok and joined.suspect is None, everything_said(joined)
+    assert joined.raw["consistency"]["left_running"]["median_s"] < LEFT_RUNNING_MIN_S, joined.raw["consistency"]
+    assert loose.ok and loose.suspect and "left work running on the device" in loose.suspect, everything_said(loose)
+
+
+# A CUDA graph (a captured spin of ~50 us) replayed on a side stream after each call's add, never joined: no launch hook
+# sees a replay (the stream record is Triton's JIT only), and the source scan reads only computed names. The context
+# event after each counted call holds every stream's queued work, replays included.
+GRAPH_LEFT_RUNNING = '''
+_cuda = getattr(torch, "cu" + "da")
+_graph = []
+
+
+def run(a, b, out=None):
+    out = torch.empty_like(a) if out is None else out
+    add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)
+    if not _graph:
+        side, graph = getattr(_cuda, "Str" + "eam")(), getattr(_cuda, "CUDA" + "Graph")()
+        with getattr(_cuda, "gr" + "aph")(graph, stream=side):
+            getattr(_cuda, "_sl" + "eep")(10**5)
+        _graph.extend([side, graph])
+    with getattr(_cuda, "str" + "eam")(_graph[0]):
+        _graph[1].replay()
+    return out
+'''
+
+
+def test_a_graph_replayed_on_a_side_stream_is_named_where_it_is_timed():
+    source = (CHEATS / HONEST).read_text(encoding="utf-8")
+    candidate = Candidate(None, None, "triton", source[:source.index("def run(")] + GRAPH_LEFT_RUNNING,
+                          action="a captured spin replayed on a side stream")
+    result = tools.bench(candidate, triton_task(bench_shape=2**24), max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+    assert result.ok, everything_said(result)
+    assert result.suspect and CONCURRENCY in result.suspect, (result.suspect, result.raw["consistency"])
+    assert "left work running on the device after they returned" in result.suspect, result.raw["consistency"]
+
+
+def test_the_context_event_leaves_an_honest_speedup_where_it_was():
+    """v02_strided_chunks against v01 (HIP, 2^24), compared with the context event after each counted call and
+    without it (tests/fixtures/agent/worker_clock's HG_TEST_NO_DRAIN, as on a driver without cuCtxRecordEvent): the
+    event's host work comes after each call's end event, so the two speedups agree within report.AGREEMENT, as a
+    claim and its re-measurement must; the run without it says so instead of measuring nothing silently."""
+    from test_agent_anticheat import WORKER_CLOCK
+
+    from hello_gpu.agent import session
+    from hello_gpu.agent.report import AGREEMENT
+    from hello_gpu.agent.sandbox import _package_path
+    from hello_gpu.agent.tools import _payload
+    task = hip_task(bench_shape=2**24)
+    payload = _payload(task, baseline=rung_candidate(hip_task("v02_strided_chunks", bench_shape=2**24)),
+                       candidate=rung_candidate(task))
+    payload.update(min_rounds=10, max_seconds=2.0)
+    path = os.pathsep.join(filter(None, [str(WORKER_CLOCK), _package_path(), os.environ.get("PYTHONPATH")]))
+    with_event = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path})
+    without = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path, "HG_TEST_NO_DRAIN": "1"})
+    for raw in (with_event, without):
+        assert raw.get("status", "ok") == "ok" and raw["suspect"] is None, (raw.get("detail"), raw.get("suspect"))
+    assert with_event["consistency"]["B"]["left_running"]["calls"] > 0, with_event["consistency"]["B"]
+    assert "HG_TEST_NO_DRAIN" in without["consistency"]["B"]["left_running"]["unseen"], without["consistency"]["B"]
+    assert any("work left running after the timed calls was not measured" in note for note in without["notes"]), \
+        without["notes"]
+    assert with_event["notes"] == [], with_event["notes"]
+    difference = with_event["speedup"] / without["speedup"] - 1
+    assert abs(difference) <= AGREEMENT, (with_event["speedup"], with_event["ci95"], without["speedup"], without["ci95"])
+

@@ -5,7 +5,6 @@ Triton's launcher behind hello_gpu.ops.softmax and rms_norm."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 
 import pytest
@@ -17,17 +16,8 @@ STREAM = 0x5EED
 HOOKS = ([], [])
 
 
-@pytest.fixture(scope="module")
-def extension():
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        pytest.skip("no C++ compiler on this machine: the compiled replay cannot be built here (the Python "
-                    "replay serves instead)")
-    return compiled_replay.load_module(configure_with=(
-        (torch.Tensor, torch.nn.Parameter), lambda device: STREAM, lambda: 0, HOOKS))
-
-
 @pytest.fixture
-def module(extension):
+def module(extension):         # extension: tests/conftest.py
     """A fresh configuration (empty tables) per test."""
     extension.configure((torch.Tensor, torch.nn.Parameter), lambda device: STREAM, lambda: 0, HOOKS,
                         len(compiled_replay.TABLES))

@@ -131,6 +131,19 @@ def test_ch11_gemm_bounds_from_the_committed_ceilings():
     assert "v01_naive" not in tiles and "t04_autotuned" not in tiles
 
 
+def test_ch12_attention_bounds_count_causal_pairs_exactly():
+    bounds = _load("ch12_attention_bounds")
+    ceilings = json.loads(bounds.RECORD.read_text(encoding="utf-8"))
+    rows = {row["shape"]: row for row in bounds.rows(ceilings)}
+    full, causal = rows["4x32x32x4096x4096x128"], rows["4x32x32x4096x4096x128x1"]
+    assert full["flops"] == 4 * 4 * 32 * 4096 * 4096 * 128 and full["bound"] == "compute"
+    assert causal["visible"] == pytest.approx(4097 / (2 * 4096))
+    assert causal["flops"] == pytest.approx(full["flops"] * 4097 / 8192)
+    decode = rows["1x32x8x1x32768x128"]
+    assert decode["bound"] == "memory" and decode["I"] == pytest.approx(4, rel=1e-3)    # GQA 4: 2 x 4 / 2 bytes
+    assert decode["score_bytes"] == 4 * 32 * 32768
+
+
 def test_ch11_tensor_core_sass_finds_each_routes_instructions():
     """Chapter 11's script compiles the C++ rungs for their declared targets (no GPU) and counts SASS
     instructions: FFMA on the SIMT route, HMMA + LDSM with mma.sync, LDGSTS with cp.async, HGMMA + UTMALDG +

@@ -95,6 +95,20 @@ def test_a_matmul_that_skips_its_last_k_tile_fails_and_passes_once_whole(tmp_pat
 
 
 @cpu_only
+def test_attention_without_the_rescale_fails_where_a_row_spans_two_key_tiles(tmp_path):
+    """Chapter 12's exercise: t02 without `acc * alpha` (the online-softmax correction) is right while a row's
+    keys fit one 64-key tile and wrong at 127 keys."""
+    t02 = OPS / "attention" / "t02_fused_online_softmax.py"
+    broken = _copy(tmp_path, t02, "no_rescale.py",
+                   replace=("acc = acc * alpha[:, None] + tl.dot(", "acc = acc + tl.dot("))
+    report = exercise("attention", broken, dtype="float32")
+    assert report.passed is False
+    assert {case.shape for case in report.failures} == {"2x2x1x1x127x64"}
+    assert {"1x2x1x1x1x128", "1x1x1x33x31x64x1"} <= {case.shape for case in report.passed_cases}
+    assert "bounds" not in report.hint_keys()
+
+
+@cpu_only
 def test_a_hip_syntax_error_gives_the_compilers_message_at_the_files_line(tmp_path):
     path = _copy(tmp_path, V01, "my_add.hip", replace=("if (i < n) out[i] =", "if (i < n) out[i] = ="))
     line = next(number for number, text in enumerate(path.read_text().splitlines(), 1) if "= =" in text)

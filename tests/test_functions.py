@@ -91,15 +91,52 @@ def test_autograd_is_refused_up_front():
 
 
 _COMPILE_SCRIPT = """
+import shutil
 import torch, hello_gpu.ops as ops
-from hello_gpu.ops import load_op
+from hello_gpu.ops import functions
 from hello_gpu.runtime import compiled_replay
-x = torch.randn(3, 5, 33) * 4
-w = 1 + 0.1 * torch.randn(33)
-f = torch.compile(lambda x, w: ops.softmax(x) * 2 + ops.rms_norm(x, w, 1e-5), fullgraph=True, backend="aot_eager")
-got = f(x, w)
-want = torch.softmax(x.double(), -1) * 2 + torch.nn.functional.rms_norm(x.double(), (33,), w.double(), 1e-5)
-assert got.shape == x.shape and torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5), (got - want).abs().max()
+
+# The H200 run of 2f3f333 failed with the compiled replay built: Dynamo guarded its replay function (a C
+# builtin) and torch 2.11 refused it as a constant. So the replay is built for real here (CPU stand-ins
+# for the stream and device queries) and handed to the functions, as a finished build would be. Without a
+# C++ compiler it is left out; the guard check at the end still holds the functions to reading none of it.
+if shutil.which("c++") or shutil.which("g++"):
+    module = compiled_replay.load_module(configure_with=((torch.Tensor, torch.nn.Parameter), lambda device: 0,
+                                                         lambda: -1, ([], [])))
+    functions._COMPILED[0] = module.replay
+    print("the compiled replay is in place")
+
+
+def reference(x, w):
+    return torch.nn.functional.rms_norm(torch.softmax(x.double(), -1), (x.shape[-1],), w.double(), 1e-5)
+
+
+graphs = []
+
+
+def recording(graph_module, example_inputs):
+    graphs.append(graph_module)
+    return graph_module.forward
+
+
+f = torch.compile(lambda x, w: ops.rms_norm(ops.softmax(x), w, 1e-5), fullgraph=True, backend=recording)
+aot = torch.compile(lambda x, w: ops.rms_norm(ops.softmax(x), w, 1e-5), fullgraph=True, backend="aot_eager")
+# A shape change recompiles (or takes a dynamic graph): never the previous shape's result.
+for shape in ((3, 5, 33), (7, 33), (3, 5, 33), (2, 65), (1, 1000)):
+    x = torch.randn(shape) * 4
+    w = 1 + 0.1 * torch.randn(shape[-1])
+    for compiled in (f, aot):
+        got = compiled(x, w)
+        assert got.shape == x.shape and torch.allclose(got.double(), reference(x, w), rtol=1e-4, atol=1e-5), shape
+# Each graph is the two custom ops and nothing else (no graph break, no trace into Triton); a dynamic-shape
+# graph also holds the checks' size comparisons, unused (Dynamo keeps them; a backend drops them).
+for graph_module in graphs:
+    graph_module.graph.eliminate_dead_code()
+    calls = [node.target for node in graph_module.graph.nodes if node.op not in ("placeholder", "output")]
+    assert calls == [torch.ops.hello_gpu.softmax.default, torch.ops.hello_gpu.rms_norm.default], graph_module.graph
+# Dynamo reads no state of the eager fast path, so no guard depends on it.
+guards = [guard.name for guard in torch._dynamo.explain(lambda x, w: ops.rms_norm(ops.softmax(x), w))(x, w).out_guards]
+assert not [name for name in guards if "_COMPILED" in name or "_FAST_PLANS" in name], guards
 print("ok")
 """
 
@@ -139,7 +176,9 @@ def test_functions_match_the_references_on_the_gpu(shape, dtype):
 
 @pytest.mark.gpu
 @gpu
-def test_fullgraph_compile_and_no_grad_on_the_gpu():
+def test_fullgraph_compile_and_no_grad_on_the_gpu(built_extension):
+    # With the compiled replay built (conftest.py), as in the H200 run of 2f3f333 where Dynamo failed on
+    # its function (by test order then: the earlier tests' plans had started the build).
     x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
     f = torch.compile(lambda x, w: ops.rms_norm(ops.softmax(x), w), fullgraph=True)
@@ -213,9 +252,7 @@ def replay_path(request):
     from hello_gpu.ops import functions
     saved = functions._COMPILED[0]
     if request.param == "compiled replay":
-        status = compiled_replay.start(wait=True)
-        assert status == "ready", f"the compiled replay did not build: {status}"
-        functions._COMPILED[0] = compiled_replay.function()
+        functions._COMPILED[0] = request.getfixturevalue("built_extension").replay
     else:
         functions._COMPILED[0] = None
     _forget_plans()
@@ -227,13 +264,11 @@ def replay_path(request):
 @pytest.mark.gpu
 @gpu
 @pytest.mark.parametrize("shape", [(16, 4096), (4, 4, 4096), (1, 1), (1823, 781)])
-def test_the_compiled_replay_serves_a_cached_signature_from_cpp(shape):
+def test_the_compiled_replay_serves_a_cached_signature_from_cpp(shape, built_extension):
     """After one checked call, the next calls of the signature come from the C++ extension: it returns
     the result itself (not None), right on fresh inputs, also on a side stream."""
     from hello_gpu.ops import functions
-    status = compiled_replay.start(wait=True)
-    assert status == "ready", f"the compiled replay did not build: {status}"
-    functions._COMPILED[0] = compiled_replay.function()
+    functions._COMPILED[0] = built_extension.replay
     _forget_plans()
     replay = compiled_replay.function()
     for dtype in ("float32", "bfloat16"):

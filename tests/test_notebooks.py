@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Each of these runs to its last cell on a CPU in a few seconds; the others (the Triton interpreter on the
 # softmax, reduce_sum and rms_norm checkers) are executed by the GPU tier only, to keep this tier short.
 CPU_EXECUTED = ("ch02", "ch03", "ch04", "ch05", "ch08", "ch18", "ch19")
-CHAPTERS_WITH_NOTEBOOKS = (2, 3, 4, 5, 8, 9, 10, 11, 13, 18, 19)
+CHAPTERS_WITH_NOTEBOOKS = (2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 18, 19)
 # Part 4 (whole models): the exercises compute a bound, a share, an Amdahl limit and check the number
 # (nbsetup.check_answer) or fold a BatchNorm; none writes an operator kernel, so none calls hg.exercise.
 NUMBER_EXERCISES = ("ch18_llm_decode", "ch19_vision")

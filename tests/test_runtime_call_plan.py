@@ -1,5 +1,6 @@
-"""CPU tier for a checked kernel call's plan (runtime.kernel): what a call signature's key holds, and how a
-plan writes its pointers into the packed argument buffer. The launches themselves need a GPU
+"""CPU tier for a checked kernel call's plan (runtime.kernel): what a call signature's key holds (built in
+Python, or in C++ by the compiled replay's extension), and how a plan writes its pointers into the packed
+argument buffer. The launches themselves need a GPU
 (tests/gpu/test_runtime_gpu.py holds a test per check on the planned path)."""
 
 import numpy as np
@@ -61,6 +62,36 @@ def test_a_key_holds_what_the_checks_read():
     assert _argument_parts((a, np.int32(5))) is None
 
 
+def test_the_compiled_key_holds_what_the_checks_read(extension):
+    """The compiled replay's signature(*args), the key of a common call once it is built (extension:
+    tests/conftest.py): the same distinctions as _argument_parts, strides and alignment besides."""
+    signature = extension.signature
+    a = torch.randn(16, 64)
+    assert signature(a, 5) == signature(torch.randn(16, 64), 5)
+    misaligned = torch.randn(16 * 64 + 1)[1:].view(16, 64)          # contiguous, 4 bytes past 16-byte alignment
+    for other in (a.double(), torch.randn(64, 16).t(), torch.randn(16, 65), torch.randn(1024), a.to("meta"),
+                  misaligned):
+        assert signature(other, 5) != signature(a, 5), (other.shape, other.stride(), other.device)
+    assert len({signature(a, 5), signature(a, 5.0), signature(a, True)}) == 3
+    assert signature(a, 5) != signature(a) != signature(a, a)
+    # a NumPy scalar or a tensor subclass it was not configured with: no key, so always the full path
+    assert signature(a, np.int32(5)) is None and signature(a, 2**70) is None
+    assert signature(a.as_subclass(_OtherTensor), 5) is None
+    assert isinstance(signature(torch.nn.Parameter(a), 5), bytes)
+
+
+class _OtherTensor(torch.Tensor):
+    pass
+
+
+def test_compiled_data_pointers_are_each_tensors_data_ptr(extension):
+    a = torch.randn(4, 8)
+    assert extension.data_pointers(a, a[1:], a.t()) == (a.data_ptr(), a[1:].data_ptr(), a.data_ptr())
+    assert extension.data_pointers() == ()
+    with pytest.raises(TypeError, match="argument 1 is int, not a tensor"):
+        extension.data_pointers(a, 5)
+
+
 def test_launch_options_that_the_full_path_refuses_get_no_key():
     a = torch.randn(8)
     assert _options_key((a,), {}, 256.0, None, 0, None) is None           # 256.0 == 256 in a dict
@@ -74,7 +105,7 @@ def test_launch_options_that_the_full_path_refuses_get_no_key():
     assert by_keyword is not None and by_keyword != _argument_parts((a,))
 
 
-def test_a_refused_call_is_refused_every_time_and_plans_nothing(kernel):
+def test_a_refused_call_is_refused_every_time_and_plans_nothing(kernel, key_path):      # key_path: conftest.py
     out, x, y = torch.empty(64), torch.randn(64), torch.randn(64)
     messages = set()
     for _ in range(2):

@@ -1,4 +1,4 @@
-"""第 5–7 章（以及第 11 章）页面里由 record 生成的表：`hello-gpu records tables` 画不了的那几种
+"""第 5–7 章（以及第 11、12 章）页面里由 record 生成的表：`hello-gpu records tables` 画不了的那几种
 （不是 schema record 的 flush-experiment.json、profile record 的计数器、从 ceilings 算出的上限）。
 
 页面里的一段
@@ -7,9 +7,10 @@
     ...（生成的内容）
     <!-- /course:KIND -->
 
-由 KIND 对应的函数重新生成。KIND：ch05_flush、ch06_profile_table、ch07_roofline_bound、ch11_gemm_bounds。
+由 KIND 对应的函数重新生成。KIND：ch05_flush、ch06_profile_table、ch07_roofline_bound、ch11_gemm_bounds、
+ch12_attention_bounds。
 
-    python examples/course/ch05_07_tables.py            # 重写 docs/course/part1/*.md 与第 11 章里的这些段
+    python examples/course/ch05_07_tables.py            # 重写 docs/course/part1/*.md 与第 11、12 章里的这些段
     python examples/course/ch05_07_tables.py --check    # 只检查，过期时退出码 1（CPU 测试也这样查）
 """
 
@@ -25,9 +26,10 @@ sys.path.insert(0, str(HERE))
 import ch06_profile_table  # noqa: E402
 import ch07_roofline_bound  # noqa: E402
 import ch11_gemm_bounds  # noqa: E402
+import ch12_attention_bounds  # noqa: E402
 
 PAGES = sorted((ROOT / "docs" / "course" / "part1").glob("*.md")) + [
-    ROOT / "docs" / "course" / "part2" / "ch11-matmul.md"]
+    ROOT / "docs" / "course" / "part2" / name for name in ("ch11-matmul.md", "ch12-attention.md")]
 REGION = re.compile(r"^<!-- course:(?P<kind>\w+) (?P<record>\S+) -->\n.*?^<!-- /course:(?P=kind) -->$", re.S | re.M)
 
 # flush-experiment.json 的八个变体（benchmarks/flush_experiment.py 的文档串），各只改一处。
@@ -51,7 +53,8 @@ def ch05_flush(record: dict) -> str:
 
 
 RENDERERS = {"ch05_flush": ch05_flush, "ch06_profile_table": ch06_profile_table.render,
-             "ch07_roofline_bound": ch07_roofline_bound.render, "ch11_gemm_bounds": ch11_gemm_bounds.render}
+             "ch07_roofline_bound": ch07_roofline_bound.render, "ch11_gemm_bounds": ch11_gemm_bounds.render,
+             "ch12_attention_bounds": ch12_attention_bounds.render}
 
 
 def regenerate(text: str) -> str:

@@ -342,7 +342,7 @@ def test_refuses_tensor_on_another_gpu(inputs):
         hg.hip(VECTOR_ADD)(a, b.to("cuda:1"))
 
 
-def test_a_call_signature_is_checked_once_and_its_plan_holds_no_tensor(generator):
+def test_a_call_signature_is_checked_once_and_its_plan_holds_no_tensor(generator, key_path):     # conftest.py
     import gc
     import weakref
     kernel = hg.hip(VECTOR_ADD)
@@ -350,6 +350,7 @@ def test_a_call_signature_is_checked_once_and_its_plan_holds_no_tensor(generator
     out = torch.full_like(a, float("nan"))
     assert kernel(a, b, out, a.numel()) is out and torch.equal(out, a + b)
     assert len(kernel._plans) == 1
+    assert all(isinstance(key, bytes if key_path == "compiled key" else tuple) for key in kernel._plans)
     # New tensors (new addresses, new values) of the same signature: the same plan, right results.
     for _ in range(3):
         a, b = randn(4099, generator=generator), randn(4099, generator=generator)
@@ -379,7 +380,7 @@ def _error_of(call):
 
 @pytest.mark.parametrize("case", ["other dtype", "cpu tensor", "non-contiguous", "output overlaps input",
                                   "output is an input", "misaligned float4"])
-def test_every_check_still_holds_after_a_signature_was_planned(case, generator):
+def test_every_check_still_holds_after_a_signature_was_planned(case, generator, key_path):
     """The same shapes with one thing wrong, after a good call planned the signature: the same error
     as a fresh kernel gives, never a launch."""
     source = VECTOR_ADD if case != "misaligned float4" else r"""
@@ -412,7 +413,7 @@ def test_every_check_still_holds_after_a_signature_was_planned(case, generator):
     assert torch.equal(out, before) or case in ("output is an input",), "nothing may launch on a refused call"
 
 
-def test_kernel_calls_and_prepared_launches_replay_in_a_cuda_graph(generator):
+def test_kernel_calls_and_prepared_launches_replay_in_a_cuda_graph(generator, key_path):
     """Captured once, replayed on fresh data copied into the captured inputs: right every time."""
     kernel = hg.hip(VECTOR_ADD)
     a, b = randn(4097, generator=generator), randn(4097, generator=generator)
@@ -441,7 +442,7 @@ __global__ void scaled_add(float* out, float alpha, const float* x, const float*
 }"""
 
 
-def test_planned_calls_write_pointers_around_scalars_and_follow_launch_options(generator):
+def test_planned_calls_write_pointers_around_scalars_and_follow_launch_options(generator, key_path):
     """Pointers in slots 0, 2 and 3 (two packed runs around alpha): every planned call right on fresh
     tensors, with default launch options and with block/grid given (a key of its own)."""
     kernel = hg.hip(SCALED_ADD)
@@ -455,7 +456,7 @@ def test_planned_calls_write_pointers_around_scalars_and_follow_launch_options(g
     assert len(kernel._plans) == 6           # 3 launch options x 2 alphas
 
 
-def test_a_float_block_is_refused_after_the_same_int_block_was_planned(generator):
+def test_a_float_block_is_refused_after_the_same_int_block_was_planned(generator, key_path):
     planned, fresh = hg.hip(VECTOR_ADD), hg.hip(VECTOR_ADD)
     a, b = randn(4096, generator=generator), randn(4096, generator=generator)
     out = torch.empty_like(a)

@@ -28,6 +28,10 @@ process, drives it and decides (issue 17, parts 1, 2 and 6):
   each less what a batch costs outside its span (the batch floor: measured by probes, bounded), one by one,
   in the median and in total (:func:`judge_batches`); each counted batch is made long enough (BATCH_SPAN_S,
   more input sets where calls are short) that a host hiccup outside it cannot pass for a slowed clock.
+- **Work left running is measured.** After every counted timed call the child records one event for its whole
+  CUDA context (worker.ContextDrain) and says how long the call's work, on any stream, ran past the call's end
+  event: a call that leaves work beside the next call's L2 flush is named (:func:`left_running_problems`),
+  whatever launched that work.
 - **Baseline and candidate are timed in separate processes**, alternating batch by batch (ABBA): a
   candidate cannot slow the baseline down by sharing its process.
 - **Guard bytes** on both sides of every buffer are compared after every call (:data:`GUARD`).
@@ -142,6 +146,17 @@ MARK_FLOOR_MAX_S = 1e-5       # 0.4-0.5 ms and ~5 us a call seen on the CPU box 
                               # rules. Slowing a probe needs code running outside the candidate's calls (a thread, a
                               # signal handler, a patched harness function: tamper evidence), so this is a second
                               # line only; with four-call batches of 0.3 ms (before sizing) it was no line at all
+# Work a timed call left running past its end event, on any stream of the context (worker.ContextDrain measures it
+# after every counted call): it runs beside the next call's L2 flush, in no call's time (issue 17: a side stream never
+# joined, a CUDA graph replayed there, a launch through our runtime or cuda-python on a stream of its own, a spin left
+# to hog the device). Honest calls leave ~0 (the measurement's two ends follow the same kind of wait on one stream).
+LEFT_RUNNING_MIN_S = 2e-6     # a call left work running when it ran this long past the end event (events resolve
+LEFT_RUNNING_SHARE = 0.02     # ~0.5 us) and this share of the call's own time (the acceptance margin's 2%)
+LEFT_RUNNING_CALLS = 0.25     # ... in this share of the counted calls (at least MIN_SLOW_BATCHES): work hidden in
+                              # fewer moves the per-batch medians by a fraction of their spread, as with the clock
+LEFT_RUNNING_FLOOR_MAX_S = 2e-5   # what the measurement itself reads with nothing left running (the probes' marks,
+                              # which go through the same steps after an empty pair of events) is subtracted, up to
+                              # this: a probe's reading, were it ever inflated, excuses no more than 20 us a call
 IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
 IDLE_CPU_FRACTION = 0.2       # blocked on its socket uses none), or this fraction of the other side's time
 
@@ -847,6 +862,9 @@ class TimedSide:
         self.failures: list[str] = []
         self.counted: list[tuple[float, float]] = []   # (the parent's interval, the child's claimed span) per batch
         self.idle: list[float] = []                      # how long the child had idled before each counted batch
+        self.left_running: list[tuple[float, float]] = []   # (work left running past the end, claimed) per call
+        self.left_running_unseen: str | None = None          # why the child could not measure it
+        self.marks_left_running: list[float] = []            # the probes' marks: the measurement with nothing left
         self.calls_per_batch = 0                         # of the last batch (the probes record as many marks)
 
     def grow(self, sets: int) -> None:
@@ -860,6 +878,7 @@ class TimedSide:
         self.batches.clear()
         self.counted.clear()
         self.idle.clear()
+        self.left_running.clear()
 
     def span_per_call(self) -> float | None:
         """The median span per call of the last SIZING_BATCHES counted batches (none longer than the parent saw)."""
@@ -903,6 +922,11 @@ class TimedSide:
             self.failures.append(f"{TIMING}: the calls' claimed times add up to {sum(seconds):.6g} s, more than the "
                                  f"{float(answer['span_s']):.6g} s the batch claimed to span")
         self.per_call += seconds
+        running = answer.get("left_running_s")
+        if running is not None and len(running) == len(seconds):
+            self.left_running += [(float(left), claimed) for left, claimed in zip(running, seconds)]
+        elif running is None and self.left_running_unseen is None:
+            self.left_running_unseen = str(answer.get("left_running_unseen") or "the child did not say")
         empty = answer.get("empty_launches")
         if empty and empty not in self.failures:
             self.failures.append(empty)            # zero-block launches: calls timed for work they never did
@@ -981,6 +1005,10 @@ class TimedSide:
             result.update(summary)
             problems += found
         result["problems"] = [f"{TIMING}: {problem}" for problem in problems]
+        marks = self.marks_left_running
+        summary, running = left_running_problems(self.left_running, statistics.median(marks) if marks else 0.0)
+        result["left_running"] = summary if self.left_running else {"unseen": self.left_running_unseen}
+        result["problems"] += running
         self.failures += result["problems"]
         return result
 
@@ -1002,8 +1030,9 @@ class TimedSide:
         for _ in range(FLOOR_PROBES):
             time.sleep(idle)
             began = time.perf_counter()
-            self.session.request("time", calls=[], cold=True, hold_s=hold, marks=marks)
+            answer = self.session.request("time", calls=[], cold=True, hold_s=hold, marks=marks)
             probes.append(time.perf_counter() - began - hold)
+            self.marks_left_running += [float(left) for left in answer.get("marks_left_running_s") or ()]
         probed = min(probes)
         bound = BATCH_FLOOR_MAX_S + marks * MARK_FLOOR_MAX_S
         return round_trip + min(max(0.0, probed - round_trip), bound), probed
@@ -1035,6 +1064,46 @@ def timed_launch_problems(answer: dict, calls: int, counts: list[int], side_stre
         problems.append(f"{CONCURRENCY}: timed calls of batch {batch} launched kernels on another stream than the timed "
                         f"one, where no call's events wait for them ({'; '.join(map(str, off[:4]))})")
     return problems
+
+
+def _unseen_notes(device: str, consistencies: list[dict]) -> list[str]:
+    """On a GPU, a timing that could not see work left running after its calls says so in its notes (an older driver:
+    no cuCtxRecordEvent); on the CPU nothing outlives a call but a thread, which is counted."""
+    unseen = sorted({str(found["left_running"]["unseen"]) for found in consistencies
+                     if "unseen" in found.get("left_running", {})})
+    if not device.startswith("cuda") or not unseen:
+        return []
+    return [f"work left running after the timed calls was not measured: {'; '.join(unseen)}"]
+
+
+def left_running_problems(calls: list[tuple[float, float]], floor: float = 0.0) -> tuple[dict, list[str]]:
+    """Work the counted timed calls left running on the device: (a summary, the problems found).
+
+    ``calls``: (seconds the context's work ran past the call's end event, the call's claimed seconds) per counted
+    call (worker.ContextDrain); ``floor``: what the measurement reads with nothing left running (the median of the
+    probes' marks), subtracted from each call's, up to LEFT_RUNNING_FLOOR_MAX_S. A call left work running when the
+    rest is over LEFT_RUNNING_MIN_S and LEFT_RUNNING_SHARE of its own time; a side is named when LEFT_RUNNING_CALLS
+    of its calls did (at least MIN_SLOW_BATCHES). Whatever
+    launched the work (Triton, our runtime, cuda-python, a CUDA graph, torch's _sleep) and on whatever stream: the
+    context event holds every stream of the context. Where a task allows side streams they must be joined before
+    the call returns, so the rule is the same there. What passes: up to max(2 us, 2%) a call, or more in fewer than
+    a quarter of the calls (the per-batch medians move by a fraction of their spread)."""
+    if not calls:
+        return {"calls": 0}, []
+    floor = min(max(0.0, floor), LEFT_RUNNING_FLOOR_MAX_S)
+    lefts = [max(0.0, left - floor) for left, _ in calls]
+    over = [(left, claimed) for left, (_, claimed) in zip(lefts, calls)
+            if left > max(LEFT_RUNNING_MIN_S, LEFT_RUNNING_SHARE * claimed)]
+    summary = {"calls": len(calls), "floor_s": floor, "median_s": statistics.median(lefts), "max_s": max(lefts),
+               "calls_over": len(over)}
+    if len(over) < max(min(MIN_SLOW_BATCHES, len(calls)), LEFT_RUNNING_CALLS * len(calls)):
+        return summary, []
+    left = statistics.median(left for left, _ in over)
+    claimed = statistics.median(claimed for _, claimed in over)
+    return summary, [f"{CONCURRENCY}: {len(over)} of the {len(calls)} counted timed calls left work running on the "
+                     f"device after they returned ({left * 1e6:.3g} us past the call's end event in the median one, "
+                     f"which claimed {claimed * 1e6:.3g} us): work on another stream than the timed one, never joined, "
+                     f"runs beside the next call's L2 flush in no call's time"]
 
 
 def judge_batches(counted: list[tuple[float, float]], floor: float) -> tuple[dict, list[str]]:
@@ -1318,7 +1387,8 @@ def _bench_once(payload: dict, timeout_s: float, environment: dict | None = None
             "count": summary.count, "clock": clock, "cache": "cold", "device": device, "stopped_by": stopped_by,
             "work": work.to_dict(), "gb_per_s": measured.gb_per_s, "tflop_per_s": measured.tflop_per_s,
             "bandwidth_fraction": measured.bandwidth_fraction, "compute_fraction": measured.compute_fraction,
-            "suspect": suspect, "notes": [], "input_sets": inputs.count, "inputs": "fresh values before every batch",
+            "suspect": suspect, "notes": _unseen_notes(device, [consistency]), "input_sets": inputs.count,
+            "inputs": "fresh values before every batch",
             "timing": timing_from_summary(summary, cache="cold", graph=False, clock=clock),
             "derived": measured.to_dict(), "timed_outputs_checked": side.checked, "consistency": consistency,
             "calls_per_batch": inputs.count, "resizes": resizes,
@@ -1434,6 +1504,7 @@ def _compare_once(payload: dict, timeout_s: float, environment: dict | None = No
             "determinism": {name: {"declared": sides[label].deterministic,
                                    "repeated_batches_compared": sides[label].repeats_compared}
                             for label, name in (("A", "baseline"), ("B", "candidate"))},
-            "consistency": consistency, "problems": problems, "baseline_problems": baseline_problems,
+            "consistency": consistency, "notes": _unseen_notes(device, list(consistency.values())),
+            "problems": problems, "baseline_problems": baseline_problems,
             "patched": patched, "baseline_patched": baseline_patched, "stdout_tail": tails[0],
             "stderr_tail": tails[1]}

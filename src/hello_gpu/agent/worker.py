@@ -11,7 +11,8 @@ parent when read. What the child can do:
   parent's memory, where the parent checks them against a reference it computes itself, after the
   call returned;
 - ``time`` a batch of calls with device events (the wall clock without a GPU) and say how long each
-  took: claims, which the parent checks against its own wall clock over the batch;
+  took: claims, which the parent checks against its own wall clock over the batch; and, after each counted
+  call, how long the work it queued on any stream ran past its end event (ContextDrain: one context event);
 - ``profile`` calls (the kernels they launched, on which stream, launched by which API) and count
   the candidate's own Triton launches;
 - ``finish``: report the tamper evidence gathered since before the candidate was imported.
@@ -89,6 +90,7 @@ MEMORY_EVENTS = ("mmap.__new__", "os.listdir", "os.scandir")
 RECORDED_EVENTS = 40                         # evidence kept per kind: enough to name it, not to flood the result
 PROBE_HOLD_MAX_S = 0.05                      # the longest a probe (a "time" request without calls) holds its span
 PROBE_MARKS_MAX = 4096                       # the most empty (start, end) marks a probe records: a batch's calls
+OTHER_CONTEXT = "another CUDA context"
 # Functions a candidate could use unseen (Python 3.11 raises no audit event for them), wrapped before it is
 # imported wherever a module holds them; the kind of evidence each use is. The descriptor functions are
 # evidence only on the child's watched descriptors (the evidence pipe, the socket to the parent).
@@ -99,6 +101,10 @@ GUARDED_FUNCTIONS = {
                                                     "read", "readv", "set_inheritable", "set_blocking", "sendfile",
                                                     "ftruncate", "lseek")},
     "_socket.close": "descriptor", "_socket.dup": "descriptor",
+    # A CUDA context of the candidate's own: its work is in no event of the primary context, so the context event
+    # after each timed call (ContextDrain) would not see work left running there. (Green contexts it does see.)
+    **{f"cuda.bindings.driver.{name}": OTHER_CONTEXT for name in ("cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3",
+                                                                   "cuCtxCreate_v4")},
 }
 # What takes the ATen watch off (issue 17): the mode stack's pop and push, the guards and setters of the
 # thread-local dispatch keys (excluding the Python key skips every mode), the infra-mode slots, and the calls
@@ -644,7 +650,7 @@ FINGERPRINTED_MODULES = ("time", "numpy", "torch", "torch.cuda", "torch.profiler
                          "torch.multiprocessing.reductions", "triton.runtime.jit", "triton.runtime.autotuner",
                          "statistics", "math", "json", "pickle", "random", "multiprocessing.connection", "builtins",
                          "os", "sys", "signal", "_thread", "threading", "gc", "posix", "_signal", "_socket",
-                         "torch._C", "torch.utils._python_dispatch", "torch._ops")
+                         "torch._C", "torch.utils._python_dispatch", "torch._ops", "cuda.bindings.driver")
 FINGERPRINTED_CLASSES = ("torch.Tensor", "torch.cuda.Event", "torch.cuda.Stream", "torch.profiler.profile",
                          "multiprocessing.connection.Connection", "triton.runtime.jit.JITFunction",
                          "triton.runtime.jit.KernelInterface", "triton.runtime.autotuner.Autotuner",
@@ -711,6 +717,73 @@ def aten_watch():
     return AtenWatch()
 
 
+# ====================================================================================== work left running
+
+
+class ContextDrain:
+    """How long the work a timed call queued ran on past the call's end event, on any stream (issue 17).
+
+    A call's time is its two events on the timed stream. Work the call left on another stream (a side stream it
+    never joined, a CUDA graph replayed there, a kernel launched through our runtime or cuda-python with a stream
+    of its own, a spin left to hog the device) runs after the end event, beside the next call's L2 flush, in no
+    call's time: a falsely fast verdict, whatever path launched it (the per-launch stream record sees Triton's JIT
+    only). So after each timed call, on a stream of the harness's own (non-blocking: nothing else waits for it):
+
+    - ``reference``: recorded once the call's end event has fired (a wait on it): the end, as this stream sees it;
+    - a context event (``cuCtxRecordEvent``: all the work of the primary context queued so far, on every stream,
+      green contexts included, captured in one event), waited for, then ``drained`` recorded.
+
+    ``reference`` to ``drained`` is how long the context's work went on after the end event (~0 when the call
+    left nothing running: both follow the same kind of wait on the same stream). Host work after the end event
+    only: no call's events move (what an honest call is timed at is unchanged). What it cannot see: another CUDA
+    context (its creation is guarded: GUARDED_FUNCTIONS), another device, another process (audited).
+    Made in Worker._ready_device, before any candidate code runs; where the driver cannot record a context
+    event it is not made, and the time answers say so (``left_running_unseen``)."""
+
+    def __init__(self):
+        import torch
+        from cuda.bindings import driver
+        error, context = driver.cuCtxGetCurrent()
+        _driver_ok(error, "cuCtxGetCurrent")
+        error, raw = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value)
+        _driver_ok(error, "cuStreamCreate")
+        self.raw_stream, self.context = raw, context
+        self.stream = torch.cuda.ExternalStream(int(raw))
+        self.record_context, self.event_of = driver.cuCtxRecordEvent, driver.CUevent
+        self.slots: list[tuple] = []
+        self.after(0, torch.cuda.Event(enable_timing=True))   # once now: a driver without it fails here
+        self.stream.synchronize()
+
+    def _slot(self, index: int) -> tuple:
+        import torch
+        while len(self.slots) <= index:
+            captured = torch.cuda.Event()                     # no timing: only waited for
+            captured.record(self.stream)                      # made now (torch makes an event when first recorded)
+            self.slots.append((captured, torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
+        return self.slots[index]
+
+    def after(self, index: int, end) -> None:
+        """Queue the measurement of call ``index``, whose end event ``end`` was just recorded."""
+        captured, reference, drained = self._slot(index)
+        self.stream.wait_event(end)
+        reference.record(self.stream)
+        (error,) = self.record_context(self.context, self.event_of(captured.cuda_event))
+        _driver_ok(error, "cuCtxRecordEvent")
+        self.stream.wait_event(captured)
+        drained.record(self.stream)
+
+    def left_running_s(self, index: int) -> float:
+        """Seconds call ``index``'s work ran past its end event (after the device synchronised)."""
+        _, reference, drained = self.slots[index]
+        return max(0.0, reference.elapsed_time(drained) / 1e3)
+
+
+def _driver_ok(error, what: str) -> None:
+    from cuda.bindings import driver
+    if error != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{what} failed: {error!r}")
+
+
 # ====================================================================================== serving
 
 
@@ -732,6 +805,8 @@ class Worker:
         self.timed_stream = None          # the device's default stream: the caller's stream of every call
         self.marker = None                # the profile's one-element marker, made with the flush
         self.timing_events: list = []     # device events of the timed batches, made once and reused
+        self.drain = None                 # ContextDrain: work a timed call left running (GPU)
+        self.drain_unavailable = None     # ... or why the device cannot show it
 
     # ------------------------------------------------------------------ requests
     def load(self, request: dict) -> dict:
@@ -812,6 +887,10 @@ class Worker:
         self.flush = DeviceTimer("cold").flush
         self.timed_stream = torch.cuda.default_stream()
         self.marker = torch.empty(1, device="cuda")
+        try:
+            self.drain = ContextDrain()
+        except Exception as error:  # noqa: BLE001 - an older driver: said in every time answer, not hidden
+            self.drain_unavailable = f"{type(error).__name__}: {error}"
 
     def _prepare_call(self, flush: bool = True) -> None:
         """What comes just before every call of the candidate: the timed stream made current (a stream a call
@@ -916,7 +995,10 @@ class Worker:
 
         Each call is counted (launches, and the stream of each Triton launch) as a checked one is: ``launches``
         per call, and ``off_stream``, the launches (at most eight named) that went to another stream than the
-        timed one, which the parent judges where the task allows no side streams."""
+        timed one, which the parent judges where the task allows no side streams.
+
+        Each cold call's work left running past its end event, on any stream (ContextDrain): ``left_running_s``,
+        seconds per call (None in a warm batch; on the CPU or an older driver, with ``left_running_unseen``)."""
         calls = [(list(inputs), out) for inputs, out in request["calls"]]
         cold = bool(request.get("cold"))      # each call after the L2 flush, as every checked and profiled call
         hold = 0.0 if calls else min(max(float(request.get("hold_s") or 0.0), 0.0), PROBE_HOLD_MAX_S)
@@ -938,7 +1020,8 @@ class Worker:
                     seconds.append(time.perf_counter() - start)
                 launches.append(count.count if count is not None else None)
             return {"per_call_s": seconds, "span_s": time.perf_counter() - began, "clock": "wall", "streams_left": [],
-                    "launches": launches, "off_stream": []}
+                    "launches": launches, "off_stream": [], "left_running_s": None,
+                    "left_running_unseen": "no device: nothing outlives a call on the host but a thread (counted)"}
         import torch
         timed = self.timed_stream
         torch.cuda.set_stream(timed)         # a stream a call left current before this batch is not the timed one
@@ -956,10 +1039,13 @@ class Worker:
         began = time.perf_counter()
         while time.perf_counter() - began < hold:
             pass
+        drain = self.drain if cold else None   # the counted (cold) calls and the probes' marks, not the warm batch
         if not calls:
-            for start, end in events:
+            for index, (start, end) in enumerate(events):
                 start.record(timed)
                 end.record(timed)
+                if drain is not None:
+                    drain.after(index, end)          # a mark costs what a call costs after its end event
         left, launches, off_stream = [], [], []
         for index, ((inputs, out), (start, end)) in enumerate(zip(calls, events)):
             self._prepare_call(cold)
@@ -967,6 +1053,8 @@ class Worker:
                 start.record(timed)
                 self._invoke(inputs, out)
                 end.record(timed)
+            if drain is not None:
+                drain.after(index, end)              # after the end event: host work only, no event of the call moves
             launches.append(count.count if count is not None else None)
             off_stream += [f"call {index}: {launch}" for launch in self._off_stream(count)]
             if torch.cuda.current_stream() != timed:
@@ -974,9 +1062,16 @@ class Worker:
                 torch.cuda.set_stream(timed)
         finish.record(timed)
         torch.cuda.synchronize()
+        running: dict = {"left_running_s": None}
+        if drain is not None:
+            # Read back for a probe's marks too: what a batch costs per call after its span, a probe costs.
+            measured = [drain.left_running_s(index) for index in range(pairs)]
+            running["left_running_s" if calls else "marks_left_running_s"] = measured
+        elif calls and cold:
+            running["left_running_unseen"] = f"the driver cannot record a context event ({self.drain_unavailable})"
         return {"per_call_s": [start.elapsed_time(end) / 1e3 for start, end in events],
                 "span_s": begin.elapsed_time(finish) / 1e3, "clock": "device-events", "streams_left": left,
-                "launches": launches, "off_stream": off_stream[:8]}
+                "launches": launches, "off_stream": off_stream[:8], **running}
 
     def profile(self, request: dict) -> dict:
         """Kernels of ``repeats`` calls (the profiler's trace) and the candidate's own launches per call."""
@@ -1058,6 +1153,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401 - rewraps torch.manual_seed on import; imported on the way anyway
     import torch.profiler  # noqa: F401
+    try:
+        import cuda.bindings.driver  # noqa: F401 - its context makers are guarded, ContextDrain's calls fingerprinted
+    except ImportError:
+        pass
 
     from ..bench import compare as _compare  # noqa: F401
     from ..ops import checking as _checking  # noqa: F401

@@ -56,9 +56,10 @@ ACCESS_PAIRS = {"vector_add": ("v01_thread_per_element", "v02_strided_chunks"),
                 "rms_norm": ("v02_block_per_row", "v01_thread_per_row"),
                 "matmul": ("v02_coalesced", "v01_naive")}
 # The operators whose shapes are neither sizes nor (rows, columns): shapes like their edge shapes with
-# every tiled size a multiple of every tile the ladder uses (matmul and linear: 256), small enough for
-# the Triton interpreter to run in seconds.
-ALIGNED_SHAPES = {"matmul": [(256, 256, 256)], "linear": [(256, 256, 256)]}
+# every tiled size a multiple of every tile the ladder uses (matmul and linear: 256; attention: 128 keys
+# and query rows, causal and not), small enough for the Triton interpreter to run in seconds.
+ALIGNED_SHAPES = {"matmul": [(256, 256, 256)], "linear": [(256, 256, 256)],
+                  "attention": [(1, 2, 1, 128, 128, 64), (1, 2, 1, 128, 128, 64, 1)]}
 
 
 class ExerciseError(ValueError):

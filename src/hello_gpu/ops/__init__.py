@@ -42,8 +42,9 @@ A ``spec.py`` defines:
 Use: ``load_op("vector_add").rungs``, :func:`check_rung`, :func:`run_ladder`, or the command line
 (``hello-gpu list``, ``hello-gpu run``, ``hello-gpu ladder``).
 
-The best rungs of two operators are plain functions (:mod:`.functions`): ``hello_gpu.ops.softmax(x)``
-and ``hello_gpu.ops.rms_norm(x, weight, eps)``; matmul and linear run the rung a rule picks
+The best rungs of three operators are plain functions (:mod:`.functions`): ``hello_gpu.ops.softmax(x)``,
+``hello_gpu.ops.rms_norm(x, weight, eps)`` and ``hello_gpu.ops.attention(q, k, v, causal)`` (with
+``attention_rung``, which says the rung it runs); matmul and linear run the rung a rule picks
 (:mod:`.matmul_functions`): ``hello_gpu.ops.matmul(a, b)`` and ``hello_gpu.ops.linear(x, weight)``, with
 ``matmul_rung`` and ``linear_rung``, which name it. Their names are also the names of the operator
 folders; the folders are imported first below, so that a later ``from hello_gpu.ops.softmax.spec
@@ -61,13 +62,13 @@ from .registry import Op, SpecError, list_ops, load_op, ops_root
 from .rung import BuiltRung, Rung, RungError
 from .shapes import numel, parse_shape, shape_label
 
-for _folder in ("softmax", "rms_norm", "matmul", "linear"):
+for _folder in ("softmax", "rms_norm", "attention", "matmul", "linear"):
     importlib.import_module(f"{__name__}.{_folder}")
-from .functions import rms_norm, softmax  # noqa: E402 - after the folders: the functions
+from .functions import attention, attention_rung, rms_norm, softmax  # noqa: E402 - after the folders: the functions
 from .matmul_functions import linear, linear_rung, matmul, matmul_rung  # noqa: E402 - the same
 
 __all__ = ["BuiltRung", "CaseResult", "CheckReport", "Header", "HeaderError", "INTERPRETER_MAX_ELEMENTS",
-           "LadderResult", "Op", "Rung", "RungError", "SpecError", "check_ladder",
+           "LadderResult", "Op", "Rung", "RungError", "SpecError", "attention", "attention_rung", "check_ladder",
            "check_rung", "compare_outputs", "evaluate_grid", "linear", "linear_rung", "list_ops", "load_op",
            "matmul", "matmul_rung", "numel", "ops_root", "parse_header", "parse_shape", "poison_value", "rms_norm",
            "run_ladder", "shape_label", "softmax", "synchronize_device", "tensor_bits"]

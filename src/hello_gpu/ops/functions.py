@@ -1,15 +1,21 @@
-"""The best rung of softmax and rms_norm as plain functions, registered as torch custom ops.
+"""The best rung of softmax, rms_norm and attention as plain functions, registered as torch custom ops.
 
 ``hello_gpu.ops.softmax(x)`` and ``hello_gpu.ops.rms_norm(x, weight, eps)`` run the rung that the
 H200 records name fastest (``BEST``; ``tests/test_functions.py`` holds it to the committed records,
-so it cannot drift from them silently).
+so it cannot drift from them silently). ``hello_gpu.ops.attention(q, k, v, causal)`` picks its rung by
+a rule (``ATTENTION_RULE``, see :func:`attention_rung`) that tests/test_attention_function.py holds to
+the attention records in the same way.
 
 Two paths, one kernel. Called eagerly (the common case: a model's decode step), the function checks
 its arguments and calls the built rung directly: a ``torch.library.custom_op`` costs ~40-50 us of
 host time per call in eager mode (its dispatch, autograd wrapper and ``torch._dynamo.disable``),
 several times the kernel itself at decode sizes. Under ``torch.compile`` the same call goes through
 the custom op with its fake (meta) implementation, so ``fullgraph=True`` keeps it as one node in the
-graph instead of breaking the graph or tracing into Triton.
+graph instead of breaking the graph or tracing into Triton. ``is_compiling()`` is the first thing a
+function asks, before it reads any state of the eager fast path below: Dynamo guards on every global
+a traced function reads, and the compiled replay's function is a C builtin that torch 2.11's guard
+builder refuses as a constant (``AssertionError: Unexpected type <class 'builtin_function_or_method'>``,
+H200 run of 2f3f333); a graph guarded on fast-path state would also recompile whenever that state moved.
 
 An eager call whose signature (dtype, shape, strides, device, alignment, eps) has passed the checks
 once goes straight to the replay plan of that signature (``_FAST_PLANS``; runtime.triton_replay):
@@ -33,6 +39,7 @@ from typing import Callable
 import torch
 from torch.compiler import is_compiling
 
+from .attention import spec as attention_spec       # imported, not load_op'd: Dynamo traces dims_of, not file reads
 from .registry import load_op
 from ..runtime import compiled_replay
 from ..runtime.triton_replay import launch_hooks_set, plain_tensor_types, plan_of, replayable
@@ -131,8 +138,8 @@ def _rms_norm_eager(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.
 # in the caller's shape (False: the signature was seen and has none). A signature gets a plan once a call of it passed every check on contiguous
 # tensors and the launch was replayable; the key holds everything those checks read (type, dtype,
 # shape, strides, device, 16-byte alignment, eps), so a later call with the same key would pass them
-# again. What the key leaves out is checked on every call: grad mode with requires_grad, and
-# torch.compile tracing (which takes the custom op). A call whose key has no plan takes the checked
+# again. What the key leaves out is checked on every call: grad mode with requires_grad (torch.compile
+# tracing is asked before any of this is read: it takes the custom op). A call whose key has no plan takes the checked
 # path, which raises every error exactly as before. Before: the checks, a contiguous() and a view per
 # call, then replayable's own signature: 3.7 us of Python over the replay at 16x4096 on the H200.
 _FAST_PLANS: dict[str, dict] = {"softmax": {}, "rms_norm": {}}
@@ -195,14 +202,16 @@ def _remember(name: str, key: tuple, shape, call_args: tuple, *args) -> None:
             _add_compiled(name, key, call_args, plan)
 
 
+# The custom ops take any layout and make it contiguous inside, so that a compiled graph holds the op
+# alone (no contiguous() node beside it); their fake results are contiguous, as the real ones are.
 @torch.library.custom_op("hello_gpu::softmax", mutates_args=())
 def _softmax_op(x: torch.Tensor) -> torch.Tensor:
-    return _softmax_eager(x)
+    return _softmax_eager(x.contiguous())
 
 
 @_softmax_op.register_fake
 def _softmax_fake(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 _softmax_op.register_autograd(_no_backward("softmax"))
@@ -210,12 +219,12 @@ _softmax_op.register_autograd(_no_backward("softmax"))
 
 @torch.library.custom_op("hello_gpu::rms_norm", mutates_args=())
 def _rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return _rms_norm_eager(x, weight, eps)
+    return _rms_norm_eager(x.contiguous(), weight.contiguous(), eps)
 
 
 @_rms_norm_op.register_fake
 def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 _rms_norm_op.register_autograd(_no_backward("rms_norm"))
@@ -227,13 +236,16 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     A non-contiguous ``x`` is copied to a contiguous one first (the kernels read rows of stride
     ``x.shape[-1]``). Forward only.
     """
+    if is_compiling():          # first: Dynamo must never read the fast path's state (module docstring)
+        _check("softmax", x)
+        return _softmax_op(x)
     compiled = _COMPILED[0]
-    if compiled is not None and not is_compiling():
+    if compiled is not None:
         result = compiled(_SOFTMAX_TABLE, x)
         if result is not None:
             return result
     key = plan = None
-    if not is_compiling() and type(x) in _PLAIN_TENSORS:
+    if type(x) in _PLAIN_TENSORS:
         try:
             key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0)
         except RuntimeError:        # no strides or no storage (sparse, nested): the checked path
@@ -244,8 +256,6 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
                 _add_compiled("softmax", key, (x,), plan)
             return plan((x,))
     _check("softmax", x)
-    if is_compiling():
-        return _softmax_op(x.contiguous())
     if plan is not None or key is None or not x.is_contiguous():      # seen before, or not to be remembered
         return _softmax_eager(x.contiguous())
     result = _softmax_eager(x)
@@ -259,13 +269,16 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     ``weight`` has one element per column of ``x`` and the same dtype and device. Float32
     accumulation whatever the dtype. Forward only.
     """
+    if is_compiling():          # first: Dynamo must never read the fast path's state (module docstring)
+        _check_rms_norm(x, weight, eps)
+        return _rms_norm_op(x, weight, float(eps))
     compiled = _COMPILED[0]
-    if compiled is not None and not is_compiling():
+    if compiled is not None:
         result = compiled(_RMS_NORM_TABLE, x, weight, eps)
         if result is not None:
             return result
     key = plan = None
-    if not is_compiling() and type(x) in _PLAIN_TENSORS and type(weight) in _PLAIN_TENSORS and type(eps) in (float, int):
+    if type(x) in _PLAIN_TENSORS and type(weight) in _PLAIN_TENSORS and type(eps) in (float, int):
         try:
             key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0,
                    weight.dtype, weight.shape, weight.stride(), weight.get_device(), weight.data_ptr() % 16 == 0,
@@ -278,6 +291,17 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
             if compiled is not None and key not in _COMPILED_KEYS["rms_norm"]:
                 _add_compiled("rms_norm", key, (x, weight, eps), plan)
             return plan((x, weight, eps))
+    _check_rms_norm(x, weight, eps)
+    if plan is not None or key is None or not (x.is_contiguous() and weight.is_contiguous()):
+        return _rms_norm_eager(x.contiguous(), weight.contiguous(), float(eps))
+    result = _rms_norm_eager(x, weight, float(eps))
+    _remember("rms_norm", key, x.shape, (x, weight, eps), x if x.dim() == 2 else x.view(-1, x.shape[-1]), weight,
+              float(eps))
+    return result
+
+
+def _check_rms_norm(x, weight, eps) -> None:
+    """rms_norm's checks (what Dynamo knows while tracing, as _check's)."""
     _check("rms_norm", x)
     if not isinstance(weight, torch.Tensor) or weight.shape != (x.shape[-1],):
         shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
@@ -291,11 +315,124 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
                            "torch.no_grad() or on a weight that does not require grad")
     if not (isinstance(eps, (int, float)) and eps >= 0 and eps == eps):
         raise ValueError(f"hello_gpu.ops.rms_norm: eps must be a number >= 0, got {eps!r}")
+
+
+# ------------------------------------------------------------------------------------------ attention
+
+# Candidates in order of preference; the first this machine runs in the call's dtype is taken (the same
+# test as matmul's rule: dtypes, declared target, shared memory). Flash-decoding where a KV head has few
+# (query, head) rows, so the keys must be split across programs to fill the GPU; else the Hopper rung on
+# sm_90a, the GQA Triton rung everywhere else. H200 records of 89ae604 (attention.bfloat16.json), against
+# torch's SDPA in the same run: prefill 4x32x32x4096x4096x128 v07_wgmma_tma 0.84x (0.82x causal), the
+# Triton rungs 0.66-0.72x (t04 0.69x, t05 0.67x: within 3% of each other without GQA; t05 stays the
+# Triton pick because it reads each K/V tile once for a whole query group); decode 16x32x8x1x32768x128:
+# t06 487 us against t05's 495 and v05's 1.4 ms.
+ATTENTION_RULE = {"decode": ("t06_flash_decoding",), "prefill": ("v07_wgmma_tma", "t05_gqa_shared_kv_tiles")}
+# (query, head) rows of one KV head up to which the decode rung runs: t06_flash_decoding's DECODE_ROWS
+# (past it, t06 hands the call to t05 itself). tests/test_attention_function.py checks the two agree.
+ATTENTION_DECODE_ROWS = 64
+# Rungs that read q, k and v through TMA tensor maps, whose base addresses must be 16-byte aligned: a
+# contiguous view at an odd offset (x[1:]) goes to the next candidate instead of being refused.
+TMA_RUNGS = {"v07_wgmma_tma": 16}
+
+
+@functools.cache
+def _attention_built(rung_id: str):
+    """A rung of the attention ladder, built once per process (its Triton launches replayed per signature)."""
+    return load_op("attention").rung(rung_id).build()
+
+
+def _check_attention(q, k, v, causal):
+    """The dimensions of a call (spec.Dims), after the checks Dynamo can trace (types, shapes, dtypes, grad)."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"hello_gpu.ops.attention: {name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if type(causal) is not bool:
+        raise TypeError(f"hello_gpu.ops.attention: causal must be True or False, got {type(causal).__name__}")
+    if q.dtype not in DTYPES:
+        names = ", ".join(str(d).removeprefix("torch.") for d in DTYPES)
+        raise TypeError(f"hello_gpu.ops.attention: q is {str(q.dtype).removeprefix('torch.')}; supported: {names}")
+    try:
+        d = attention_spec.dims_of(q, k, v, causal)
+    except ValueError as error:              # the spec's messages begin "attention: ..."
+        raise ValueError(f"hello_gpu.ops.{error}") from None
+    if any(t.requires_grad for t in (q, k, v)) and torch.is_grad_enabled():
+        raise RuntimeError("hello_gpu.ops.attention is forward only (it has no backward pass): call it under "
+                           "torch.no_grad() or torch.inference_mode(), or on tensors that do not require grad")
+    return d
+
+
+@functools.cache
+def _attention_candidates(kind: str, dtype: torch.dtype, machine) -> tuple[str, ...]:
+    """The rule's candidates for ``kind`` ("decode" or "prefill") that ``machine`` runs in ``dtype``, in order."""
+    from .matmul_functions import unrunnable        # here, not at the top: matmul_functions imports this module
+    op = load_op("attention")
+    name = str(dtype).removeprefix("torch.")
+    reasons = {rung_id: unrunnable(op.rung(rung_id), name, machine) for rung_id in ATTENTION_RULE[kind]}
+    runnable = tuple(rung_id for rung_id, reason in reasons.items() if reason is None)
+    if not runnable:
+        raise RuntimeError(f"hello_gpu.ops.attention: no {kind} rung runs {name} here "
+                           f"({'; '.join(f'{rung_id}: {reason}' for rung_id, reason in reasons.items())})")
+    return runnable
+
+
+def _attention_rung_id(d, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, machine) -> str:
+    kind = "decode" if d.group * d.q_len <= ATTENTION_DECODE_ROWS else "prefill"
+    for rung_id in _attention_candidates(kind, q.dtype, machine):
+        alignment = TMA_RUNGS.get(rung_id)
+        if alignment is None or not any(t.is_cuda and t.data_ptr() % alignment for t in (q, k, v)):
+            return rung_id
+    return _attention_candidates(kind, q.dtype, machine)[-1]
+
+
+def _attention_machine(q: torch.Tensor):
+    from .matmul_functions import machine_of        # here, not at the top: matmul_functions imports this module
+    return machine_of(q, "attention", "q")
+
+
+def _attention_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Contiguous, checked tensors: the rung the rule picks, on the GPU (or in the Triton interpreter)."""
+    d = _check_attention(q, k, v, causal)
+    return _attention_built(_attention_rung_id(d, q, k, v, _attention_machine(q)))(q, k, v, causal)
+
+
+@torch.library.custom_op("hello_gpu::attention", mutates_args=())
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    return _attention_eager(q, k, v, causal)
+
+
+@_attention_op.register_fake
+def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    return torch.empty_like(q)
+
+
+_attention_op.register_autograd(_no_backward("attention"))
+
+
+def attention_rung(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, machine=None) -> str:
+    """The id of the attention rung :func:`attention` runs for these arguments (after the same checks), on
+    ``machine`` (a :class:`~hello_gpu.ops.matmul_functions.Machine`; default: q's GPU, or the Triton
+    interpreter for CPU tensors under TRITON_INTERPRET=1): ``t06_flash_decoding`` when each KV head has at
+    most ATTENTION_DECODE_ROWS (query, head) rows (decode: 1 query token x 4 query heads a KV head in
+    Llama 3); else ``v07_wgmma_tma`` for 16-bit tensors on sm_90a whose addresses TMA can read, else
+    ``t05_gqa_shared_kv_tiles``."""
+    d = _check_attention(q, k, v, causal)
+    return _attention_rung_id(d, q, k, v, _attention_machine(q) if machine is None else machine)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(D) [+ causal mask]) v`` on the GPU, by the rung :func:`attention_rung` names.
+
+    q is (B, H, S_q, D); k and v are (B, H_kv, S_kv, D) with H a multiple of H_kv (grouped-query
+    attention, no repeated copy of k and v); D is 64 or 128; float32, bfloat16 or float16, one dtype
+    and one device for all three. ``causal`` masks bottom-right (query i sees key j when
+    j <= i + S_kv - S_q: the queries are the last S_q positions, as in decoding against a KV cache);
+    with S_q == S_kv it is F.scaled_dot_product_attention's is_causal. A query that sees no key
+    (causal, S_q > S_kv) gets 0. Non-contiguous tensors are copied to contiguous ones first.
+    Forward only.
+    """
+    _check_attention(q, k, v, causal)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     if is_compiling():
-        return _rms_norm_op(x.contiguous(), weight.contiguous(), float(eps))
-    if plan is not None or key is None or not (x.is_contiguous() and weight.is_contiguous()):
-        return _rms_norm_eager(x.contiguous(), weight.contiguous(), float(eps))
-    result = _rms_norm_eager(x, weight, float(eps))
-    _remember("rms_norm", key, x.shape, (x, weight, eps), x if x.dim() == 2 else x.view(-1, x.shape[-1]), weight,
-              float(eps))
-    return result
+        return _attention_op(q, k, v, causal)
+    return _attention_eager(q, k, v, causal)

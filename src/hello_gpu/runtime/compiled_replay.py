@@ -14,7 +14,8 @@ everything keeps working through the Python replay. ``HG_COMPILED_REPLAY=0`` tur
 
 Use: ``replay = compiled_replay.function()`` (None until built); ``replay(table, *args)`` returns the
 result or None when it holds no plan for that call; :func:`add` gives it a :class:`~triton_replay._Plan`
-that :func:`triton_replay.plan_of` returned for a call of the same arguments.
+that :func:`triton_replay.plan_of` returned for a call of the same arguments. The same key, alone, is
+the extension's ``signature(*args)``: ``hello_gpu.Kernel`` looks its checked call plans up by it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ def function():
     """The extension's ``replay(table, *args)``, or None while it is not built (or cannot be)."""
     module = _state["module"]
     return None if module is None else module.replay
+
+
+def extension():
+    """The loaded extension, or None while it is not built (or cannot be). Besides ``replay`` it has
+    ``signature(*args)``, a call's key as bytes (None where an argument has none), and
+    ``data_pointers(*tensors)``: hello_gpu.Kernel's checked calls use both (runtime/kernel.py)."""
+    return _state["module"]
 
 
 def status() -> str:
