@@ -20,7 +20,8 @@ import torch
 
 import hello_gpu.ops as ops
 from hello_gpu.ops import load_op
-from hello_gpu.ops.functions import ATTENTION_DECODE_ROWS, ATTENTION_RULE
+from hello_gpu.ops.functions import ATTENTION_DECODE_ROWS, ATTENTION_RULE, _attention_candidates
+from hello_gpu.ops.matmul_functions import INTERPRETER, Machine
 from hello_gpu.runtime.device import gpu_vendor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,27 +35,37 @@ def test_the_name_is_the_function_even_after_the_op_folder_is_imported():
     assert hasattr(torch.ops.hello_gpu, "attention")
 
 
-def test_the_rule_names_candidate_triton_rungs_and_agrees_with_t06():
+def test_the_rule_names_candidates_ending_in_a_triton_rung_and_agrees_with_t06():
     from hello_gpu.ops.rung import load_module
     op = load_op("attention")
-    for rung_id in ATTENTION_RULE.values():
-        assert op.rung(rung_id).route == "triton" and not op.rung(rung_id).is_baseline
+    for candidates in ATTENTION_RULE.values():
+        assert all(not op.rung(rung_id).is_baseline for rung_id in candidates)
+        assert op.rung(candidates[-1]).route == "triton", "the last candidate must run wherever Triton does"
     t06 = load_module(op.rung("t06_flash_decoding").path, "attention_t06_for_the_rule")
     assert t06.DECODE_ROWS == ATTENTION_DECODE_ROWS
 
 
-@pytest.mark.parametrize("shape, rung_id", [
-    ((1, 32, 8, 1, 4096, 128), "t06_flash_decoding"),          # Llama 3 decode: 4 rows a KV head
-    ((16, 32, 8, 16, 4096, 128), "t06_flash_decoding"),        # 16 draft tokens x 4 heads: 64 rows
-    ((16, 32, 8, 17, 4096, 128), "t05_gqa_shared_kv_tiles"),   # 68 rows: prefill
-    ((1, 32, 32, 1, 4096, 128), "t06_flash_decoding"),         # no GQA: 1 row a head
-    ((4, 32, 8, 4096, 4096, 128, 1), "t05_gqa_shared_kv_tiles"),
+H200 = Machine("nvidia", "sm_90", 232448)                  # 227 KiB of shared memory a block (opt-in)
+A100 = Machine("nvidia", "sm_80", 166912)
+RDNA4 = Machine("amd", "gfx1201", 65536)
+
+
+@pytest.mark.parametrize("shape, dtype, machine, rung_id", [
+    ((1, 32, 8, 1, 4096, 128), torch.bfloat16, H200, "t06_flash_decoding"),      # Llama 3 decode: 4 rows a KV head
+    ((16, 32, 8, 16, 4096, 128), torch.bfloat16, H200, "t06_flash_decoding"),    # 16 draft tokens x 4 heads: 64 rows
+    ((16, 32, 8, 17, 4096, 128), torch.bfloat16, H200, "v07_wgmma_tma"),         # 68 rows: prefill
+    ((1, 32, 32, 1, 4096, 128), torch.float16, H200, "t06_flash_decoding"),      # no GQA: 1 row a head
+    ((4, 32, 8, 4096, 4096, 128, 1), torch.bfloat16, H200, "v07_wgmma_tma"),
+    ((4, 32, 8, 4096, 4096, 128, 1), torch.float32, H200, "t05_gqa_shared_kv_tiles"),   # wgmma takes 16-bit inputs
+    ((4, 32, 8, 4096, 4096, 128, 1), torch.bfloat16, A100, "t05_gqa_shared_kv_tiles"),  # no sm_90a
+    ((4, 32, 8, 4096, 4096, 128, 1), torch.bfloat16, RDNA4, "t05_gqa_shared_kv_tiles"),
+    ((4, 32, 8, 4096, 4096, 128, 1), torch.bfloat16, INTERPRETER, "t05_gqa_shared_kv_tiles"),
 ])
-def test_the_rule_picks_flash_decoding_for_few_rows_a_kv_head(shape, rung_id):
+def test_the_rule_picks_flash_decoding_for_few_rows_a_kv_head_and_what_the_machine_runs(shape, dtype, machine, rung_id):
     d = spec.dims(shape)
-    q = torch.empty((d.batch, d.heads, d.q_len, d.head_dim), device="meta", dtype=torch.bfloat16)
-    kv = torch.empty((d.batch, d.kv_heads, d.kv_len, d.head_dim), device="meta", dtype=torch.bfloat16)
-    assert ops.attention_rung(q, kv, kv, d.causal) == rung_id
+    q = torch.empty((d.batch, d.heads, d.q_len, d.head_dim), device="meta", dtype=dtype)
+    kv = torch.empty((d.batch, d.kv_heads, d.kv_len, d.head_dim), device="meta", dtype=dtype)
+    assert ops.attention_rung(q, kv, kv, d.causal, machine=machine) == rung_id
 
 
 def test_bad_arguments_are_refused_with_the_problem_named():
@@ -97,7 +108,8 @@ def test_the_rule_is_the_fastest_candidate_in_the_committed_records():
             here = [e for e in entries if e["shape"] == shape]
             fastest = max(here, key=lambda e: e["speedups"]["v00_torch"]["value"])
             d = spec.dims(tuple(int(x) for x in shape.split("x")))
-            picked = ATTENTION_RULE["decode" if d.group * d.q_len <= ATTENTION_DECODE_ROWS else "prefill"]
+            picked = _attention_candidates("decode" if d.group * d.q_len <= ATTENTION_DECODE_ROWS else "prefill",
+                                           getattr(torch, path.name.split(".")[1]), H200)[0]
             chosen = next(e for e in here if e["variant"] == picked)
             assert chosen["speedups"]["v00_torch"]["ci95"][1] >= fastest["speedups"]["v00_torch"]["value"] * 0.98, (
                 f"the rule picks {picked}, but {fastest['variant']} is faster at {shape} in {path.name}")

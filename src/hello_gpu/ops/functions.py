@@ -2,9 +2,9 @@
 
 ``hello_gpu.ops.softmax(x)`` and ``hello_gpu.ops.rms_norm(x, weight, eps)`` run the rung that the
 H200 records name fastest (``BEST``; ``tests/test_functions.py`` holds it to the committed records,
-so it cannot drift from them silently). ``hello_gpu.ops.attention(q, k, v, causal)`` has no records
-yet: it picks its rung by a rule (``ATTENTION_RULE``, see :func:`attention_rung`), which the records
-of issue 22 will confirm or correct; BEST names it once they exist.
+so it cannot drift from them silently). ``hello_gpu.ops.attention(q, k, v, causal)`` picks its rung by
+a rule (``ATTENTION_RULE``, see :func:`attention_rung`) that tests/test_attention_function.py holds to
+the attention records in the same way.
 
 Two paths, one kernel. Called eagerly (the common case: a model's decode step), the function checks
 its arguments and calls the built rung directly: a ``torch.library.custom_op`` costs ~40-50 us of
@@ -319,15 +319,21 @@ def _check_rms_norm(x, weight, eps) -> None:
 
 # ------------------------------------------------------------------------------------------ attention
 
-# Chosen by rule, not measured yet (no attention record exists): flash-decoding where a KV head has few
-# (query, head) rows, so the keys must be split across programs to fill the GPU; the GQA prefill rung,
-# which loads each K/V tile once for a whole query group, everywhere else. The H200 records of issue 22
-# (attention.bfloat16 / float16) will confirm the rule or replace it; tests/test_attention_function.py
-# then holds it to them, as tests/test_functions.py holds BEST.
-ATTENTION_RULE = {"decode": "t06_flash_decoding", "prefill": "t05_gqa_shared_kv_tiles"}
+# Candidates in order of preference; the first this machine runs in the call's dtype is taken (the same
+# test as matmul's rule: dtypes, declared target, shared memory). Flash-decoding where a KV head has few
+# (query, head) rows, so the keys must be split across programs to fill the GPU; else the Hopper rung on
+# sm_90a, the GQA Triton rung everywhere else. H200 records of 89ae604 (attention.bfloat16.json), against
+# torch's SDPA in the same run: prefill 4x32x32x4096x4096x128 v07_wgmma_tma 0.84x (0.82x causal), the
+# Triton rungs 0.66-0.72x (t04 0.69x, t05 0.67x: within 3% of each other without GQA; t05 stays the
+# Triton pick because it reads each K/V tile once for a whole query group); decode 16x32x8x1x32768x128:
+# t06 487 us against t05's 495 and v05's 1.4 ms.
+ATTENTION_RULE = {"decode": ("t06_flash_decoding",), "prefill": ("v07_wgmma_tma", "t05_gqa_shared_kv_tiles")}
 # (query, head) rows of one KV head up to which the decode rung runs: t06_flash_decoding's DECODE_ROWS
 # (past it, t06 hands the call to t05 itself). tests/test_attention_function.py checks the two agree.
 ATTENTION_DECODE_ROWS = 64
+# Rungs that read q, k and v through TMA tensor maps, whose base addresses must be 16-byte aligned: a
+# contiguous view at an odd offset (x[1:]) goes to the next candidate instead of being refused.
+TMA_RUNGS = {"v07_wgmma_tma": 16}
 
 
 @functools.cache
@@ -356,17 +362,38 @@ def _check_attention(q, k, v, causal):
     return d
 
 
-def _attention_rung_id(d) -> str:
-    return ATTENTION_RULE["decode"] if d.group * d.q_len <= ATTENTION_DECODE_ROWS else ATTENTION_RULE["prefill"]
+@functools.cache
+def _attention_candidates(kind: str, dtype: torch.dtype, machine) -> tuple[str, ...]:
+    """The rule's candidates for ``kind`` ("decode" or "prefill") that ``machine`` runs in ``dtype``, in order."""
+    from .matmul_functions import unrunnable        # here, not at the top: matmul_functions imports this module
+    op = load_op("attention")
+    name = str(dtype).removeprefix("torch.")
+    reasons = {rung_id: unrunnable(op.rung(rung_id), name, machine) for rung_id in ATTENTION_RULE[kind]}
+    runnable = tuple(rung_id for rung_id, reason in reasons.items() if reason is None)
+    if not runnable:
+        raise RuntimeError(f"hello_gpu.ops.attention: no {kind} rung runs {name} here "
+                           f"({'; '.join(f'{rung_id}: {reason}' for rung_id, reason in reasons.items())})")
+    return runnable
+
+
+def _attention_rung_id(d, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, machine) -> str:
+    kind = "decode" if d.group * d.q_len <= ATTENTION_DECODE_ROWS else "prefill"
+    for rung_id in _attention_candidates(kind, q.dtype, machine):
+        alignment = TMA_RUNGS.get(rung_id)
+        if alignment is None or not any(t.is_cuda and t.data_ptr() % alignment for t in (q, k, v)):
+            return rung_id
+    return _attention_candidates(kind, q.dtype, machine)[-1]
+
+
+def _attention_machine(q: torch.Tensor):
+    from .matmul_functions import machine_of        # here, not at the top: matmul_functions imports this module
+    return machine_of(q, "attention", "q")
 
 
 def _attention_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """Contiguous, checked tensors: the rung the rule picks, on the GPU (or in the Triton interpreter)."""
     d = _check_attention(q, k, v, causal)
-    if not q.is_cuda and not triton_interpreter_on():         # both rungs of the rule are Triton rungs
-        raise ValueError(f"hello_gpu.ops.attention: q is on {q.device}; the kernels run on a GPU (move q, k and v "
-                         f"with .cuda())")
-    return _attention_built(_attention_rung_id(d))(q, k, v, causal)
+    return _attention_built(_attention_rung_id(d, q, k, v, _attention_machine(q)))(q, k, v, causal)
 
 
 @torch.library.custom_op("hello_gpu::attention", mutates_args=())
@@ -382,11 +409,15 @@ def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
 _attention_op.register_autograd(_no_backward("attention"))
 
 
-def attention_rung(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> str:
-    """The id of the attention rung :func:`attention` runs for these arguments (after the same checks):
-    ``t06_flash_decoding`` when each KV head has at most ATTENTION_DECODE_ROWS (query, head) rows
-    (decode: 1 query token x 4 query heads a KV head in Llama 3), else ``t05_gqa_shared_kv_tiles``."""
-    return _attention_rung_id(_check_attention(q, k, v, causal))
+def attention_rung(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, machine=None) -> str:
+    """The id of the attention rung :func:`attention` runs for these arguments (after the same checks), on
+    ``machine`` (a :class:`~hello_gpu.ops.matmul_functions.Machine`; default: q's GPU, or the Triton
+    interpreter for CPU tensors under TRITON_INTERPRET=1): ``t06_flash_decoding`` when each KV head has at
+    most ATTENTION_DECODE_ROWS (query, head) rows (decode: 1 query token x 4 query heads a KV head in
+    Llama 3); else ``v07_wgmma_tma`` for 16-bit tensors on sm_90a whose addresses TMA can read, else
+    ``t05_gqa_shared_kv_tiles``."""
+    d = _check_attention(q, k, v, causal)
+    return _attention_rung_id(d, q, k, v, _attention_machine(q) if machine is None else machine)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
