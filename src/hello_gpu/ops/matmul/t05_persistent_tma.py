@@ -32,7 +32,9 @@ hypothesis: at 4096^3 t04 takes 226 us, torch.mm 177 (609 and 777.9 TFLOP/s; the
 prediction: ~1.1x t04 bf16 at 4096^3 (~670 TFLOP/s, ~0.86x torch.mm: short of the issue's 1.0x);
   ~1.1x t04 at 8192^3 (~0.85x torch.mm paired, against t04's 0.772x); 0.85-0.9x torch.mm on the
   prefill shapes (4096x14336x4096: 1,792 tiles, 13.6 waves; 4096x4096x14336: 224 K steps a tile)
-outcome: not measured yet
+outcome: 1.273x t04 [1.270, 1.275] at 4096^3 bfloat16 (predicted ~1.1x), 0.988x torch.mm [0.983, 0.995], 178.8 us, 769
+  TFLOP/s (predicted ~670, ~0.86x: missed, 15% faster, level with v18's 780); 1.309x t04 [1.302, 1.317], 1.016x torch.mm
+  [1.011, 1.019] at 8192^3, 777 TFLOP/s (predicted ~0.85x) (records matmul.bfloat16, run of 6173353)
 deterministic: yes, each tile of C is one program's sum over K in order; the autotuner's choice is made
   once per shape
 dtypes: bfloat16 float16

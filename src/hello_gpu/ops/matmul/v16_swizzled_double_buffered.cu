@@ -33,7 +33,9 @@ prediction: ~530 TFLOP/s bf16 at 4096^3 (~0.68x torch.mm's 777.9; 2.3x v11, 2.1x
   701 there). If an m16n8k16 takes 8 cycles on Hopper (half of wgmma's rate) instead: ~420 TFLOP/s (0.54x),
   and the issue's 0.6x is beyond this route; ncu's tensor-pipe utilisation tells which. Either way, v16 at
   1.8x v11 or more, with the same 8 warps an SM, says occupancy was not what held v11 back
-outcome: not measured yet
+outcome: 2.066x v11 [2.065, 2.068] at 4096^3 bfloat16 (predicted 2.3x), 289 us, 0.604x torch.mm [0.601, 0.607], 476
+  TFLOP/s (predicted ~530, ~0.68x: 10% short, between the c = 6 and c = 8 cases); 2.046x v11, 0.583x torch.mm [0.581,
+  0.589] at 8192^3, 451 TFLOP/s (predicted ~540: 16% short) (records matmul.bfloat16, run of 6173353)
 deterministic: yes, each element is one warp's float32 sum in a fixed k order
 vendor: nvidia
 arch: sm_80

@@ -27,7 +27,9 @@ hypothesis: v14's record splits a block's time into rounds of one tile: ~49 us a
   CUTLASS's sm90 warp-specialised kernels store C the same way (their TMA epilogue)
 prediction: ~2.8 us less a round (3.3 -> ~0.5): ~184 us at 4096^3 bf16, 1.06x v14, ~745 TFLOP/s (~75% of
   the ~989 dense peak, ~0.96x torch.mm); ~1,460 us at 8192^3, 1.03x v14, ~750 TFLOP/s (~0.98x torch.mm)
-outcome: not measured yet
+outcome: 1.103x v14 [1.095, 1.105] at 4096^3 bfloat16 (predicted 1.06x), 0.992x torch.mm [0.986, 1.000], 176.2 us
+  (~184), 780 TFLOP/s (predicted ~745, ~0.96x); 1.061x v14 [1.059, 1.065] (predicted 1.03x), 1.024x torch.mm [1.022,
+  1.025] at 8192^3, 1,383 us (~1,460), 795 TFLOP/s (records matmul.bfloat16, run of 6173353)
 deterministic: yes, each element is one warpgroup's float32 sum in a fixed k order
 vendor: nvidia
 arch: sm_90a
