@@ -115,16 +115,18 @@ def compiled_rungs(op_name: str, dtype: str, rungs) -> None:
         print(describe(f"  {dtype}", kernel.asm("sass")))
 
 
-def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int) -> tuple[str, str, str]:
+def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int,
+                types: dict | None = None) -> tuple[str, str, str]:
     """SASS, the TTGIR and the resources (registers, shared bytes) of a Triton kernel compiled for sm_90
-    without a GPU."""
+    without a GPU. Pointers are ``*dtype``, other arguments i32 unless ``types`` names them (``{"scale": "fp32"}``)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from hello_gpu.runtime.kernel import _disassemble_cubin, _tool
     names = function.arg_names
-    signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else "i32") for n in names}
+    signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else (types or {}).get(n, "i32"))
+                 for n in names}
     divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n] != "constexpr"}
     compiled = triton.compile(ASTSource(function, signature=signature, constexprs=constants, attrs=divisible),
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
