@@ -145,9 +145,10 @@ def hopper_epilogues(dtype: str) -> None:
 
 
 def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int,
-                descriptors: dict | None = None) -> tuple[str, str, str]:
+                descriptors: dict | None = None, types: dict | None = None) -> tuple[str, str, str]:
     """SASS, the TTGIR and the resources (registers, shared bytes) of a Triton kernel compiled for sm_90
-    without a GPU. ``descriptors``: {argument: block shape} of the host-side tensor descriptors it takes."""
+    without a GPU. Pointers are ``*dtype``, other arguments i32 unless ``types`` names them (``{"scale": "fp32"}``);
+    ``descriptors``: {argument: block shape} of the host-side tensor descriptors it takes."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -155,7 +156,8 @@ def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int,
     from hello_gpu.runtime.kernel import _disassemble_cubin, _tool
     names = function.arg_names
     descriptors = descriptors or {}
-    signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else "i32") for n in names}
+    signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else (types or {}).get(n, "i32"))
+                 for n in names}
     signature.update({n: f"tensordesc<{dtype}[{', '.join(map(str, box))}]>" for n, box in descriptors.items()})
     divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names)
                  if signature[n] != "constexpr" and n not in descriptors}

@@ -128,6 +128,23 @@ if gpu_only("attention prefill 对 SDPA 后端、decode 的 t05 / t06 带宽"):
         print(f"{name}: {spec.work(shape, 'bfloat16').bytes / seconds / copy:.2f} x copy 带宽")
 
 # %% [markdown]
+# 没有 GPU 也能对照：H200 上的 record `records/nvidia-h200/attention.bfloat16.json`（每一级在四个形状上的成对计时）
+# 里的同样几个比较。`v00_torch` 是 SDPA 自己挑的后端（record 不记是哪一个），`peer_sdpa_flash` 固定在 flash 后端上：
+#
+# ![attention 阶梯，bfloat16，H200](../records/nvidia-h200/attention.bfloat16.svg)
+
+# %%
+record = json.loads((REPO / "records" / "nvidia-h200" / "attention.bfloat16.json").read_text())
+entries = {(entry["variant"], entry["shape"]): entry for entry in record["entries"]}
+for shape in ("4x32x32x4096x4096x128", "4x32x32x4096x4096x128x1"):
+    for base in ("v00_torch", "peer_sdpa_flash"):
+        pair = entries[("t04_causal_block_skipping", shape)]["speedups"][base]
+        print(f"{shape} t04 vs {base}: {pair['value']:.3f}x [{pair['ci95'][0]:.3f}, {pair['ci95'][1]:.3f}]")
+for name in ("t05_gqa_shared_kv_tiles", "t06_flash_decoding"):
+    read = entries[(name, "1x32x8x1x32768x128")]["derived"]["gb_per_s"] * 1e9
+    print(f"{name}: {read / ceilings['ceilings']['copy_bytes_per_s']:.2f} x copy 带宽（record）")
+
+# %% [markdown]
 # ## 练习
 #
 # 练习 3：**去掉缩放**。把 `t02` 里 `acc = acc * alpha[:, None] + tl.dot(` 改成 `acc = acc + tl.dot(`，交给检查器：

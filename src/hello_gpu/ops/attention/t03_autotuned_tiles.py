@@ -10,7 +10,9 @@ hypothesis: a 128-row tile halves how often each K/V tile is loaded per query ro
   flight (cp.async/TMA) while the current one is used: Triton's tutorial reaches ~1.3x a 64x64
   4-warp config on Hopper at D = 128
 prediction: ~1.4x t02 at 4x32x32x4096x4096x128 bfloat16 (~240 TFLOP/s, 0.7x the flash backend)
-outcome: not measured yet
+outcome: 0.980x t02 [0.979, 0.982] at 4x32x32x4096x4096x128 bfloat16 (predicted ~1.4x: missed, -30%), 424 TFLOP/s
+  (predicted ~240), 2,595 us, 0.619x SDPA [0.612, 0.620]; causal 0.984x t02 [0.983, 0.985] (records
+  attention.bfloat16, run of 89ae604)
 deterministic: yes, for a given configuration (the choice is cached per key for the process; each
   configuration reduces in a fixed order)
 """

@@ -11,7 +11,9 @@ hypothesis: causal at S_q = S_kv = 4096 needs half the scores (the work model co
   mask and the short rows at the top leave some SMs idle at the end). Non-causal: the unmasked loop
   saves a compare and a select per score, ~3% of the tile's work
 prediction: causal ~1.8x t03 at 4x32x32x4096x4096x128x1 bfloat16; non-causal ~1.03x t03
-outcome: not measured yet
+outcome: causal 2.230x t03 [2.229, 2.236] at 4x32x32x4096x4096x128x1 bfloat16 (predicted ~1.8x: missed, +24%), 433
+  TFLOP/s, 1,269 us, 1.315x the flash peer [1.311, 1.315]; non-causal 1.128x t03 [1.127, 1.128] (~1.03x: missed,
+  +9%), 482 TFLOP/s, 1.336x the flash peer [1.333, 1.337] (records attention.bfloat16, run of 89ae604)
 deterministic: yes, as t03 (the visited tiles keep their order)
 """
 

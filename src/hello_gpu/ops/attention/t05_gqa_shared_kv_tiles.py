@@ -12,7 +12,9 @@ hypothesis: with 32 query heads over 8 KV heads, t04 streams each K/V tile throu
   B = 1 leave 124 of 132 SMs idle (flash-decoding, t06, splits the keys for that)
 prediction: ~1.0x t04 at 4x32x8x4096x4096x128 bfloat16; ~2x t04 at 16x32x8x1x32768x128 (128
   programs, KV bytes read once instead of 4 times)
-outcome: not measured yet
+outcome: 2.480x t04 [2.475, 2.484] at 16x32x8x1x32768x128 bfloat16 (predicted ~2x: missed, +24%), 4,336 GB/s (1.02x
+  copy), 495 us, 0.963x SDPA [0.962, 0.965]; 0.979x t04 [0.979, 0.979] at 4x32x32x4096x4096x128 (groups of one);
+  4x32x8x4096x4096x128 not measured (records attention.bfloat16, run of 89ae604)
 deterministic: yes, as t04
 """
 

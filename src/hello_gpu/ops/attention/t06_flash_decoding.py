@@ -13,7 +13,9 @@ hypothesis: decode reads the KV cache once (K and V: 128 MiB at B=1, S_kv=32768,
   x 129 floats) are <2% of the cache bytes. Expect >= 0.8x copy bandwidth at B=1, S_kv=32768 (the
   issue's target) where t05 reaches ~0.1x, and ~t05 at B=16 (already 128 programs)
 prediction: ~3.9 TB/s of KV reads at 1x32x8x1x32768x128 bfloat16 (~8x t05); ~1.1x t05 at 16x32x8x1x32768x128
-outcome: not measured yet
+outcome: 2,083 GB/s (0.49x copy) at 1x32x8x1x32768x128 bfloat16 (predicted ~3.9 TB/s: missed, -47%), 64.4 us, 6.880x
+  t05 [6.824, 6.952] (~8x), 0.772x SDPA [0.768, 0.782]; 1.015x t05 [1.013, 1.018] at 16x32x8x1x32768x128 (~1.1x),
+  4,410 GB/s (1.04x copy) (records attention.bfloat16, run of 89ae604)
 deterministic: yes, each chunk reduces in order and the merge visits chunks in order
 """
 

@@ -13,7 +13,9 @@ hypothesis: every score is written once and read three times as float32: 16 byte
   dominate (~2 x 128 loads per score at ~20 TB/s of L1: ~30 ms). Expect ~30 TFLOP/s, under a tenth of
   the flash backend; decode shapes are three small launches over S_kv scores a head
 prediction: ~30 TFLOP/s at 4x32x32x4096x4096x128 bfloat16 (0.09x the flash backend)
-outcome: not measured yet
+outcome: 0.904 TFLOP/s, 1,215,712 us at 4x32x32x4096x4096x128 bfloat16 (predicted ~30: missed, 33x under), 0.0013x
+  SDPA [0.0013, 0.0013]; likely why: each lane of kernel (1) reads its own K row, 2 bytes at a time 256 bytes apart
+  (records attention.bfloat16, run of 89ae604)
 deterministic: yes, each score, weight and output has one owner summing in a fixed order
 entry: attention_scores<{T}>
 dtypes: bfloat16 float16 float32

@@ -21,7 +21,9 @@ hypothesis: v01 moves 16 bytes of float32 per score through DRAM/L2 (68 GB at 4x
 prediction: ~8 TFLOP/s at 4x32x32x4096x4096x128 bfloat16 (~3x v01, 0.025x the flash backend);
   decode (S_q = 1): one block per (batch, head) with 1 live row of 16, ~0.3x v01 at 16x32x8x1x32768x128
   (v01 spreads one query's keys over S_kv / 256 blocks, this walks them in one block)
-outcome: not measured yet
+outcome: 5.303x v01 [5.302, 5.304] at 4x32x32x4096x4096x128 bfloat16 (predicted ~3x), 0.0069x SDPA [0.0069, 0.0069],
+  4.8 TFLOP/s (predicted ~8: missed, -40%), 229,270 us; 0.355x v01 [0.355, 0.355] at 16x32x8x1x32768x128 (predicted
+  ~0.3x) (records attention.bfloat16, run of 89ae604)
 deterministic: yes, each score, row statistic and output element has one owner, in a fixed order
 entry: attention_fused_block_steps<{T}>
 dtypes: bfloat16 float16 float32

@@ -18,7 +18,9 @@ hypothesis: v02 spends a tile on ~1570 shared loads a thread (the scores' q and 
   this route), ~0.05x the flash backend
 prediction: ~2x v02 at 4x32x32x4096x4096x128 bfloat16 (~16 TFLOP/s), causal the same time as
   non-causal (every tile is visited, the masked half thrown away: v04 skips it)
-outcome: not measured yet
+outcome: 2.271x v02 [2.271, 2.273] at 4x32x32x4096x4096x128 bfloat16 (predicted ~2x), 0.016x SDPA [0.016, 0.016],
+  10.9 TFLOP/s (predicted ~16: missed, -32%, from v02's base), 101,078 us; causal 101,070 us, the same time (as
+  predicted) (records attention.bfloat16, run of 89ae604)
 deterministic: yes, each row's butterflies, lane shares and key order are fixed
 entry: attention_rows_per_warp<{T}>
 dtypes: bfloat16 float16 float32

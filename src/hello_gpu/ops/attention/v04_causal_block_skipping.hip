@@ -17,7 +17,9 @@ hypothesis: causal at S_q = S_kv = 4096, v03 loads and scores all 128 tiles of e
   a compare and a select fewer per score against 8 FMAs: ~1.0x v03
 prediction: ~1.9x v03 at 4x32x32x4096x4096x128x1 bfloat16 (the same TFLOP/s as non-causal, ~16);
   1.0x v03 at 4x32x32x4096x4096x128
-outcome: not measured yet
+outcome: causal 1.778x v03 [1.777, 1.780] at 4x32x32x4096x4096x128x1 bfloat16 (predicted ~1.9x), 9.67 TFLOP/s
+  (predicted ~16: missed, -40%, from v03's base), 56,887 us, 0.016x SDPA [0.016, 0.016]; non-causal 0.889x v03
+  [0.889, 0.889] (predicted 1.0x: missed, -11%), 113,780 us (records attention.bfloat16, run of 89ae604)
 deterministic: yes, as v03 (the visited tiles keep their order)
 entry: attention_causal_skipping<{T}>
 dtypes: bfloat16 float16 float32

@@ -35,7 +35,9 @@ hypothesis: decode is memory-bound on the KV cache: at 1x32x8x1x32768x128 bfloat
   to; at decode the two are the same (causal skipping saves at most S_q - 1 keys of S_kv)
 prediction: ~0.65x the copy bandwidth in KV reads at 1x32x8x1x32768x128 bfloat16 (~30x v04, ~0.8x
   t06); ~0.65x copy at 16x32x8x1x32768x128; ~0.35x copy at 1x32x8x1x4096x128; prefill shapes: v04's time
-outcome: not measured yet
+outcome: 1,421 GB/s (0.33x copy) at 1x32x8x1x32768x128 bfloat16 (predicted ~0.65x: missed, -49%), 94.5 us, 199x v04
+  [198, 200] (~30x), 0.522x SDPA [0.520, 0.530], 0.68x t06 (ratio of medians; ~0.8x); 1,538 GB/s (0.36x copy) at
+  16x32x8x1x32768x128 (~0.65x: missed, -44%) (records attention.bfloat16, run of 89ae604)
 deterministic: yes, each warp sums its keys in a fixed order, the 4 warps merge in order, and the merge
   kernel visits the chunks in order; the chunk count depends only on the shape and the SM count
 entry: attention_flash_decoding<{T}>

@@ -36,7 +36,9 @@ prediction: ~350 TFLOP/s at 4x32x32x4096x4096x128 bfloat16 (~22x v04; ~1.0x the 
   issue's target, met or missed by a few percent); causal ~320 (~1.0x its 315); 4x32x8 (GQA) the same;
   D = 64 (8x16x16x2048x2048x64) ~0.9x the flash backend at that shape: the softmax costs twice as much
   per FLOP at D = 64, and this rung still scores 32 keys at a time there
-outcome: not measured yet
+outcome: 34.2x v04 [34.1, 34.2] at 4x32x32x4096x4096x128 bfloat16 (predicted ~22x), 0.465x SDPA [0.459, 0.468], 324
+  TFLOP/s (predicted ~350: missed, -7%), 3,391 us, 0.92x the flash peer (ratio of medians; predicted ~1.0x); causal
+  307 TFLOP/s (predicted ~320: met, -4%), 0.93x the flash peer (records attention.bfloat16, run of 89ae604)
 deterministic: yes, each output row is one warp's, its keys summed in a fixed order
 vendor: nvidia
 arch: sm_80
