@@ -1,16 +1,18 @@
 """A peer: torch.compile of the plain expression, softmax(Q K^T * scale + mask) V, written out.
 
+Fixed after the H200's edge checks (records at 89ae604): Q K^T ran in the input dtype and only its result was
+cast to float32. On the spec's "large" inputs (scores of std ~30, up to ~180 at the edge shapes) a bfloat16
+score is off by up to 2^-9 of itself, ~0.35, which exp() turns into a ~40% error in a weight: 112 of 2112
+outputs out of tolerance at 1x1x1x33x31x64x1 on the H200 (float16: 106); on the CPU, over the edge shapes,
+error / allowed up to 34 (bfloat16) and 25 (float16), and at most 0.43 with float32 scores
+(tests/test_attention_peers.py).
+
 parent: none
 change: the textbook expression as a careful user writes it for 16-bit inputs: K and V repeated to H heads,
-  Q and K cast to float32 *before* Q K^T (the scores are float32 from the first rounding on), the mask and
-  the softmax in float32, the weights cast to the input dtype for P V; compiled per shape
-  (hello_gpu.ops.rung.compile_per_shape). Inductor may recognise it as attention (its fuse_attention
-  patterns rewrite such graphs into SDPA) or fuse the casts, mask and softmax around two cuBLAS matmuls.
-  Before (removed in 66ae205): Q K^T in the input dtype, only its result cast to float32. On the spec's
-  "large" inputs (scores of std ~30, up to ~180 at the edge shapes) a bfloat16 score is off by up to
-  2^-9 of itself, ~0.35, which exp() turns into a ~40% error in a weight: 112 of 2112 outputs out of tolerance at
-  1x1x1x33x31x64x1 on the H200 (fp16: 106), error / allowed up to 34 (bf16) and 25 (fp16) on the CPU over
-  the edge shapes; with float32 scores at most 0.43 (tests/test_attention_peers.py)
+  Q and K cast to float32 before Q K^T (float32 scores from the first rounding on), the mask and softmax in
+  float32, the weights cast to the input dtype for P V; compiled per shape (rung.compile_per_shape): Inductor
+  may rewrite it into SDPA (its fuse_attention patterns) or fuse the casts, mask and softmax around two
+  cuBLAS matmuls
 hypothesis: the float32 Q K^T is the price. TF32 stays off (PyTorch's default; the records' manifest says
   allow_tf32 false; with TF32 the scores of "large" inputs would err as bfloat16 ones did), so cuBLAS runs it
   on the CUDA cores: 51.2 TFLOP/s on this H200 against 687 for bfloat16 (anchors-h200.md, 8192^3), so the

@@ -1,13 +1,15 @@
 """A peer: F.scaled_dot_product_attention held to its cudnn backend (torch.nn.attention.sdpa_kernel).
 
+cuDNN has no kernel for a single key, S_kv = 1: PyTorch refuses it before calling cuDNN
+(aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, check_cudnn_tensor_shapes: "cudnn SDPA does not
+support key/value sequence length 1"), and on the H200 SDPA raised "No available kernel" at the edge shape
+1x2x1x1x1x128 (records at 89ae604). Edge shapes are checked, never timed; no benchmark shape has one key
+(tests/test_attention_peers.py), and any other shape cuDNN refuses raises, never runs elsewhere.
+
 parent: none
-change: sdpa(q, k, v, causal, "cudnn") from sdpa.py: the cudnn backend only. Two kinds of edge shape run
-  on the math backend instead, and no benchmark shape is either (tests/test_attention_peers.py checks
-  BENCH_SHAPES): a bottom-right mask with S_q != S_kv, as for every SDPA peer (see sdpa.py), and a
-  single key, S_kv = 1, for which cuDNN has no kernel: PyTorch refuses it before calling cuDNN
-  (aten/.../cuda/sdp_utils.cpp, check_cudnn_tensor_shapes: "cudnn SDPA does not support key/value
-  sequence length 1"), and on the H200 SDPA raised "No available kernel" at 1x2x1x1x1x128.
-  Any other shape cuDNN refuses raises the same error, never runs elsewhere
+change: sdpa(q, k, v, causal, "cudnn") from sdpa.py: the cudnn backend only (edge shapes with a bottom-right
+  mask and S_q != S_kv run on the math backend, see sdpa.py, and so do those with S_kv = 1, for which cuDNN
+  has no kernel)
 hypothesis: cuDNN's fused attention (Hopper kernels with wgmma and TMA): the issue measured 597 TFLOP/s at
   4x32x4096x128 bf16 (causal 523), the fastest backend there and the target of the Triton rungs (>= 0.9x).
   PyTorch now tries cuDNN first on sm_90 (sdp_utils.cpp, check_prefer_cudnn_attention, cuDNN > 9.15):
