@@ -291,6 +291,14 @@ RUNG_SHAPES = {"t01_materialised_scores": [0, 1, 2, 3], "t02_fused_online_softma
                "t05_gqa_shared_kv_tiles": [0, 1, 2, 3], "t06_flash_decoding": [3], "t07_parallel_merge": [3]}
 
 
+def interpreter_child(script: str, job: dict) -> dict:
+    """``script`` run with ``job`` (as JSON) in a child process with the interpreter on; its last line, parsed."""
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(job)], capture_output=True, text=True,
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def interpreted():
     """The child's results: every autotune point, every Triton rung and the known-wrong rung past the limit."""
@@ -298,10 +306,7 @@ def interpreted():
     job = {"seed": random.randrange(2**31), "config_shapes": CONFIG_SHAPES, "shapes": PAST_THE_LIMIT,
            "rungs": {rung_id: indices for rung_id, indices in RUNG_SHAPES.items() if indices},
            "known_wrong": str(Path(__file__).parent / "known_wrong" / "attention" / "t90_skips_one_key_tile.py")}
-    done = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(job)], capture_output=True, text=True,
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return interpreter_child(_SCRIPT, job)
 
 
 @pytest.mark.skipif(HAS_GPU, reason="the interpreter tier; on a GPU test_ops_ladders checks every edge shape")
@@ -400,10 +405,7 @@ def t07_checks():
     from pathlib import Path
     job = {"seed": random.randrange(2**31), "splits": list(T07_SPLITS.values()), "masked": T07_MASKED,
            "known_wrong": str(Path(__file__).parent / "known_wrong" / "attention" / "merge_drops_one_chunk.py")}
-    done = subprocess.run([sys.executable, "-c", _T07_SCRIPT, json.dumps(job)], capture_output=True, text=True,
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return interpreter_child(_T07_SCRIPT, job)
 
 
 @pytest.mark.skipif(HAS_GPU, reason="the interpreter tier; the GPU tier runs test_t07_on_the_gpu_at_the_decode_shapes")
