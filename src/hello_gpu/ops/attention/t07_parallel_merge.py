@@ -17,14 +17,15 @@ hypothesis: at 1x32x8x1x32768x128 t06 cuts the keys into 32 chunks of 1024 (256 
   does not unroll (the chunk count is a run-time value): in the sm_90 code (Triton 3.9) an iteration
   issues its 8 KiB of partials and 3 statistics in three groups, each after a use of the one before,
   so ~3 dependent L2 round trips an iteration (the 2 MiB of partials were just written: L2 hits,
-  ~0.2-0.3 us each under this light load), ~96 in all: ~20-29 us of the 64.4 us measured (the
+  ~0.15-0.3 us each under this light load), ~96 in all: ~15-29 us of the 64.4 us measured (the
   ~134 MB of K and V at the ~4.4 TB/s t06 reaches at B=16 take ~31 us, ~35 us with the launch and the
-  wave's ramp). Here the merge is 128 programs (4 rows x 8 KV heads x 4 column blocks) of one
+  wave's ramp: the chunk kernel is pipelined, cp.async into two stages of K and V tiles, 70 KiB of
+  shared memory, ~32-64 KiB in flight a program where ~33 KiB an SM would do). Here the merge is 128 programs (4 rows x 8 KV heads x 4 column blocks) of one
   round trip each: 4 KiB of partials a program, ~1.5-2 us with the launch between the kernels. At
-  B=16 there are 3 chunks and t06's 128 merge programs take ~3 us of 487 us: nothing to win there.
+  B=16 there are 3 chunks and t06's 128 merge programs take ~2-3 us of 487 us: nothing to win there.
   At 1x32x8x1x4096x128 (16.8 MB, ~4 us of reads) t06 also cuts 32 chunks (of 128 keys) and the same
   serial merge should dominate its time
-prediction: ~41 us (37-46 us) at 1x32x8x1x32768x128 bfloat16: ~1.55x t06 (64.4 us in the record of
+prediction: ~41 us (37-47 us) at 1x32x8x1x32768x128 bfloat16: ~1.55x t06 (64.4 us in the record of
   89ae604), ~1.2x v00_torch (49.3 us), ~3.3 TB/s of KV reads, ~0.77x the copy bandwidth (4.25 TB/s;
   the issue asks 0.8x: 39.5 us); ~1.0x t06 at 16x32x8x1x32768x128 (the merge is <1% there);
   ~2.5-3x t06 at 1x32x8x1x4096x128
