@@ -53,11 +53,23 @@ def test_every_rung_appears_with_its_parent_and_outcome(name):
     for rung in op.rungs:
         _, parent, change, outcome = rows[rung.id]
         assert parent == (f"`{rung.metadata.parent_id}`" if rung.metadata.parent_id else "—")
-        assert change == " ".join(rung.metadata.change.split()).replace("|", "\\|")
+        assert change == _as_cell(rung.metadata.change)
         if rung.metadata.outcome:
-            assert outcome == " ".join(rung.metadata.outcome.split()).replace("|", "\\|")
+            assert outcome == _as_cell(rung.metadata.outcome)
         else:
             assert outcome == "—"
+        assert "<" not in change + outcome and "{{" not in change + outcome, "the site compiles a cell as Vue"
+
+
+def _as_cell(text: str) -> str:
+    return (" ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("{{", "&#123;&#123;"))
+
+
+def test_angle_brackets_and_mustaches_in_a_header_are_written_as_entities(tmp_path):
+    """attend_tile<false> in attention v04's header broke the VitePress build: Vue read it as an open element."""
+    from hello_gpu.ops.rung_tables import _cell
+    assert _cell("runs attend_tile<false> then {{ x }} | y") == "runs attend_tile&lt;false&gt; then &#123;&#123; x }} \\| y"
 
 
 def test_a_route_keeps_only_its_rungs():

@@ -43,10 +43,13 @@ def _options(arguments: list[str], where: str) -> tuple[str, str]:
 
 
 def _cell(text: str | None) -> str:
-    """One table cell: a pipe would end the cell early, a line break would end the row."""
+    """One table cell: a pipe would end the cell early, a line break would end the row, and the site's Markdown
+    is compiled as a Vue template, where ``attend_tile<false>`` in a header opens an element that never closes
+    (the VitePress build failed on it) and ``{{`` opens an interpolation: they are written as HTML entities."""
     if not text:
         return EMPTY
-    return " ".join(text.split()).replace("|", "\\|")
+    cell = " ".join(text.split()).replace("|", "\\|")
+    return cell.replace("<", "&lt;").replace(">", "&gt;").replace("{{", "&#123;&#123;")
 
 
 def render_rungs(arguments: list[str], root: Path, where: str) -> str:
