@@ -68,6 +68,15 @@ def test_the_rule_picks_flash_decoding_for_few_rows_a_kv_head_and_what_the_machi
     assert ops.attention_rung(q, kv, kv, d.causal, machine=machine) == rung_id
 
 
+def test_the_tma_rung_carries_its_launchers_alignment_and_the_rule_ends_with_any_address():
+    from hello_gpu.ops.rung import load_module
+    v07 = load_module(load_op("attention").rung("v07_wgmma_tma").companion, "attention_v07_alignment")
+    assert _attention_candidates("prefill", torch.bfloat16, H200) == (
+        ("v07_wgmma_tma", v07.TMA_ALIGNMENT), ("t05_gqa_shared_kv_tiles", 1))
+    assert _attention_candidates("decode", torch.float16, H200) == (("t06_flash_decoding", 1),)
+    assert _attention_candidates("prefill", torch.float32, H200) == (("t05_gqa_shared_kv_tiles", 1),)
+
+
 def test_bad_arguments_are_refused_with_the_problem_named():
     q, k, v = torch.randn(1, 4, 5, 64), torch.randn(1, 2, 7, 64), torch.randn(1, 2, 7, 64)
     with pytest.raises(TypeError, match=r"attention: k must be a torch.Tensor, got list"):
@@ -109,7 +118,7 @@ def test_the_rule_is_the_fastest_candidate_in_the_committed_records():
             fastest = max(here, key=lambda e: e["speedups"]["v00_torch"]["value"])
             d = spec.dims(tuple(int(x) for x in shape.split("x")))
             picked = _attention_candidates("decode" if d.group * d.q_len <= ATTENTION_DECODE_ROWS else "prefill",
-                                           getattr(torch, path.name.split(".")[1]), H200)[0]
+                                           getattr(torch, path.name.split(".")[1]), H200)[0][0]
             chosen = next(e for e in here if e["variant"] == picked)
             assert chosen["speedups"]["v00_torch"]["ci95"][1] >= fastest["speedups"]["v00_torch"]["value"] * 0.98, (
                 f"the rule picks {picked}, but {fastest['variant']} is faster at {shape} in {path.name}")
@@ -179,6 +188,29 @@ def test_attention_matches_the_reference_and_runs_the_named_rung_on_the_gpu(shap
         assert output_failure(spec, (q, k, v, causal), got, dtype) is None
         rung = ops.attention_rung(q, k, v, causal)
         assert torch.equal(got, _attention_built(rung)(q, k, v, causal)), f"the output is not {rung}'s"
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_prefill_at_an_address_tma_cannot_read_runs_the_next_candidate(dtype):
+    """q, k and v contiguous but starting 2 bytes into their storage (a view at an odd offset): the TMA rung is
+    passed over for the next candidate, whose result is still right; the aligned tensors run the first
+    candidate this machine runs."""
+    from hello_gpu.ops.checking import output_failure
+    from hello_gpu.ops.functions import _attention_machine
+    shape = (1, 8, 2, 200, 300, 64, 1)
+    q, k, v, causal = spec.make_inputs(shape, dtype, seed=random.randrange(2**31), device="cuda")
+    shifted = [torch.empty(t.numel() + 1, dtype=t.dtype, device="cuda")[1:].view(t.shape) for t in (q, k, v)]
+    for view, t in zip(shifted, (q, k, v)):
+        view.copy_(t)
+    assert all(view.is_contiguous() and view.data_ptr() % 16 for view in shifted)
+    candidates = _attention_candidates("prefill", q.dtype, _attention_machine(q))
+    assert ops.attention_rung(q, k, v, causal) == candidates[0][0]
+    assert ops.attention_rung(*shifted, causal) == next(rung for rung, alignment in candidates if alignment == 1)
+    got = ops.attention(*shifted, causal=causal)
+    torch.cuda.synchronize()
+    assert output_failure(spec, (q, k, v, causal), got, dtype) is None
 
 
 @pytest.mark.gpu

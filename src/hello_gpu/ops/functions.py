@@ -331,9 +331,6 @@ ATTENTION_RULE = {"decode": ("t06_flash_decoding",), "prefill": ("v07_wgmma_tma"
 # (query, head) rows of one KV head up to which the decode rung runs: t06_flash_decoding's DECODE_ROWS
 # (past it, t06 hands the call to t05 itself). tests/test_attention_function.py checks the two agree.
 ATTENTION_DECODE_ROWS = 64
-# Rungs that read q, k and v through TMA tensor maps, whose base addresses must be 16-byte aligned: a
-# contiguous view at an odd offset (x[1:]) goes to the next candidate instead of being refused.
-TMA_RUNGS = {"v07_wgmma_tma": 16}
 
 
 @functools.cache
@@ -363,26 +360,40 @@ def _check_attention(q, k, v, causal):
 
 
 @functools.cache
-def _attention_candidates(kind: str, dtype: torch.dtype, machine) -> tuple[str, ...]:
-    """The rule's candidates for ``kind`` ("decode" or "prefill") that ``machine`` runs in ``dtype``, in order."""
+def _attention_candidates(kind: str, dtype: torch.dtype, machine) -> tuple[tuple[str, int], ...]:
+    """The rule's candidates for ``kind`` ("decode" or "prefill") that ``machine`` runs in ``dtype``, in order,
+    each with the alignment its tensors' addresses need: the launcher's TMA_ALIGNMENT where it reads q, k and v
+    through TMA tensor maps (v07: 16 bytes), else 1. A contiguous view at an odd offset (x[1:]) then goes to the
+    next candidate instead of being refused by the launcher."""
     from .matmul_functions import unrunnable        # here, not at the top: matmul_functions imports this module
     op = load_op("attention")
     name = str(dtype).removeprefix("torch.")
     reasons = {rung_id: unrunnable(op.rung(rung_id), name, machine) for rung_id in ATTENTION_RULE[kind]}
-    runnable = tuple(rung_id for rung_id, reason in reasons.items() if reason is None)
+    runnable = tuple((rung_id, _address_alignment(op.rung(rung_id)))
+                     for rung_id, reason in reasons.items() if reason is None)
     if not runnable:
         raise RuntimeError(f"hello_gpu.ops.attention: no {kind} rung runs {name} here "
                            f"({'; '.join(f'{rung_id}: {reason}' for rung_id, reason in reasons.items())})")
+    if runnable[-1][1] != 1:
+        raise RuntimeError(f"hello_gpu.ops.attention: the last {kind} candidate {runnable[-1][0]} needs aligned "
+                           f"addresses; the rule must end with a rung that takes any address")
     return runnable
+
+
+def _address_alignment(rung) -> int:
+    """Bytes a rung's q, k and v addresses must be a multiple of: its launcher's TMA_ALIGNMENT, else 1."""
+    from .rung import load_module
+    if rung.companion is None:
+        return 1
+    return int(getattr(load_module(rung.companion, f"attention_{rung.id}_for_the_rule"), "TMA_ALIGNMENT", 1))
 
 
 def _attention_rung_id(d, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, machine) -> str:
     kind = "decode" if d.group * d.q_len <= ATTENTION_DECODE_ROWS else "prefill"
-    for rung_id in _attention_candidates(kind, q.dtype, machine):
-        alignment = TMA_RUNGS.get(rung_id)
-        if alignment is None or not any(t.is_cuda and t.data_ptr() % alignment for t in (q, k, v)):
+    for rung_id, alignment in _attention_candidates(kind, q.dtype, machine):
+        if alignment == 1 or not any(t.is_cuda and t.data_ptr() % alignment for t in (q, k, v)):
             return rung_id
-    return _attention_candidates(kind, q.dtype, machine)[-1]
+    raise AssertionError("unreachable: the last candidate takes any address")
 
 
 def _attention_machine(q: torch.Tensor):
