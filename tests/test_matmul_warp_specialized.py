@@ -10,29 +10,21 @@ the registry runs it, on every edge shape."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
-import torch
 import triton
+from test_matmul_persistent_tma import (GPU_SHAPES, HAS_GPU, INTERPRETER_SHAPES, MATMUL,
+                                        assert_a_misaligned_out_is_written_through_a_padded_c,
+                                        assert_configuration_is_correct,
+                                        assert_float32_and_transposed_b_are_refused_by_name,
+                                        assert_on_wgmma_and_tma_without_spills,
+                                        assert_the_autotuned_rung_names_its_winner, compiled_lines)
 from triton.runtime import _allocation
 
-from hello_gpu.ops import load_op
 from hello_gpu.ops.checking import output_failure
 from hello_gpu.ops.rung import load_module, triton_interpreter_on
-from hello_gpu.runtime.device import gpu_vendor
 
-HAS_GPU = gpu_vendor() is not None
-MATMUL = load_op("matmul")
 RUNG = MATMUL.rung("t06_warp_specialized")
-ROOT = Path(__file__).resolve().parents[1]
-# t05's: 9 tile rows of 128 (a group of 8 and a short one; 5 of 256), 2-3 tile columns, one K step: 18-27
-# tiles for 3 interpreter programs; then K and N not multiples of 8 (padded copies) and tiles cut on every side.
-INTERPRETER_SHAPES = ((1100, 264, 24), (3, 5, 517), (39, 41, 37), (130, 200, 136))
 
 
 @pytest.fixture(scope="module")
@@ -40,33 +32,17 @@ def module():
     return load_module(RUNG.path, "test_matmul_t06")
 
 
-def _poisoned_out(shape, dtype, device):
-    return torch.full((shape[0], shape[1]), float("nan"), dtype=getattr(torch, dtype), device=device)
-
-
 @pytest.mark.skipif(not triton_interpreter_on(), reason="a GPU machine: the GPU tier checks every configuration")
 @pytest.mark.parametrize("index", range(3))
 def test_every_configuration_is_correct_in_the_interpreter(module, index):
-    """float16 only: bfloat16 arithmetic is wrong in the Triton interpreter (the GPU tier checks it)."""
-    config = module.CONFIGS[index]
-    for seed, shape in enumerate(INTERPRETER_SHAPES):
-        inputs = MATMUL.spec.make_inputs(shape, "float16", seed=seed)
-        out = _poisoned_out(shape, "float16", "cpu")
-        assert module.launch(*inputs, out=out, config=config) is out
-        assert output_failure(MATMUL.spec, inputs, out, "float16") is None, (config, shape)
-        assert not MATMUL.spec.invariants(inputs, out), (config, shape)
+    """float16 only: bfloat16 arithmetic is wrong in the Triton interpreter (the GPU tier checks it). t05's
+    shapes: 18-27 tiles for 3 interpreter programs, K and N not multiples of 8, tiles cut on every side."""
+    assert_configuration_is_correct(module, module.CONFIGS[index], "float16", "cpu", INTERPRETER_SHAPES)
 
 
 @pytest.mark.skipif(not triton_interpreter_on(), reason="a GPU machine: the GPU tier checks the padded path")
 def test_a_misaligned_out_is_written_through_a_padded_c(module):
-    """TMA stores need a 16-byte aligned C: an out that starts 2 bytes into its storage gets a scratch C."""
-    a, b = MATMUL.spec.make_inputs((40, 24, 32), "float16", seed=5)
-    storage = torch.full((40 * 24 + 1,), float("nan"), dtype=torch.float16)
-    out = storage[1:].view(40, 24)
-    assert out.data_ptr() % 16 and out.is_contiguous()
-    assert module.run(a, b, out=out) is out
-    assert output_failure(MATMUL.spec, (a, b), out, "float16") is None
-    assert torch.isnan(storage[0])                       # nothing written before out
+    assert_a_misaligned_out_is_written_through_a_padded_c(module)
 
 
 def test_the_callers_allocator_is_left_as_it_was(module):
@@ -88,22 +64,9 @@ def test_the_callers_allocator_is_left_as_it_was(module):
 
 
 def test_float32_and_transposed_b_are_refused_by_name(module):
-    a, b = torch.randn(8, 16), torch.randn(16, 8)
-    with pytest.raises(ValueError, match="these kernels take bfloat16, float16"):
-        module.run(a, b)
-    weight = torch.randn(8, 16, dtype=torch.float16)
-    with pytest.raises(ValueError, match=r"b must be contiguous row-major.*use the linear operator"):
-        module.run(a.half(), weight.t())
+    assert_float32_and_transposed_b_are_refused_by_name(module)
     assert RUNG.metadata.dtypes == ("bfloat16", "float16")
     assert RUNG.metadata.parent_id == "t05_persistent_tma"
-
-
-_COMPILE = textwrap.dedent('''
-    import json, sys
-    sys.path.insert(0, sys.argv[1])
-    import matmul_sass_evidence
-    print(json.dumps(matmul_sass_evidence.warp_specialized_lines()))
-''')
 
 
 def test_every_configuration_compiles_for_sm_90_into_warpgroups_without_spills():
@@ -112,33 +75,17 @@ def test_every_configuration_compiles_for_sm_90_into_warpgroups_without_spills()
     (a ttg.warp_specialize region; setmaxnreg gives the producer 40 registers and the two consumers 232)
     on the tensor cores (HGMMA) and TMA (UTMALDG, UTMASTG), never cp.async (LDGSTS), with no local memory
     and within sm_90's 227 KiB of shared memory. Where the compiler stops specialising (another Triton,
-    another loop shape), the rung would silently be t05 without its stores split: this fails instead."""
-    environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    environment.update(PYTHONPATH=str(ROOT / "src"), TRITON_DEFAULT_FP_FUSION="1")
-    done = subprocess.run([sys.executable, "-c", _COMPILE, str(ROOT / "benchmarks")], capture_output=True,
-                          text=True, timeout=600, env=environment)
-    if done.returncode and "SASS needs cuobjdump or nvdisasm" in done.stderr:
-        pytest.skip("SASS not checked: no cuobjdump / nvdisasm here")
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = json.loads(done.stdout.strip().splitlines()[-1])
+    another loop shape), the rung would run as one group of 4 warps, short of its purpose: this fails instead."""
+    lines = compiled_lines("warp_specialized_lines")
     assert len(lines) == 3
     for line in lines:
         assert "warp_specialize True" in line, line
         registers = json.loads(line.split("setmaxnreg ")[1].split("]")[0] + "]")
         assert 40 in registers and 232 in registers, line
-        counts = dict(part.rsplit(" ", 1) for part in line.split("whole kernel ")[1].split(", "))
-        assert int(counts["HGMMA"]) and int(counts["UTMALDG"]) and int(counts["UTMASTG"]), line
-        assert counts["LDGSTS"] == counts["STL"] == counts["LDL"] == "0", line
-        assert ", 0 B local;" in line, line
-        shared = int(line.split(" B shared")[0].rsplit(" ", 1)[1])
-        assert shared <= 232_448, line
+        assert_on_wgmma_and_tma_without_spills(line)
 
 
 # ------------------------------------------------------------------------------------------ GPU tier
-
-GPU_SHAPES = ((256, 256, 256), (257, 391, 1032), (130, 8, 4104), (2049, 520, 64), (1, 14336, 4096),
-              (1823, 781, 517), (1000, 1000, 1000), (4095, 7, 3), (1, 1, 1), (4096, 4096, 4096))
-
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
@@ -150,21 +97,11 @@ def test_every_configuration_is_correct_on_the_gpu(index, dtype, monkeypatch):
     the ladder times."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     module = load_module(RUNG.path, "test_matmul_t06_gpu")
-    config = module.CONFIGS[index]
-    for seed, shape in enumerate(GPU_SHAPES):
-        inputs = MATMUL.spec.make_inputs(shape, dtype, seed=seed, device="cuda")
-        out = _poisoned_out(shape, dtype, "cuda")
-        assert module.launch(*inputs, out=out, config=config) is out
-        assert output_failure(MATMUL.spec, inputs, out, dtype) is None, (config, dtype, shape)
-        assert not MATMUL.spec.invariants(inputs, out), (config, dtype, shape)
+    assert_configuration_is_correct(module, module.CONFIGS[index], dtype, "cuda", GPU_SHAPES + ((1, 1, 1),))
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
 def test_the_autotuned_rung_names_its_winner(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    module = load_module(RUNG.path, "test_matmul_t06_winner")
-    a, b = MATMUL.spec.make_inputs((512, 384, 256), "bfloat16", seed=4, device="cuda")
-    assert output_failure(MATMUL.spec, (a, b), module.run(a, b), "bfloat16") is None
-    winners = module.winners()
-    assert len(winners) == 1 and "BLOCK_M" in next(iter(winners.values()))
+    assert_the_autotuned_rung_names_its_winner(load_module(RUNG.path, "test_matmul_t06_winner"))

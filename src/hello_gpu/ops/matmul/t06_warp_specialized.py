@@ -5,15 +5,15 @@ only wait for full stages, multiply and store, as the hand-written v13-v18 do.
 parent: t05_persistent_tma
 change: the tile loop is tl.range(first tile, tiles, programs, warp_specialize=True) with num_warps = 4;
   Triton 3.6 compiles it for sm_90 into 3 warpgroups (ttg.warp_specialize: one producer at 40 registers,
-  setmaxnreg, issuing the TMA copies into 3 stages; two consumers at 232, each owning 64 rows of the
-  tile, waiting on the stage's full mbarrier and arriving on its empty one). What the partitioner
-  needs, and t05 differs in: the descriptors are made in the kernel (tl.make_tensor_descriptor, 128
-  bytes of global scratch each, from an allocator the launcher sets in a copied context) because it
-  splits A's box between the consumers, which a host descriptor's fixed box refuses; the loop is not
-  flattened (with flatten=True it does not specialise); C leaves as one tile store, each consumer
-  storing its 64 rows by TMA (t05's two halves are a reshape / split it cannot partition). Three
-  16-bit configurations (CONFIGS), bfloat16 and float16 only; K or N not a multiple of 8 run on t05's
-  zero-padded copies, as t05
+  setmaxnreg, issuing the TMA copies into the stages; two consumers at 232, each owning half the
+  tile's rows, waiting on the stage's full mbarrier and arriving on its empty one; 12 warps in all).
+  What the partitioner needs, and t05 differs in: the descriptors are made in the kernel
+  (tl.make_tensor_descriptor, 512 bytes of global scratch a program, from an allocator the launcher
+  sets in a copied context) because it splits A's box between the consumers, which a host
+  descriptor's fixed box refuses (compile error); the loop is not flattened (with flatten=True it does
+  not specialise); C leaves as one tile store, each consumer storing its half by TMA (t05's two column
+  halves are a reshape / split it cannot partition). Three 16-bit configurations (CONFIGS), bfloat16
+  and float16 only; K or N not a multiple of 8 run on zero-padded copies, as in t05
 hypothesis: split into rounds of 128x256 tiles (512 and 2,048 tiles on 132 SMs: 4 and 16 rounds), the
   record (run of 6173353) puts t05 at 43.7 us per 4,096 of K plus 1.0 us a tile (178.8 us at 4096^3,
   1,414.7 at 8192^3) and v18 at 42.4 plus 1.7 (176.2, 1,383.3): t05's multiply loop is 3% slower
@@ -25,7 +25,9 @@ hypothesis: split into rounds of 128x256 tiles (512 and 2,048 tiles on 132 SMs: 
   v18's step, no CTA-wide barrier; the epilogue is t05's (16 STSM a thread, one UTMASTG a consumer)
   plus a wait until TMA has read the 32 KiB of each consumer's C. Expect v18's 42.4 us per 4,096 of K
   and ~1.2 us a tile: 4 x (42.4 + 1.2) = 174.4 us at 4096^3 (4.4 us less), 16 x (84.8 + 1.2) = 1,376
-  at 8192^3. Shared memory: 3 stages x 48 KiB + 2 x 32 KiB of C = 208 KiB (213,464 B compiled)
+  at 8192^3. Shared memory: 3 stages x 48 KiB + 2 x 32 KiB of C = 208 KiB (213,464 B compiled). Level
+  with t05 would say the loop is not where t05 loses; the next suspect is the tail (512 tiles on 132 SMs:
+  the 4th round runs 116)
 prediction: ~1.025x t05 bf16 at 4096^3 (~174 us, ~790 TFLOP/s, ~1.00x torch.mm: the issue's 1.0x, within
   its noise); ~1.03x t05 at 8192^3 (~1,376 us, ~1.04x torch.mm paired); ~1.03x t05 on the prefill shapes
   (4096x14336x4096: 14 rounds, 4096x4096x14336: 4 rounds of 3.5x the K, 4096x128256x4096: 122 rounds),
