@@ -58,7 +58,7 @@ def hip_rungs() -> None:
 def triton_t02() -> None:
     t02 = load_module(load_op("attention").rung("t02_fused_online_softmax").path, "attention_t02_for_evidence")
     constants = {"CAUSAL": False, "HEAD_DIM": 128, "BLOCK_M": t02.BLOCK_M, "BLOCK_N": t02.BLOCK_N, "PRECISION": "ieee"}
-    sass, _, resources = triton_sass(t02.attention_kernel, constants, "bf16", t02.WARPS, 3, {"scale_log2": "fp32"})
+    sass, _, resources = triton_sass(t02.attention_kernel, constants, "bf16", t02.WARPS, 3, types={"scale_log2": "fp32"})
     kinds = Counter(y["op"].split(".")[0] for y in instructions(sass))
     print(f"t02_fused_online_softmax (Triton, sm_90, {t02.BLOCK_M}x{t02.BLOCK_N}, {t02.WARPS} warps, 3 stages): "
           f"{resources}; whole kernel HGMMA (wgmma) {kinds['HGMMA']}, HMMA (mma.sync) {kinds['HMMA']}, "

@@ -1,4 +1,5 @@
-"""CPU evidence for the matmul and linear rungs that missed their predictions on the H200 (run of 8b07192).
+"""CPU evidence for the matmul and linear rungs that missed their predictions on the H200 (run of 8b07192),
+and for the prediction of linear t02_streaming_gemv (not measured yet).
 
 No GPU: each C++ rung is compiled for the arch its header declares (NVRTC, as the ladder builds it), each
 Triton kernel by triton.compile for sm_90 with the 16-divisibility the JIT gives 4096-sized arguments,
@@ -27,14 +28,19 @@ import subprocess
 import tempfile
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 from hello_gpu.ops import load_op
 
 MULTIPLY = ("FFMA", "HMMA", "HGMMA")
 SIMT = (("v05_register_blocking_2d", 256, 0), ("v06_vectorized", 256, 0), ("v07_warp_tiling", 128, 0),
-        ("v08_tuned_tiles", 256, 0))
-# (rung, threads a block, dynamic shared bytes its launcher asks for: v10 4 x 18,944, v11 4 x 27,136)
-TENSOR = (("v09_mma_sync", 256, 0), ("v10_cp_async_pipeline", 256, 75_776), ("v11_large_warp_tiles", 256, 108_544))
+        ("v08_tuned_tiles", 256, 0), ("v17_prefetch_double_buffer", 256, 0))
+# (rung, threads a block, dynamic shared bytes its launcher asks for: v10 4 x 18,944, v11 4 x 27,136, v16 4 x 24,576)
+TENSOR = (("v09_mma_sync", 256, 0), ("v10_cp_async_pipeline", 256, 75_776), ("v11_large_warp_tiles", 256, 108_544),
+          ("v16_swizzled_double_buffered", 256, 98_304))
+# Hopper rungs whose epilogues are compared: v14 stores C from the consumers' registers, v18 through shared
+# memory and TMA.
+HOPPER = ("v14_persistent_grouped", "v18_tma_store_epilogue")
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the three bfloat16 candidates of t04's autotuner, t03's first.
 TRITON_MATMUL = ((128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4))
 
@@ -115,19 +121,46 @@ def compiled_rungs(op_name: str, dtype: str, rungs) -> None:
         print(describe(f"  {dtype}", kernel.asm("sass")))
 
 
+def hopper_epilogues(dtype: str) -> None:
+    """Where each Hopper rung's C goes: 4-byte global stores (STG) from the consumer threads, or shared stores (STS)
+    that the TMA engine writes out (UTMASTG); with the wgmmas, loads and barriers beside them. Whole-kernel counts:
+    the epilogue holds these kernels' only stores. Shared bytes: what each launcher asks for."""
+    from hello_gpu.ops.matmul.tensor_cores import tile_constants
+    from hello_gpu.ops.matmul.tensor_maps import hopper_shared_bytes
+    from hello_gpu.ops.rung import load_module
+    op = load_op("matmul")
+    for rung_id in HOPPER:
+        rung = op.rung(rung_id)
+        tiles = tile_constants(rung.path)
+        shared = hopper_shared_bytes(tiles)
+        if "OutputTiles" in tiles:
+            shared += load_module(rung.companion, f"matmul_{rung_id}_for_evidence").OUTPUT_BYTES
+        kernel = rung.kernel(arch=rung.metadata.target[1], dtype=dtype)
+        ops = Counter(y["op"].split(".")[0] for y in instructions(kernel.asm("sass")))
+        names = ("HGMMA", "UTMALDG", "STG", "STS", "UTMASTG", "BAR", "SYNCS")
+        counts = ", ".join(f"{name} {ops[name]}" for name in names)
+        print(f"{rung_id:<34} {kernel.resources.registers_per_thread} registers, {tiles['Threads']} threads, "
+              f"{shared} B shared: {kernel.occupancy(tiles['Threads'], shared_mem=shared)}")
+        print(f"  {dtype:<32} {counts}")
+
+
 def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int,
-                types: dict | None = None) -> tuple[str, str, str]:
+                descriptors: dict | None = None, types: dict | None = None) -> tuple[str, str, str]:
     """SASS, the TTGIR and the resources (registers, shared bytes) of a Triton kernel compiled for sm_90
-    without a GPU. Pointers are ``*dtype``, other arguments i32 unless ``types`` names them (``{"scale": "fp32"}``)."""
+    without a GPU. Pointers are ``*dtype``, other arguments i32 unless ``types`` names them (``{"scale": "fp32"}``);
+    ``descriptors``: {argument: block shape} of the host-side tensor descriptors it takes."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from hello_gpu.runtime.kernel import _disassemble_cubin, _tool
     names = function.arg_names
+    descriptors = descriptors or {}
     signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else (types or {}).get(n, "i32"))
                  for n in names}
-    divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n] != "constexpr"}
+    signature.update({n: f"tensordesc<{dtype}[{', '.join(map(str, box))}]>" for n, box in descriptors.items()})
+    divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names)
+                 if signature[n] != "constexpr" and n not in descriptors}
     compiled = triton.compile(ASTSource(function, signature=signature, constexprs=constants, attrs=divisible),
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
     with tempfile.TemporaryDirectory() as directory:
@@ -135,8 +168,32 @@ def triton_sass(function, constants: dict, dtype: str, warps: int, stages: int,
         cubin.write_bytes(compiled.asm["cubin"])
         usage = subprocess.run([_tool("cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
     used = re.search(r"REG:(\d+)", usage)
-    resources = f"{used.group(1) if used else '?'} registers, {compiled.metadata.shared} B shared"
+    local = re.search(r"LOCAL:(\d+)", usage)
+    resources = (f"{used.group(1) if used else '?'} registers, {compiled.metadata.shared} B shared, "
+                 f"{local.group(1) if local else '?'} B local")
     return _disassemble_cubin(compiled.asm["cubin"]), compiled.asm["ttgir"], resources
+
+
+def persistent_tma_lines(dtype: str = "bf16") -> list[str]:
+    """t05's configurations, each compiled as its autotuner would launch it: registers, shared and local
+    bytes, and the whole kernel's wgmma (HGMMA), TMA loads and stores (UTMALDG, UTMASTG), cp.async
+    (LDGSTS) and local-memory (STL, LDL: spills) instructions."""
+    from hello_gpu.ops.rung import load_module
+    module = load_module(load_op("matmul").rung("t05_persistent_tma").path, "matmul_t05_for_evidence")
+    lines = []
+    for config in module.CONFIGS:
+        sizes = config.kwargs
+        # The boxes the launcher gives each descriptor for this configuration (its pre_hook sets them).
+        holders = {name: SimpleNamespace() for name in ("a_desc", "b_desc", "c_desc")}
+        module._set_boxes({**holders, **sizes})
+        boxes = {name: holder.block_shape for name, holder in holders.items()}
+        sass, _, resources = triton_sass(module.persistent_tma_kernel, dict(sizes), dtype, config.num_warps,
+                                         config.num_stages, descriptors=boxes)
+        ops = Counter(y["op"].split(".")[0] for y in instructions(sass))
+        lines.append(f"t05 candidate {sizes['BLOCK_M']}x{sizes['BLOCK_N']}x{sizes['BLOCK_K']} w{config.num_warps} "
+                     f"s{config.num_stages}: {resources}; whole kernel "
+                     + ", ".join(f"{op} {ops[op]}" for op in ("HGMMA", "UTMALDG", "UTMASTG", "LDGSTS", "STL", "LDL")))
+    return lines
 
 
 def triton_kernels() -> None:
@@ -148,6 +205,8 @@ def triton_kernels() -> None:
         ops = Counter(y["op"].split(".")[0] for y in instructions(sass))
         print(f"t04 candidate {block_m}x{block_n}x{block_k} w{warps} s{stages}: {resources}; whole kernel "
               f"HGMMA {ops['HGMMA']}, LDGSTS (cp.async) {ops['LDGSTS']}, UTMALDG (TMA) {ops['UTMALDG']}")
+    for line in persistent_tma_lines():
+        print(line)
     row_block = load_module(load_op("linear").rung("t01_row_block").path, "linear_t01_for_evidence").row_block_kernel
     for dtype, ieee in (("fp32", True), ("bf16", False)):
         constants = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256, "IEEE": ieee}
@@ -157,9 +216,41 @@ def triton_kernels() -> None:
             print(f"  {layout}")
 
 
+# linear t02 (dtype, BLOCK_M, ROWS, stages): its base configuration at M = 1, the most sums a thread keeps
+# (M x ROWS = 64) in bf16 and float32, M = 16 in bf16, which t02 leaves to t01 (the reason is here), and
+# M x ROWS = 128, which it never compiles (the spills are here).
+STREAMING_GEMV = (("bf16", 1, 4, 3), ("bf16", 8, 8, 3), ("bf16", 16, 4, 3), ("bf16", 16, 8, 3), ("fp32", 1, 4, 3),
+                  ("fp32", 16, 4, 3))
+
+
+def streaming_gemv() -> None:
+    """linear t02: the weight's 16-byte cp.async copies, spills, and instructions a weight element in the
+    main loop (each thread holds ROWS x PACK weight elements a step), against the ~18 (bf16) and ~37
+    (float32) an SM can issue per element at 0.85 of copy bandwidth."""
+    from hello_gpu.ops.rung import load_module
+    t02 = load_module(load_op("linear").rung("t02_streaming_gemv").path, "linear_t02_for_evidence")
+    for dtype, block_m, rows, stages in STREAMING_GEMV:
+        pack = 4 if dtype == "fp32" else 8
+        constants = {"BLOCK_M": block_m, "PACK": pack, "EVEN_K": True, "ROWS": rows, "WARPS": t02.WARPS,
+                     "STAGES": stages}
+        sass, ttgir, resources = triton_sass(t02.streaming_gemv_kernel, constants, dtype, t02.WARPS, stages)
+        code = instructions(sass)
+        ops = Counter(y["op"] for y in code)
+        body = main_loop(code)
+        print(f"linear t02 {dtype} M={block_m:<2} ROWS={rows} stages={stages}: {resources}; cp.async 16 B "
+              f"(LDGSTS.E.BYPASS.128) {ops['LDGSTS.E.BYPASS.128']}, local memory (spills) "
+              f"{sum(op.startswith(('LDL', 'STL')) for op in ops.elements())}; loop {len(body)} instructions, "
+              f"{len(body) / (rows * pack):.1f} a weight element")
+        # Each weight row's buffer is [warps, lanes, pack], the pack fastest: 16 bytes between lanes.
+        for layout in sorted(set(re.findall(r"^#shared\d* = .*$", ttgir, flags=re.M))):
+            print(f"  {layout}")
+
+
 if __name__ == "__main__":
     compiled_rungs("matmul", "float32", SIMT)
     compiled_rungs("matmul", "bfloat16", TENSOR)
+    hopper_epilogues("bfloat16")
     compiled_rungs("linear", "bfloat16", (("v01_warp_per_row", 256, 0),))
     compiled_rungs("linear", "float32", (("v01_warp_per_row", 256, 0),))
     triton_kernels()
+    streaming_gemv()

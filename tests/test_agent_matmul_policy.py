@@ -221,7 +221,11 @@ def test_compute_bound_simt_climbs_the_tiling_rungs_then_tunes_the_warp_tiles():
                          "ladder step to v07_warp_tiling"]
     analysis = {**analysis, "fraction_of_attainable": 0.7}
     proposals, policy = propose("v07_warp_tiling", "hip", analysis, dtype="float32", per_round=20)
-    assert proposals and all(p.action.startswith("warp-tiled sizes:") for p in proposals)
+    sizes = [p for p in proposals if p.action.startswith("warp-tiled sizes:")]
+    steps = [p.action for p in proposals if p not in sizes]
+    assert sizes and proposals[0] in sizes
+    # the one structural move left below the tensor cores: v17's prefetch and double buffer, a ladder rung of its own
+    assert all(step.startswith("ladder step to v17_prefetch_double_buffer") for step in steps), steps
     assert not any("threads per block" in p.action for p in proposals)       # the generic move would break asserts
     assert "FMAs a load" in proposals[0].hypothesis and "Prediction" in proposals[0].hypothesis
     assert any("mma.sync" in text and "v09_mma_sync" in text for text in policy.suggestions)
@@ -274,7 +278,26 @@ def test_the_matmul_policy_never_repeats_and_exhausts():
         history.append(proposals[0])
     assert policy.exhausted and 8 <= len(history) < 60
     assert len({c.source_sha256 for c in history}) == len(history)
-    assert not any(isinstance(a, LadderStep) for a in policy.actions_for("triton", "matmul"))  # t02..t04 load t01
+    # t02..t04 load t01 (not standalone): the one Triton ladder step is to t05, a kernel of its own
+    steps = [a for a in policy.actions_for("triton", "matmul") if isinstance(a, LadderStep)]
+    assert [step.target_id for step in steps] == ["t05_persistent_tma"]
+
+
+def test_a_ladder_step_is_offered_only_for_the_dtypes_its_target_runs():
+    """t05 takes bfloat16 and float16: a float32 task (or one checking every dtype of the spec) would see the
+    step's candidate refused by its own header and fail its check, a round spent on nothing."""
+    (step,) = [a for a in ScriptedPolicy().actions_for("triton", "matmul") if isinstance(a, LadderStep)]
+    assert step.target_dtypes == ("bfloat16", "float16")
+    assert step.covers(("bfloat16",)) and step.covers(("float16", "bfloat16"))
+    assert not step.covers(("float32",)) and not step.covers(("bfloat16", "float32")) and not step.covers(())
+    analysis = {"bound": "compute", "shape": SQUARE, "dtype": "float32"}
+    start = current("t01_block_tile", "triton")
+    for dtypes, offered in ((("float32",), False), (("bfloat16",), True)):
+        policy = ScriptedPolicy(per_round=64)
+        task = Task("matmul", "t01_block_tile", "triton", dtypes=dtypes)
+        proposals = policy.propose({"task": task, "current": start, "history": [start], "analysis": analysis,
+                                    "round": 1, "seed": 3})
+        assert any(p.action.startswith("ladder step to t05") for p in proposals) is offered, dtypes
 
 
 # --------------------------------------------------------------------------------------------- the loop, on the CPU

@@ -128,7 +128,7 @@ def test_ch11_gemm_bounds_from_the_committed_ceilings():
     assert tiles["v13_warp_specialized"]["tile"] == "128x256"
     assert tiles["v13_warp_specialized"]["I"] == pytest.approx(2 * 128 * 256 / (384 * 2))
     assert tiles["t03_stages_and_warps"]["tile"] == "128x256" and tiles["t01_block_tile"]["tile"] == "64x64"
-    assert "v01_naive" not in tiles and "t04_autotuned" not in tiles
+    assert "v01_naive" not in tiles and "t04_autotuned" not in tiles and "t05_persistent_tma" not in tiles
 
 
 def test_ch12_attention_bounds_count_causal_pairs_exactly():

@@ -812,6 +812,14 @@ class LadderStep(Action):
     target_source: str = ""
     target_companion: str | None = None
     target_hypothesis: str = ""
+    target_dtypes: tuple[str, ...] | None = None   # the target's header dtypes where fewer than the op's
+
+    def covers(self, dtypes) -> bool:
+        """Whether the target runs every one of ``dtypes`` (empty: the operator's, all of them). A candidate
+        whose header leaves out a task dtype fails its check, so such a step is not worth a round."""
+        if self.target_dtypes is None:
+            return True
+        return bool(dtypes) and set(dtypes) <= set(self.target_dtypes)
 
     def distance(self, source: str, companion: str | None) -> int | None:
         """Ladder steps from the rung whose structure ``source`` has down to the target (1: a child)."""
@@ -895,7 +903,9 @@ def ladder_steps(op_name: str, route: str, ops_root: str | None = None) -> list[
             name=f"ladder step to {rung.id}: {change}", route=route,
             kind=structural_kind(change + " " + header.description.split("\n")[0]),
             reason=hypothesis, origins=kept, target_id=rung.id,
-            target_source=texts[rung.id][0], target_companion=texts[rung.id][1], target_hypothesis=hypothesis)
+            target_source=texts[rung.id][0], target_companion=texts[rung.id][1], target_hypothesis=hypothesis,
+            target_dtypes=None if header.dtypes is None or set(op.spec.DTYPES) <= set(header.dtypes)
+            else tuple(header.dtypes))
     return [steps[key] for key in sorted(steps)]
 
 

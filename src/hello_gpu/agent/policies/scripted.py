@@ -178,7 +178,8 @@ class ScriptedPolicy:
         shape = shape_of(analysis) or (tuple(task.bench_shape) if isinstance(task.bench_shape, (tuple, list))
                                        and len(task.bench_shape) == 3 else None)
         actions = [a for a in self.actions_for(task.route, op, task.extra.get("ops_root"), dtype, shape)
-                   if a.applies(current.source, current.companion)]
+                   if a.applies(current.source, current.companion)
+                   and (not isinstance(a, LadderStep) or a.covers(task.dtypes))]
         if any(a.family for a in actions):
             # The operator's own moves edit these numbers within its budgets (shared memory, registers,
             # the kernel's static_asserts); the generic moves would edit them blindly.
