@@ -62,7 +62,7 @@ def test_the_rule_names_candidates_of_the_stated_routes():
     assert [MATMUL.rung(r).route for r in MATMUL_RULE["16-bit"]] == ["cuda", "cuda", "cuda", "triton"]
     assert [MATMUL.rung(r).route for r in MATMUL_RULE["float32"]] == ["triton", "hip"]
     assert [LINEAR.rung(r).route for r in LINEAR_DECODE["16-bit"]] == ["triton", "triton", "hip"]
-    assert [LINEAR.rung(r).route for r in LINEAR_DECODE["float32"]] == ["hip", "triton"]
+    assert [LINEAR.rung(r).route for r in LINEAR_DECODE["float32"]] == ["triton", "hip", "triton"]
     rows = re.search(r"constexpr int kRows = (\d+);", LINEAR.rung("v01_warp_per_row").path.read_text())
     t01 = load_module(LINEAR.rung("t01_row_block").path, "linear_t01_for_the_rule")
     assert int(rows.group(1)) == t01.BLOCK_M == GEMV_ROWS
@@ -81,9 +81,8 @@ def test_the_rule_picks_by_machine_and_dtype(machine, bf16, fp32):
     assert ops.matmul_rung(a, b, machine) == f"matmul/{bf16}"
     assert ops.matmul_rung(a.half(), b.half(), machine) == f"matmul/{bf16}"
     assert ops.matmul_rung(a.float(), b.float(), machine) == f"matmul/{fp32}"
-    decode = "t02_streaming_gemv"                           # 16-bit decode: Triton's first, everywhere
-    float32_decode = "t01_row_block" if machine.interpreted else "v01_warp_per_row"
-    assert ops.linear_rung(meta(1, 4096).float(), meta(14336, 4096).float(), machine) == f"linear/{float32_decode}"
+    decode = "t02_streaming_gemv"                           # decode, 16-bit and float32: Triton's first, everywhere
+    assert ops.linear_rung(meta(1, 4096).float(), meta(14336, 4096).float(), machine) == f"linear/{decode}"
     weight = meta(14336, 4096)
     for rows in (1, 16):                                   # a decode step: the GEMV rungs, either layout
         assert ops.linear_rung(meta(rows, 4096), weight, machine) == f"linear/{decode}"
@@ -245,8 +244,8 @@ def test_results_layouts_the_rung_that_ran_and_fullgraph_compile_in_the_interpre
     assert results.pop("empty") == [[0, 3], [2, 0, 3], [[0.0] * 3] * 2]
     assert results.pop("compiled") < 1e-5
     rungs = {case: rung for case, (rung, _, _) in results.items()}
-    assert rungs["(16, 33, 70)/float32/linear"] == "linear/t01_row_block"
-    assert rungs["(16, 33, 70)/float32/matmul(a, weight.t())"] == "linear/t01_row_block"
+    assert rungs["(16, 33, 70)/float32/linear"] == "linear/t02_streaming_gemv"
+    assert rungs["(16, 33, 70)/float32/matmul(a, weight.t())"] == "linear/t02_streaming_gemv"
     assert rungs["(39, 41, 37)/float32/linear"] == "matmul/t04_autotuned"
     assert rungs["(39, 41, 37)/float16/linear(a, b.t())"] == "matmul/t04_autotuned"
     for case, (rung, failure, same_as_the_rung) in results.items():

@@ -14,16 +14,16 @@ Any other layout (a strided view, a transposed ``a``) is refused with its stride
 behind the caller's back: a copy of a 14336x4096 weight costs more than the decode step it feeds.
 
 The rule, from the H200 records of issue 21 (records/nvidia-h200/matmul.float32, matmul.bfloat16,
-linear.bfloat16, linear.float32; run of 8b07192), which tests/test_matmul_functions.py holds it to, as
+linear.bfloat16, linear.float32; runs of 8b07192, 6173353 and b9c47ae), which tests/test_matmul_functions.py holds it to, as
 tests/test_functions.py holds softmax's BEST to its records:
 
 - the operand in linear's layout and M <= GEMV_ROWS (16: a decode step): the decode GEMV rungs, which
   read the weight once for up to 16 rows (``LINEAR_DECODE``). 16-bit: Triton's t02, the streaming FMA
   GEMV (H200 record of 6173353, against F.linear: 1.02x at 1x4096x14336 where t01 reads 0.87x, 0.96x at
   16x14336x4096 with t01 0.96x, 0.95x at 1x14336x4096 where t01 reads 0.98x: within the rule test's 2%),
-  then t01, then the HIP warp-per-row rung (0.70x and 0.14x at 16 rows); float32: the
-  HIP rung (0.595x F.linear at 1x4096x4096, where t01's tl.dot runs as FFMA on a bank-conflicted tile:
-  0.197x);
+  then t01, then the HIP warp-per-row rung (0.70x and 0.14x at 16 rows); float32: t02 as well (H200
+  record of b9c47ae: 1.19x F.linear at 1x4096x4096, 1.30x at 16x4096x4096), then the HIP rung (0.60x
+  and 0.52x there), then t01 (its tl.dot runs as FFMA on a bank-conflicted tile: 0.21x and 0.38x);
 - everything else: matmul's rungs by dtype (``MATMUL_RULE``). float32: Triton's autotuned rung (0.839x
   cuBLAS at 4096^3, the SIMT HIP rungs at most 0.661x), the tuned SIMT HIP rung where Triton cannot
   run. bfloat16 / float16: the Hopper rung with the TMA-store epilogue on sm_90 (v18: 0.99x cuBLAS at
@@ -38,7 +38,7 @@ tests/test_functions.py holds softmax's BEST to its records:
 A candidate is passed over when this machine cannot run it (its declared target, the shared memory a
 block of it needs, its dtypes); every list holds a Triton rung, what runs wherever Triton does and
 the only kind the Triton interpreter (TRITON_INTERPRET=1, CPU tensors) runs. :func:`matmul_rung` and :func:`linear_rung` name the rung
-a call runs ("linear/v01_warp_per_row"), for any machine given as a :class:`Machine`.
+a call runs ("linear/t02_streaming_gemv"), for any machine given as a :class:`Machine`.
 
 Eager calls and ``torch.compile`` as in :mod:`.functions`: checked eager calls remember the replay plan
 of their signature (Triton rungs; a HIP or CUDA rung has none and takes the checked path), compiled
@@ -68,7 +68,7 @@ MATMUL_RULE = {
     "float32": ("t04_autotuned", "v08_tuned_tiles"),
     "16-bit": ("v18_tma_store_epilogue", "v11_large_warp_tiles", "v10_cp_async_pipeline", "t04_autotuned"),
 }
-LINEAR_DECODE = {"float32": ("v01_warp_per_row", "t01_row_block"),
+LINEAR_DECODE = {"float32": ("t02_streaming_gemv", "v01_warp_per_row", "t01_row_block"),
                  "16-bit": ("t02_streaming_gemv", "t01_row_block", "v01_warp_per_row")}
 
 
@@ -382,8 +382,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def matmul_rung(a: torch.Tensor, b: torch.Tensor, machine: Machine | None = None) -> str:
     """``"op/rung"`` that :func:`matmul` runs for these arguments (after the same checks) on ``machine``
-    (default: the one ``a`` lies on); e.g. ``"matmul/v14_persistent_grouped"`` for bfloat16 on an H200,
-    ``"linear/v01_warp_per_row"`` for ``b = weight.t()`` and M <= 16."""
+    (default: the one ``a`` lies on); e.g. ``"matmul/v18_tma_store_epilogue"`` for bfloat16 on an H200,
+    ``"linear/t02_streaming_gemv"`` for ``b = weight.t()`` and M <= 16."""
     layout = _check_matmul(a, b)
     return "/".join(_route("matmul", a, layout, machine))
 

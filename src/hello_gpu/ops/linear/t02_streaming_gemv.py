@@ -33,7 +33,10 @@ prediction: bf16, ~0.85 of copy: ~1.25x F.linear at 1x14336x4096, ~1.28x at 1x40
   F.linear at 1x4096x4096 and ~3.0x at 16x4096x4096 (~7.7x t01 at both)
 outcome: 0.954x F.linear [0.946, 0.963] at 1x14336x4096 bfloat16 (predicted ~1.25x), 0.969x t01 [0.959, 0.976], 42.5 us,
   2,763 GB/s, 0.65 of copy, not ~0.85; 1.017x F.linear [1.006, 1.024] at 1x4096x14336 (predicted ~1.28x), 1.165x t01
-  [1.158, 1.173], 40.3 us, 0.69 of copy; float32 not measured yet (records linear.bfloat16, run of 6173353)
+  [1.158, 1.173], 40.3 us, 0.69 of copy (records linear.bfloat16, run of 6173353); float32: 1.194x F.linear
+  [1.182, 1.205] at 1x4096x4096 (predicted ~1.6x), 27.3 us, 2,455 GB/s, 0.58 of copy, not ~0.8, and 0.810x
+  [0.805, 0.819] max-autotune's kernel; 1.304x F.linear [1.286, 1.309] at 16x4096x4096 (predicted ~3.0x), 45.0 us,
+  1,504 GB/s, 0.35 of copy (records linear.float32, run of b9c47ae)
 deterministic: yes, each output element is one program's sum over K in a fixed order (no split-K, no
   atomics); the autotuner's choice is made once per (M, N, K) and dtype and kept
 """
