@@ -79,8 +79,9 @@ def tile_intensities(ceilings: dict) -> list[dict]:
     op = load_op("matmul")
     rows = []
     for rung in op.rungs:
-        if rung.is_baseline or rung.id in ("v01_naive", "v02_coalesced", "t04_autotuned", "t05_persistent_tma"):
-            continue        # no tiles (v01, v02), or sizes chosen per shape by an autotuner (t04, t05)
+        if rung.is_baseline or rung.id in ("v01_naive", "v02_coalesced", "t04_autotuned", "t05_persistent_tma",
+                                           "t06_warp_specialized"):
+            continue        # no tiles (v01, v02), or sizes chosen per shape by an autotuner (t04, t05, t06)
         dtype = "float32" if rung.path.suffix == ".hip" else "bfloat16"
         bm, bn = block_tile(rung.path)
         intensity = 2 * bm * bn / ((bm + bn) * BYTES[dtype])
