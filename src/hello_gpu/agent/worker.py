@@ -96,6 +96,8 @@ RECORDED_EVENTS = 40                         # evidence kept per kind: enough to
 PROBE_HOLD_MAX_S = 0.05                      # the longest a probe (a "time" request without calls) holds its span
 PROBE_MARKS_MAX = 4096                       # the most empty (start, end) marks a probe records: a batch's calls
 OTHER_CONTEXT = "another CUDA context"
+CALL_HOLD_CYCLES = 10**6                     # ~0.5 ms at 2 GHz: the spin before a flush queued on an idle stream,
+                                             # longer than the host's way from the flush to the candidate's first line
 # Functions a candidate could use unseen (Python 3.11 raises no audit event for them), wrapped before it is
 # imported wherever a module holds them; the kind of evidence each use is. The descriptor functions are
 # evidence only on the child's watched descriptors (the evidence pipe, the socket to the parent).
@@ -737,32 +739,47 @@ class ContextDrain:
     never joined, a CUDA graph replayed there, a kernel launched through our runtime or cuda-python with a stream
     of its own, a spin left to hog the device) runs after the end event, beside the next call's L2 flush, in no
     call's time: a falsely fast verdict, whatever path launched it (the per-launch stream record sees Triton's JIT
-    only). So after each timed call, on a stream of the harness's own (non-blocking: nothing else waits for it):
+    only). So after each timed call, in this order:
 
-    - ``reference``: recorded once the call's end event has fired (a wait on it): the end, as this stream sees it;
-    - a context event (``cuCtxRecordEvent``: all the work of the primary context queued so far, on every stream,
-      green contexts included, captured in one event), waited for, then ``drained`` recorded.
+    - ``captured``: a context event (``cuCtxRecordEvent``: all the work of the primary context queued so far, on
+      every stream, green contexts included, in one event);
+    - on a stream of the harness's own (``stream``): a wait for ``captured``, then ``drained`` recorded;
+    - on a second one (``ends``): a wait for the call's end event, then ``reference`` recorded.
 
-    ``reference`` to ``drained`` is how long the context's work went on after the end event (~0 when the call
-    left nothing running: both follow the same kind of wait on the same stream). Host work after the end event
-    only: no call's events move (what an honest call is timed at is unchanged). What it cannot see: another CUDA
-    context (its creation is guarded: GUARDED_FUNCTIONS), another device, another process (audited).
-    Made in Worker._ready_device, before any candidate code runs; where the driver cannot record a context
-    event it is not made, and the time answers say so (``left_running_unseen``)."""
+    ``reference`` to ``drained`` is how long the context's work went on after the end event. Host work after the end
+    event only: no call's events move. Both streams are non-blocking (nothing else waits for them). The order is what
+    makes an honest call read ~0 (the H100, session 12, read 3-14 us for honest kernels with ``reference`` queued
+    first, on the same stream, and the context event after it):
+
+    - where the device is idle as they are queued (a call whose host time outlasts its kernels), each record fires
+      when the host queues it, so the reading is host time between the two: queued ``drained`` first, host time
+      (the cuda-python call, a garbage collection) only lowers it, and what is read is work still running when the
+      host got there, which an honest call never leaves; queued after, it read as work left running;
+    - the context event holds neither measuring record (it held ``reference``, so ``drained`` came a whole chain
+      after it): with nothing left running the two ends differ by what a context event takes to complete beyond
+      an ordinary event, which the probes' marks measure behind a spin, as a busy device reads it
+      (Worker._time_plan), and the parent subtracts (session.left_running_problems).
+
+    What it cannot see: another CUDA context (its creation is guarded: GUARDED_FUNCTIONS), another device, another
+    process (audited). Made in Worker._ready_device, before any candidate code runs; where the driver cannot record
+    a context event it is not made, and the time answers say so (``left_running_unseen``)."""
 
     def __init__(self):
         import torch
         from cuda.bindings import driver
         error, context = driver.cuCtxGetCurrent()
         _driver_ok(error, "cuCtxGetCurrent")
-        error, raw = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value)
-        _driver_ok(error, "cuStreamCreate")
-        self.raw_stream, self.context = raw, context
-        self.stream = torch.cuda.ExternalStream(int(raw))
+        raws = []
+        for _ in range(2):
+            error, raw = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value)
+            _driver_ok(error, "cuStreamCreate")
+            raws.append(raw)
+        self.raw_streams, self.context = raws, context
+        self.stream, self.ends = (torch.cuda.ExternalStream(int(raw)) for raw in raws)
         self.record_context, self.event_of = driver.cuCtxRecordEvent, driver.CUevent
         self.slots: list[tuple] = []
         self.after(0, torch.cuda.Event(enable_timing=True))   # once now: a driver without it fails here
-        self.stream.synchronize()
+        torch.cuda.synchronize()
 
     def _slot(self, index: int) -> tuple:
         import torch
@@ -775,17 +792,30 @@ class ContextDrain:
     def after(self, index: int, end) -> None:
         """Queue the measurement of call ``index``, whose end event ``end`` was just recorded."""
         captured, reference, drained = self._slot(index)
-        self.stream.wait_event(end)
-        reference.record(self.stream)
         (error,) = self.record_context(self.context, self.event_of(captured.cuda_event))
         _driver_ok(error, "cuCtxRecordEvent")
         self.stream.wait_event(captured)
         drained.record(self.stream)
+        self.ends.wait_event(end)
+        reference.record(self.ends)
 
     def left_running_s(self, index: int) -> float:
         """Seconds call ``index``'s work ran past its end event (after the device synchronised)."""
         _, reference, drained = self.slots[index]
         return max(0.0, reference.elapsed_time(drained) / 1e3)
+
+
+def mark_spin_cycles(hold_s: float, marks: int) -> int:
+    """The spin before each of a probe's ``marks`` marks: the longest that lets all of them end within the probe's own
+    host time (the marks are queued first, then the host holds ``hold_s``: spins of 3/4 of it at 2 GHz still end in
+    it at 1.5 GHz), at most 2 x HOLD_CYCLES_PER_CALL (~100 us). Longer than the host takes to queue a mark and its
+    measurement (a spin, four records, three waits and a context event: ~25 us), so the device is still busy with
+    it when the measurement is queued: ~47 us a mark at 64 marks and a 4 ms hold (a counted batch's length)."""
+    from ..bench.timing import HOLD_CYCLES_PER_CALL, HOLD_MICROSECONDS_PER_CALL
+    if marks <= 0:
+        return 0
+    per_second = HOLD_CYCLES_PER_CALL / (HOLD_MICROSECONDS_PER_CALL * 1e-6)
+    return int(min(2 * HOLD_CYCLES_PER_CALL, 0.75 * hold_s / marks * per_second))
 
 
 def _driver_ok(error, what: str) -> None:
@@ -950,11 +980,23 @@ class Worker:
 
     def _prepare_call(self, flush: bool = True) -> None:
         """What comes just before every call of the candidate: the timed stream made current (a stream a call
-        left current is not the caller's), then the L2 flush queued on it (``flush``: not in the warm batch)."""
+        left current is not the caller's), then the L2 flush queued on it (``flush``: not in the warm batch),
+        behind a spin of CALL_HOLD_CYCLES where the stream was idle.
+
+        The spin: a timed call after the first of its batch finds its stream busy with the calls queued before it
+        whatever the host does, but a checked or profiled call (the parent and the child synchronise around each)
+        and a batch's first call find only the flush: a race between the flush (256 MiB, ~80 us) and the host's way
+        from it to the call's first line (the audit hook, the profiler's ranges). On the H100 (session 12) checked
+        calls read their stream idle, and FLUSH_HIDING (tests/test_agent_gpu.py), which hides an eighth of its work
+        only where its stream is busy, passed its check while its timed calls were caught. Behind the spin (~0.5 ms)
+        every call's stream is busy as it begins, as in a queued batch. Outside every call's events (a batch's first
+        call: inside its span, where the parent's clock sees it too); a profiled call's spin is in its flush range."""
         if self.timed_stream is not None:
             import torch
             torch.cuda.set_stream(self.timed_stream)
         if flush and self.flush is not None:
+            if self.timed_stream is not None and self.timed_stream.query():
+                torch.cuda._sleep(CALL_HOLD_CYCLES)   # noqa: SLF001 - torch's own spin kernel
             self.flush()
 
     def _counted(self):
@@ -1121,15 +1163,22 @@ class Worker:
             while len(pool) < 2 + 2 * pairs:
                 pool.append(torch.cuda.Event(enable_timing=True) if gpu else WallEvent())
             events.extend((pool[2 + 2 * index], pool[3 + 2 * index]) for index in range(pairs))
-            began = time.perf_counter()
-            while time.perf_counter() - began < hold:
-                pass
             if not calls:
+                # Each mark behind a spin of its own on the timed stream (with the context event, below), so that the
+                # context event measures with nothing left running as it does after an honest call: on a busy device,
+                # the previous mark's measurement over by then. The spins end within the hold (the device's time stays
+                # inside the host's: the probe's interval, from which the batch floor comes, is unchanged).
+                spin = mark_spin_cycles(hold, marks) if drain is not None else 0
                 for index, (start, end) in enumerate(events):
+                    if spin:
+                        torch.cuda._sleep(spin)      # noqa: SLF001 - torch's own spin kernel
                     start.record(timed)
                     end.record(timed)
                     if drain is not None:
                         drain.after(index, end)      # a mark costs what a call costs after its end event
+            began = time.perf_counter()
+            while time.perf_counter() - began < hold:
+                pass
             yield
             finish.record(timed)
             if gpu:
@@ -1241,6 +1290,20 @@ class Worker:
                 return
 
 
+def keep_builds_off() -> None:
+    """No thread of the harness's own in the candidate's process (its thread census counts every thread started
+    after the watch is made, TamperWatch.report). The compiled replay's C++ extension (runtime.compiled_replay) is
+    built in a background thread ("hello-gpu compiled replay", 30-60 s of compiling) that hello_gpu.Kernel starts at
+    a HIP rung's first call: in the child that is inside the candidate's call, and the census named it as the
+    candidate's ("1 thread(s) started during the check and still running" for the honest v01 on the H100, session
+    12), while it compiled beside the timed calls. Turned off here, before any candidate code runs: the status is
+    then "off", so no later start() makes the thread whatever the environment says by then, and a HIP rung's calls
+    key their plans in Python (host time only; device events time the same kernels)."""
+    from ..runtime import compiled_replay
+    os.environ["HG_COMPILED_REPLAY"] = "0"
+    compiled_replay.start()
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     channel = int(arguments[0])
@@ -1262,6 +1325,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..profile import rung_profile as _rung_profile  # noqa: F401
     from . import anticheat as _anticheat  # noqa: F401
     from . import sandbox as _sandbox  # noqa: F401
+    keep_builds_off()
     watched = {channel: "the socket to the parent", **({evidence: "the evidence pipe"} if evidence is not None else {})}
     watch = TamperWatch(evidence, watched, invoke_code=Worker._invoke.__code__, serve_code=Worker.serve.__code__)
     aten = aten_watch()
