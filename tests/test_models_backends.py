@@ -179,12 +179,14 @@ def test_backends_match_eager_through_a_256_token_greedy_decode_in_bf16(backend)
 
 @pytest.mark.gpu
 @gpu
-def test_the_hello_gpu_backend_decides_rms_norm_by_a_measurement_on_the_gpu():
+def test_the_hello_gpu_backend_decides_each_written_kernel_by_a_measurement_on_the_gpu():
     model = build_model("8b", device="cuda", dtype=torch.bfloat16, seed=0)
     runner = make_runner(model, "hello-gpu", batch=1, max_seq=64)
-    choice = next(c for c in runner.choices if c.name == "rms_norm")
-    assert choice.speedup is not None and choice.ci95 is not None, choice
-    assert choice.used == choice.reason.startswith("faster"), choice
+    written = [c for c in runner.choices if REPLACEMENTS[c.name].load is not None]
+    assert {"rms_norm", "rope", "swiglu"} <= {c.name for c in written}
+    for choice in written:
+        assert choice.speedup is not None and choice.ci95 is not None, choice
+        assert choice.used == choice.reason.startswith("faster"), choice
     assert "decode step captured in a CUDA graph" in runner.notes
     prompt = torch.randint(0, model.config.vocab_size, (1, 16), device="cuda")
     assert torch.equal(greedy_tokens(runner, prompt, 32), generate(model, prompt, 32, ops=runner.ops))

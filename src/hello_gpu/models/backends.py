@@ -9,7 +9,7 @@
 
 The hello-gpu backend's replacements are a registry (:data:`REPLACEMENTS`, :func:`register_replacement`):
 one per operation of :class:`~hello_gpu.models.llama.ModelOps` we mean to write a kernel for: RMSNorm,
-RMSNorm fused with the residual add, RoPE, the decode GEMV (every projection), attention, sampling.
+RMSNorm fused with the residual add, RoPE, SwiGLU, the decode GEMV (every projection), attention, sampling.
 Where the kernel exists, ``load`` returns it; where it does not yet, ``missing`` says what it waits for.
 
 The rule: **a kernel we do not beat is not swapped in, and the report says which were used.**
@@ -32,7 +32,7 @@ from typing import Callable
 
 import torch
 
-from .llama import EAGER_OPS, OP_CATEGORIES, KVCache, Llama, LlamaConfig, ModelOps
+from .llama import EAGER_OPS, OP_CATEGORIES, KVCache, Llama, LlamaConfig, ModelOps, compute_dtype
 
 BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu")
 
@@ -89,11 +89,51 @@ NORM_TOLERANCE = {torch.bfloat16: (2**-7, 1e-5), torch.float16: (2**-10, 1e-6), 
 register_replacement(Replacement(
     "rms_norm", "RMSNorm by the fastest rms_norm rung of the ladder (hello_gpu.ops.rms_norm)",
     load=_hello_gpu_rms_norm, example=_norm_example, tolerance=NORM_TOLERANCE))
+
+
+def _hello_gpu_rope() -> Callable:
+    from .rope_kernel import rope
+    return rope
+
+
+def _rope_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+    """q and k of one token as the model hands them: views of the fused qkv projection's output."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    qkv = torch.randn(batch, 1, config.q_size + 2 * config.kv_size, device=device, dtype=dtype, generator=generator)
+    q, k, _ = qkv.split([config.q_size, config.kv_size, config.kv_size], dim=-1)
+    q = q.view(batch, 1, config.num_heads, config.head_dim).transpose(1, 2)
+    k = k.view(batch, 1, config.num_kv_heads, config.head_dim).transpose(1, 2)
+    angles = 1000 * torch.rand(1, config.head_dim // 2, device=device, generator=generator, dtype=torch.float64)
+    table = compute_dtype(dtype)
+    return q, k, torch.cos(angles).to(table), torch.sin(angles).to(table)
+
+
+def _hello_gpu_swiglu() -> Callable:
+    from .swiglu_kernel import swiglu
+    return swiglu
+
+
+def _swiglu_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+    generator = torch.Generator(device=device).manual_seed(0)
+    return (3 * torch.randn(batch, 1, 2 * config.intermediate_size, device=device, dtype=dtype, generator=generator),)
+
+
+# Computed in float32 and rounded once: on a GPU, half a unit in the last place (at most 2^-8 of the value in
+# bf16, 2^-11 in fp16). Triton's interpreter (the CPU tests) truncates float32 to bf16 instead (0.1298 ->
+# 0.12890625), up to a whole unit, so bf16 allows 2^-7; atol for results that cancel to ~0. A dropped block of
+# work errs by the size of the values themselves.
+ROUNDED_ONCE_TOLERANCE = {torch.bfloat16: (2**-7, 1e-5), torch.float16: (2**-11, 1e-6), torch.float32: (1e-5, 1e-6)}
+
+register_replacement(Replacement(
+    "rope", "RoPE on q and k, one Triton kernel launched for each (hello_gpu.models.rope_kernel)",
+    load=_hello_gpu_rope, example=_rope_example, tolerance=ROUNDED_ONCE_TOLERANCE))
+register_replacement(Replacement(
+    "swiglu", "SwiGLU, silu(gate) * up in one Triton kernel (hello_gpu.models.swiglu_kernel)",
+    load=_hello_gpu_swiglu, example=_swiglu_example, tolerance=ROUNDED_ONCE_TOLERANCE))
 # The operations with no kernel yet, and what each waits for.
 NOT_WRITTEN = {
     "add_rms_norm": ("the residual add fused into the RMSNorm that follows it (one pass over the row)",
                      "no fused add + RMSNorm rung yet; with the rms_norm kernel swapped in, the add stays a torch add"),
-    "rope": ("RoPE on q and k in one kernel", "no RoPE rung yet"),
     "linear": ("decode GEMV for every projection (batch-1 decode reads each weight once)",
                "waits for the matmul ladder's decode GEMV rungs"),
     "attention": ("prefill and decode attention over the KV cache", "waits for the attention ladder (decode)"),
@@ -122,22 +162,28 @@ class Choice:
 def check_replacement(replacement: Replacement, function: Callable, config: LlamaConfig, batch: int, device,
                       dtype: torch.dtype) -> str | None:
     """None when the kernel matches the eager operation computed in float64 on decode-shaped inputs,
-    else the problem (the worst element and the bound it broke)."""
+    else the problem (the worst element and the bound it broke). An operation that returns several
+    tensors (RoPE's q and k) is checked on each."""
     arguments = replacement.example(config, batch, device, dtype)
     eager = getattr(EAGER_OPS, replacement.name)
     wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in arguments]
     expected = eager(*wide)
     with torch.no_grad():
         got = function(*arguments)
+    several = isinstance(expected, tuple)
+    if several != isinstance(got, tuple) or (several and len(got) != len(expected)):
+        return f"returned {type(got).__name__} where the eager operation returns {type(expected).__name__}"
     rtol, atol = replacement.tolerance.get(dtype, (1e-5, 1e-7))
-    if got.shape != expected.shape or got.dtype != dtype:
-        return f"returned {tuple(got.shape)} {got.dtype}; expected {tuple(expected.shape)} {dtype}"
-    error = (got.double() - expected).abs()
-    bound = atol + rtol * expected.abs()
-    if not torch.isfinite(got).all() or (error > bound).any():
-        worst = int((error - bound).argmax())
-        return (f"wrong result: element {worst} is {got.flatten()[worst].item():.6g}, float64 eager gives "
-                f"{expected.flatten()[worst].item():.6g} (rtol {rtol:g}, atol {atol:g})")
+    for index, (one, reference) in enumerate(zip(got, expected) if several else [(got, expected)]):
+        which = f"result {index}: " if several else ""
+        if one.shape != reference.shape or one.dtype != dtype:
+            return f"{which}returned {tuple(one.shape)} {one.dtype}; expected {tuple(reference.shape)} {dtype}"
+        error = (one.double() - reference).abs()
+        bound = atol + rtol * reference.abs()
+        if not torch.isfinite(one).all() or (error > bound).any():
+            worst = int((error - bound).argmax())
+            return (f"{which}wrong result: element {worst} is {one.flatten()[worst].item():.6g}, float64 eager gives "
+                    f"{reference.flatten()[worst].item():.6g} (rtol {rtol:g}, atol {atol:g})")
     return None
 
 
