@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from hello_gpu.bench import compare
 from hello_gpu.models.backends import (REPLACEMENTS, Replacement, check_replacement, choose_replacements,
-                                       greedy_tokens, make_runner)
+                                       decode_cases, greedy_tokens, make_runner)
 from hello_gpu.models.llama import CONFIGS, build_model, generate, rms_norm
 from hello_gpu.models.logits import LOGIT_RTOL, compare_greedy
 from hello_gpu.runtime.device import gpu_vendor
@@ -61,7 +62,9 @@ def test_on_the_cpu_the_hello_gpu_backend_swaps_nothing_in_and_says_why():
     reasons = {choice.name: choice.reason for choice in runner.choices}
     assert runner.used() == [] and set(reasons) == set(REPLACEMENTS)
     assert reasons["rms_norm"].startswith("not measured: no GPU here (cpu)")
-    assert reasons["linear"] == "not written yet: waits for the matmul ladder's decode GEMV rungs"
+    assert reasons["linear"].startswith("not measured: no GPU here (cpu)")
+    assert reasons["attention"].startswith("not written yet: hello_gpu.ops.attention cannot take the model's KV "
+                                           "cache without a copy")
     assert all(reason for reason in reasons.values())
     assert "no CUDA graph on the CPU" in runner.notes[0]
     prompt = prompt_of(2, 5)
@@ -99,6 +102,74 @@ def test_a_kernel_we_do_not_beat_is_not_swapped_in(monkeypatch):
     choice = next(c for c in choices if c.name == "rms_norm")
     assert not choice.used and choice.speedup < 0.5 and "slower" in choice.reason, choice
     assert choice.reason.startswith("not swapped in: 0.") and choice.ci95[1] < 1
+
+
+def _linear_without_last_columns(x, weight):      # a GEMV that drops the last 8 columns of K (one tile)
+    return F.linear(x[..., :-8], weight[:, :-8])
+
+
+def test_the_linear_replacement_is_checked_at_every_projection_shape_of_the_model():
+    linear = REPLACEMENTS["linear"]
+    cases = decode_cases(linear, TINY, 2, torch.device("cpu"), torch.float32)
+    c = TINY
+    assert [(args[1].shape, count) for args, count in cases.values()] == [
+        ((c.q_size + 2 * c.kv_size, c.hidden_size), c.num_layers), ((c.hidden_size, c.q_size), c.num_layers),
+        ((2 * c.intermediate_size, c.hidden_size), c.num_layers), ((c.hidden_size, c.intermediate_size), c.num_layers),
+        ((c.vocab_size, c.hidden_size), 1)]
+    assert all(args[0].shape == (2, 1, args[1].shape[1]) for args, _ in cases.values())
+    assert check_replacement(linear, F.linear, TINY, 2, torch.device("cpu"), torch.float32) is None
+    problem = check_replacement(linear, _linear_without_last_columns, TINY, 2, torch.device("cpu"), torch.float32)
+    assert problem.startswith(f"qkv_proj 2x{c.q_size + 2 * c.kv_size}x{c.hidden_size}: wrong result: element"), problem
+    # a kernel right everywhere but at the head's shape is caught there
+    def wrong_head(x, weight):
+        return _linear_without_last_columns(x, weight) if weight.shape[0] == c.vocab_size else F.linear(x, weight)
+    problem = check_replacement(linear, wrong_head, TINY, 2, torch.device("cpu"), torch.float32)
+    assert problem.startswith(f"lm_head 2x{c.vocab_size}x{c.hidden_size}: wrong result"), problem
+
+
+def test_the_linear_timing_runs_each_projection_as_often_as_a_decode_step(monkeypatch):
+    calls = []
+
+    def counting(x, weight):
+        calls.append(tuple(weight.shape))
+        return F.linear(x, weight)
+
+    def timer(eager, kernel):
+        calls.clear()
+        kernel()
+        seen = list(calls)
+        timer.seen = seen
+        return compare(eager, kernel, max_seconds=0.2)
+    monkeypatch.setitem(REPLACEMENTS, "linear", replace(REPLACEMENTS["linear"], load=lambda: counting))
+    choice = next(c for c in choose_replacements(TINY, batch=1, device="cpu", dtype=torch.float32, timer=timer)
+                  if c.name == "linear")
+    c = TINY
+    assert timer.seen.count((c.hidden_size, c.intermediate_size)) == c.num_layers
+    assert timer.seen.count((c.vocab_size, c.hidden_size)) == 1 and len(timer.seen) == 4 * c.num_layers + 1
+    assert choice.speedup is not None and "over the 5 decode shapes" in choice.reason, choice
+
+
+def test_the_linear_replacement_leaves_prefill_rows_to_f_linear_and_sends_decode_rows_to_ops_linear(monkeypatch):
+    """Which calls reach hello_gpu.ops.linear (watched by wrapping it): decode rows, up to 16, made
+    contiguous; never more rows (F.linear: ops.linear's rule would transpose a copy of the weight)."""
+    import hello_gpu.ops
+    real, reached = hello_gpu.ops.linear, []
+
+    def watched(x, weight):
+        reached.append((tuple(x.shape), x.is_contiguous()))
+        return real(x, weight)
+    monkeypatch.setattr(hello_gpu.ops, "linear", watched)
+    function = REPLACEMENTS["linear"].load()
+    weight = torch.randn(80, 48)
+    prefill = torch.randn(2, 9, 48)
+    assert torch.equal(function(prefill, weight), F.linear(prefill, weight)) and reached == []
+    last = prefill[:, -1:]                      # the prefill's last position at B = 2: a strided view
+    assert not last.is_contiguous()
+    try:
+        function(last, weight)
+    except ValueError as error:                 # no GPU and no interpreter: ops.linear refuses the CPU tensor
+        assert "the kernels run on a GPU" in str(error)
+    assert reached == [((2, 1, 48), True)]
 
 
 def test_the_logit_comparison_catches_a_wrong_kernel_and_reports_where(monkeypatch):
@@ -157,6 +228,38 @@ def test_the_rms_norm_kernel_swapped_in_matches_eager_in_the_triton_interpreter(
     assert 0 < max(result["gaps"]) < 1e-4 * max(result["scales"])   # a different kernel: not bit-identical
 
 
+_LINEAR_SCRIPT = r"""
+import json, torch
+from hello_gpu.models.backends import make_runner
+from hello_gpu.models.llama import CONFIGS, build_model
+from hello_gpu.models.logits import compare_greedy
+from hello_gpu.ops import linear_rung
+model = build_model(CONFIGS["tiny"], dtype=torch.float32, seed=8)
+prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (2, 5), generator=torch.Generator().manual_seed(9))
+eager = make_runner(model, "eager", batch=2, max_seq=11)
+ours = make_runner(model, "hello-gpu", batch=2, max_seq=11, force=["linear"])
+result = compare_greedy(eager, ours, prompt, 6)
+rung = linear_rung(torch.zeros(2, 1, 48), torch.zeros(80, 48))
+print(json.dumps({"used": ours.used(), "reasons": {c.name: c.reason for c in ours.choices}, "rung": rung,
+                  **result.to_dict()}))
+"""
+
+
+@pytest.mark.skipif(gpu_vendor() is not None, reason="the interpreter tier; the GPU tier compares on the GPU")
+def test_the_linear_kernel_swapped_in_matches_eager_in_the_triton_interpreter():
+    """Every decode projection (and the 10-row prefill of 2 x 5 tokens) through ops.linear's GEMV rung."""
+    environment = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(
+        [str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _LINEAR_SCRIPT], env=environment, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["used"] == ["linear"] and result["reasons"]["linear"].startswith("forced"), result["reasons"]
+    assert result["rung"] == "linear/t02_streaming_gemv"
+    assert result["ok"] and result["first_divergence"] is None and len(result["gaps"]) == 6, result["summary"]
+    assert 0 < max(result["gaps"]) < 1e-4 * max(result["scales"])   # another summation order: not bit-identical
+
+
 # ------------------------------------------------------------------------------------------ GPU tier
 
 gpu = pytest.mark.skipif(gpu_vendor() is None, reason="needs a GPU")
@@ -171,7 +274,8 @@ def test_backends_match_eager_through_a_256_token_greedy_decode_in_bf16(backend)
     prompt = torch.randint(0, model.config.vocab_size, (1, 512), device="cuda",
                            generator=torch.Generator(device="cuda").manual_seed(1))
     eager = make_runner(model, "eager", batch=1, max_seq=512 + 256)
-    other = make_runner(model, backend, batch=1, max_seq=512 + 256, force=["rms_norm"] if backend == "hello-gpu" else ())
+    other = make_runner(model, backend, batch=1, max_seq=512 + 256,
+                        force=["rms_norm", "linear", "rope", "swiglu"] if backend == "hello-gpu" else ())
     result = compare_greedy(eager, other, prompt, 256)
     assert result.rtol == LOGIT_RTOL[torch.bfloat16]
     assert result.ok, result.summary()
@@ -180,10 +284,12 @@ def test_backends_match_eager_through_a_256_token_greedy_decode_in_bf16(backend)
 @pytest.mark.gpu
 @gpu
 def test_the_hello_gpu_backend_decides_each_written_kernel_by_a_measurement_on_the_gpu():
+    """The decode step, with whatever the timing kept (ops.linear's GEMVs, RoPE, SwiGLU included), replayed
+    from its CUDA graph gives the tokens the same ops give eagerly: the capture holds every launch they make."""
     model = build_model("8b", device="cuda", dtype=torch.bfloat16, seed=0)
     runner = make_runner(model, "hello-gpu", batch=1, max_seq=64)
     written = [c for c in runner.choices if REPLACEMENTS[c.name].load is not None]
-    assert {"rms_norm", "rope", "swiglu"} <= {c.name for c in written}
+    assert {"rms_norm", "rope", "swiglu", "linear"} <= {c.name for c in written}
     for choice in written:
         assert choice.speedup is not None and choice.ci95 is not None, choice
         assert choice.used == choice.reason.startswith("faster"), choice

@@ -40,6 +40,10 @@ def test_run_on_the_cpu_times_each_backend_and_says_what_it_cannot_measure():
         assert run.peak_memory_bytes is None and "not measured on the cpu" in run.memory_note
         assert run.of_bound is None and len(run.tokens) == 2 and len(run.tokens[0]) == 6
     assert result.runs[1].agreement == "same" and result.runs[1].used == []
+    # the logits of every backend but eager against eager's recorded decode, teacher-forced
+    assert result.runs[0].logits is None
+    logits = result.runs[1].logits
+    assert logits["ok"] and logits["near_ties"] and len(logits["gaps"]) == 6 and logits["worst_ratio"] == 0.0
     assert result.bound.tokens_per_s is None and "unavailable on the cpu" in result.bound.note
     with pytest.raises(ValueError, match="--new must be at least 2"):
         run_model(model, ["eager"], batch=1, prompt_length=4, new=1)
@@ -63,6 +67,29 @@ def test_a_run_stopped_after_its_first_backend_has_written_that_backend(tmp_path
               "--backend", "eager,hello-gpu", "--device", "cpu", "--out", str(out)])
     written = json.loads((out / "model-run.json").read_text())
     assert [run["backend"] for run in written["runs"]] == ["eager"] and calls == ["eager", "hello-gpu"]
+
+
+def test_a_wrong_kernel_fails_the_logit_check_in_the_table_and_the_json(monkeypatch, capsys, tmp_path):
+    """A forced RMSNorm without its gain (let through its own check) moves every logit: FAIL, with the gap."""
+    from dataclasses import replace
+    from hello_gpu.models.backends import REPLACEMENTS
+    from hello_gpu.models.llama import rms_norm
+
+    def without_gain(x, weight, eps):
+        return rms_norm(x, torch.ones_like(weight), eps)
+    monkeypatch.setitem(REPLACEMENTS, "rms_norm", replace(REPLACEMENTS["rms_norm"], load=lambda: without_gain,
+                                                          tolerance={torch.float32: (1.0, 1.0)}))
+    out = tmp_path / "run"
+    assert main(["model", "run", "--config", "tiny", "--prompt", "6", "--new", "5", "--backend", "eager,hello-gpu",
+                 "--device", "cpu", "--force", "rms_norm", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    saved = json.loads((out / "model-run.json").read_text())["runs"][1]["logits"]
+    assert not saved["ok"] and saved["worst_ratio"] > 1 and saved["reference"] == "eager", saved["summary"]
+    assert "FAIL: max gap" in text and "hello-gpu logits: hello-gpu vs eager: max logit gap" in text
+    assert main(["model", "run", "--config", "tiny", "--prompt", "6", "--new", "5", "--backend", "eager,hello-gpu",
+                 "--device", "cpu", "--no-check-logits", "--out", str(out)]) == 0
+    assert "not compared" in capsys.readouterr().out
+    assert json.loads((out / "model-run.json").read_text())["runs"][1]["logits"] is None
 
 
 def test_the_model_run_command_writes_its_json_where_it_is_told(tmp_path, capsys):
@@ -184,6 +211,8 @@ def test_model_run_on_the_gpu_reports_the_bound_and_peak_memory_per_backend(tmp_
     for run in result.runs:
         assert run.peak_memory_bytes > 2.4e9 and 0 < run.of_bound < 1.0, run
     assert "decode step captured in a CUDA graph" in result.runs[2].notes
+    for run in result.runs[1:]:                 # teacher-forced logits against eager, within the bf16 tolerance
+        assert run.logits["ok"] and run.logits["worst_ratio"] <= 1 and len(run.logits["gaps"]) == 32, run.logits
 
 
 @pytest.mark.gpu

@@ -698,6 +698,9 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--force", nargs="+", metavar="OP", help="hello-gpu: swap these kernels in without timing them "
                                                               "(still checked), e.g. rms_norm")
     run.add_argument("--text", help="a text prompt (needs --checkpoint with tokenizer.json and tokenizers)")
+    run.add_argument("--check-logits", action=argparse.BooleanOptionalAction, default=True,
+                     help="compare each backend's logits with eager's, step by step with eager's tokens fed in "
+                          "(default: on; one more decode per backend and one of eager, untimed)")
     profile.add_argument("--backend", default="eager", help="one backend (default: eager, whose operations are "
                                                             "labelled by category)")
     profile.add_argument("--phase", choices=("decode", "prefill"), default="decode", help="default: decode")

@@ -91,6 +91,9 @@ def ladder_of(name: str, ops_root=None) -> tuple[LadderMap | None, str]:
     mapping = LADDERS.get(name)
     if mapping is None:
         replacement = REPLACEMENTS.get(name)
+        if replacement is not None and replacement.load is not None:    # the backend has a kernel; the agent no map
+            return None, (f"no ladder for the agent yet: the backend already swaps in {replacement.description}, "
+                          f"and the agent has no map from this operation to a ladder's rungs")
         why = replacement.missing if replacement is not None and replacement.missing else \
             "no hello-gpu operator ladder does this operation"
         return None, f"no ladder yet: {why}"

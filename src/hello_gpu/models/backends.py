@@ -11,6 +11,10 @@ The hello-gpu backend's replacements are a registry (:data:`REPLACEMENTS`, :func
 one per operation of :class:`~hello_gpu.models.llama.ModelOps` we mean to write a kernel for: RMSNorm,
 RMSNorm fused with the residual add, RoPE, SwiGLU, the decode GEMV (every projection), attention, sampling.
 Where the kernel exists, ``load`` returns it; where it does not yet, ``missing`` says what it waits for.
+Wired: RMSNorm (``hello_gpu.ops.rms_norm``), RoPE and SwiGLU (the model's own Triton kernels,
+``rope_kernel``, ``swiglu_kernel``) and every projection's decode GEMV (``hello_gpu.ops.linear``, checked and
+timed at each projection shape of the model: ``Replacement.cases``). Attention is refused
+with its reason: ``hello_gpu.ops.attention`` cannot read the model's KV cache without copying it.
 
 The rule: **a kernel we do not beat is not swapped in, and the report says which were used.**
 :func:`choose_replacements` takes that decision per replacement from what it can establish here:
@@ -31,8 +35,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
-from .llama import EAGER_OPS, OP_CATEGORIES, KVCache, Llama, LlamaConfig, ModelOps, compute_dtype
+from .llama import EAGER_OPS, INIT_STD, OP_CATEGORIES, KVCache, Llama, LlamaConfig, ModelOps, compute_dtype
 
 BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu")
 
@@ -52,6 +57,15 @@ class Replacement:
     example: Callable[[LlamaConfig, int, torch.device, torch.dtype], tuple] | None = None
     # Per dtype (rtol, atol) of the kernel against the eager operation computed in float64
     tolerance: dict = field(default_factory=dict)
+    # Where one operation runs at several decode shapes (linear: one per projection): (config, batch,
+    # device, dtype) -> {label: (arguments, calls a decode step makes)}. Each shape is checked, and the
+    # timing runs every shape as often as a decode step does. Without it: {"decode": (example(...), 1)}.
+    cases: Callable[[LlamaConfig, int, torch.device, torch.dtype], dict] | None = None
+    # (arguments, dtype) -> (rtol, atol) where the bound depends on the data (a dot product's length); else tolerance
+    tolerance_of: Callable[[tuple, torch.dtype], tuple[float, float]] | None = None
+    # The float64 answer from the arguments, where the eager operation on float64 copies of them would
+    # hold too much memory at once (the 8B's head: 4.2 GB of float64 weight); else that
+    reference: Callable | None = None
 
     @property
     def category(self) -> str:
@@ -65,7 +79,7 @@ REPLACEMENTS: dict[str, Replacement] = {}
 def register_replacement(replacement: Replacement) -> Replacement:
     if replacement.name not in OP_CATEGORIES:
         raise ValueError(f"replacement {replacement.name!r}: ModelOps has no operation of that name")
-    if replacement.load is not None and replacement.example is None:
+    if replacement.load is not None and replacement.example is None and replacement.cases is None:
         raise ValueError(f"replacement {replacement.name!r}: a kernel needs example arguments to be checked and timed")
     REPLACEMENTS[replacement.name] = replacement
     return replacement
@@ -130,13 +144,93 @@ register_replacement(Replacement(
 register_replacement(Replacement(
     "swiglu", "SwiGLU, silu(gate) * up in one Triton kernel (hello_gpu.models.swiglu_kernel)",
     load=_hello_gpu_swiglu, example=_swiglu_example, tolerance=ROUNDED_ONCE_TOLERANCE))
+
+
+# region linear-replacement
+def _hello_gpu_linear() -> Callable:
+    """F.linear by hello_gpu.ops.linear for the decode rows, F.linear itself for prefill.
+
+    A decode step calls linear with x of (B, 1, K) and an nn.Linear weight (N, K), the layout the
+    linear ladder reads in place: up to GEMV_ROWS (16) rows go to ops.linear, which runs the decode
+    GEMV rung its rule picks (t02_streaming_gemv on the H200, records of issue 21). More rows (a
+    prefill of B x T tokens) stay F.linear (cuBLAS): for M > 16 ops.linear's rule would transpose a
+    copy of the weight at every call (a 14336x4096 bf16 weight: 117 MB more traffic per projection),
+    and the prefill is not what this backend times against the bound.
+
+    x is made contiguous first: it is only ever not for the prefill's last position with B > 1
+    (normed[:, -1:], B x K elements, 16 KB at B = 2 and K = 4096), never a weight.
+
+    CUDA-graph capture of the decode step (captured_decode): ops.linear does its host work (the rule's
+    pick, the rung's build, Triton's compile and t02's autotuning per (M, N, K), the replay plan of
+    each call signature) at the first call of each signature, which happens in check_replacement, the
+    timing, and the three warm-up steps captured_decode runs on a side stream before it captures. Under
+    capture each call is then a dictionary look-up on the host, the result's torch.empty (from the
+    graph's private memory pool, as every allocation inside a capture) and a kernel launch on the
+    capturing stream: nothing synchronises and nothing is read back, so the graph holds the launches.
+    """
+    from ..ops import linear
+    from ..ops.matmul_functions import GEMV_ROWS
+    eager = F.linear
+
+    def decode_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if x.numel() <= GEMV_ROWS * x.shape[-1]:
+            return linear(x.contiguous(), weight)
+        return eager(x, weight)
+    return decode_linear
+
+
+def _linear_cases(config: LlamaConfig, batch: int, device, dtype) -> dict:
+    """x (B, 1, K) and a weight (N, K) of every projection a decode step runs, with its count a step;
+    weights ~ N(0, 0.02) as build_model draws them, x ~ N(0, 1) as a normed activation."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    shapes = {"qkv_proj": (config.q_size + 2 * config.kv_size, config.hidden_size, config.num_layers),
+              "o_proj": (config.hidden_size, config.q_size, config.num_layers),
+              "gate_up_proj": (2 * config.intermediate_size, config.hidden_size, config.num_layers),
+              "down_proj": (config.hidden_size, config.intermediate_size, config.num_layers),
+              "lm_head": (config.vocab_size, config.hidden_size, 1)}
+    cases = {}
+    for label, (n, k, count) in shapes.items():
+        x = torch.randn(batch, 1, k, device=device, dtype=dtype, generator=generator)
+        weight = torch.randn(n, k, device=device, dtype=dtype, generator=generator).mul_(INIT_STD)
+        cases[f"{label} {batch}x{n}x{k}"] = ((x, weight), count)
+    return cases
+
+
+def _linear_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, float]:
+    """The linear ladder's own bound (its spec: the output's rounding plus float32 accumulation over K)."""
+    from ..ops.linear import spec
+    x, weight = arguments
+    return spec.tolerance((x.reshape(-1, x.shape[-1]), weight), str(dtype).removeprefix("torch."))
+
+
+def _linear_float64(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """F.linear in float64, 4096 weight rows at a time: at most 4096 x K float64 elements of the weight
+    at once (470 MB at K = 14336) instead of the whole head's 4.2 GB on the 8B."""
+    wide = x.double()
+    return torch.cat([F.linear(wide, rows.double()) for rows in weight.split(4096)], dim=-1)
+
+
+register_replacement(Replacement(
+    "linear", "decode GEMV of every projection by hello_gpu.ops.linear (the rung its rule picks; prefill stays "
+              "F.linear)", load=_hello_gpu_linear, cases=_linear_cases, tolerance_of=_linear_tolerance,
+    reference=_linear_float64))
+# endregion linear-replacement
 # The operations with no kernel yet, and what each waits for.
 NOT_WRITTEN = {
     "add_rms_norm": ("the residual add fused into the RMSNorm that follows it (one pass over the row)",
                      "no fused add + RMSNorm rung yet; with the rms_norm kernel swapped in, the add stays a torch add"),
-    "linear": ("decode GEMV for every projection (batch-1 decode reads each weight once)",
-               "waits for the matmul ladder's decode GEMV rungs"),
-    "attention": ("prefill and decode attention over the KV cache", "waits for the attention ladder (decode)"),
+    # Not wired, on purpose: hello_gpu.ops.attention takes k and v of exactly the keys to attend to,
+    # contiguous (its rungs index a key row as (b * H_kv + h) * S_kv + j, with S_kv a host integer), and
+    # no mask. The model's cache is (B, H_kv, max_seq, D) with the filled length a device tensor that
+    # moves every step under the decode step's CUDA graph: the filled prefix keys[:, :, :n] is a strided
+    # view (ops.attention would copy all the filled K and V every step) and its n would be frozen at
+    # capture; the whole cache unmasked would attend to the zeros not written yet.
+    "attention": ("prefill and decode attention over the KV cache",
+                  "hello_gpu.ops.attention cannot take the model's KV cache without a copy: its rungs read "
+                  "contiguous K/V of exactly S_kv keys (a host integer, frozen in the decode step's CUDA graph), "
+                  "while the cache is (B, H_kv, max_seq, D) filled up to a position that moves every step; "
+                  "slicing it copies the filled K and V each step, so it waits for a decode rung that takes the "
+                  "cache's strides and a key count on the device"),
     "sample": ("softmax / sampling of the next token (greedy: an argmax over the vocabulary)",
                "no sampling kernel yet; greedy decode needs only torch.argmax"),
 }
@@ -159,21 +253,39 @@ class Choice:
         return asdict(self)
 
 
+def decode_cases(replacement: Replacement, config: LlamaConfig, batch: int, device, dtype: torch.dtype) -> dict:
+    """{label: (arguments, calls a decode step makes)} of ``replacement`` for this model (see Replacement.cases)."""
+    if replacement.cases is not None:
+        return replacement.cases(config, batch, device, dtype)
+    return {"decode": (replacement.example(config, batch, device, dtype), 1)}
+
+
 def check_replacement(replacement: Replacement, function: Callable, config: LlamaConfig, batch: int, device,
                       dtype: torch.dtype) -> str | None:
-    """None when the kernel matches the eager operation computed in float64 on decode-shaped inputs,
-    else the problem (the worst element and the bound it broke). An operation that returns several
-    tensors (RoPE's q and k) is checked on each."""
-    arguments = replacement.example(config, batch, device, dtype)
-    eager = getattr(EAGER_OPS, replacement.name)
-    wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in arguments]
-    expected = eager(*wide)
+    """None when the kernel matches the eager operation computed in float64 at every decode shape of
+    this model, else the problem (the shape, the worst element and the bound it broke)."""
+    cases = decode_cases(replacement, config, batch, device, dtype)
+    for label, (arguments, _count) in cases.items():
+        problem = _check_case(replacement, function, arguments, dtype)
+        if problem:
+            return problem if len(cases) == 1 else f"{label}: {problem}"
+    return None
+
+
+def _check_case(replacement: Replacement, function: Callable, arguments: tuple, dtype: torch.dtype) -> str | None:
+    if replacement.reference is not None:
+        expected = replacement.reference(*arguments)
+    else:
+        eager = getattr(EAGER_OPS, replacement.name)
+        expected = eager(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                           for a in arguments])
     with torch.no_grad():
         got = function(*arguments)
-    several = isinstance(expected, tuple)
+    rtol, atol = (replacement.tolerance_of(arguments, dtype) if replacement.tolerance_of is not None
+                  else replacement.tolerance.get(dtype, (1e-5, 1e-7)))
+    several = isinstance(expected, tuple)           # RoPE returns q and k: each is checked
     if several != isinstance(got, tuple) or (several and len(got) != len(expected)):
         return f"returned {type(got).__name__} where the eager operation returns {type(expected).__name__}"
-    rtol, atol = replacement.tolerance.get(dtype, (1e-5, 1e-7))
     for index, (one, reference) in enumerate(zip(got, expected) if several else [(got, expected)]):
         which = f"result {index}: " if several else ""
         if one.shape != reference.shape or one.dtype != dtype:
@@ -182,8 +294,8 @@ def check_replacement(replacement: Replacement, function: Callable, config: Llam
         bound = atol + rtol * reference.abs()
         if not torch.isfinite(one).all() or (error > bound).any():
             worst = int((error - bound).argmax())
-            return (f"{which}wrong result: element {worst} is {one.flatten()[worst].item():.6g}, float64 eager gives "
-                    f"{reference.flatten()[worst].item():.6g} (rtol {rtol:g}, atol {atol:g})")
+            return (f"{which}wrong result: element {worst} is {one.flatten()[worst].item():.6g}, float64 eager "
+                    f"gives {reference.flatten()[worst].item():.6g} (rtol {rtol:g}, atol {atol:g})")
     return None
 
 
@@ -231,13 +343,24 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
 # region swap-rule
 def _timed_decision(replacement, function, config, batch, device, dtype, timer):
     from ..bench import compare
-    arguments = replacement.example(config, batch, device, dtype)
+    cases = [(arguments, count) for arguments, count in decode_cases(replacement, config, batch, device, dtype).values()]
     eager = getattr(EAGER_OPS, replacement.name)
     timer = timer or (lambda a, b: compare(a, b, cache="warm"))
+
+    def every_case(operation):
+        """One decode step's worth of the operation: each shape as often as a step runs it (linear on the
+        8B: 32 x each of the four projections and the head once, the ~15 GB a step reads)."""
+        def run():
+            for arguments, count in cases:
+                for _ in range(count):
+                    operation(*arguments)
+        return run
     with torch.no_grad():
-        result = timer(lambda: eager(*arguments), lambda: function(*arguments))
+        result = timer(every_case(eager), every_case(function))
     used = result.verdict == "faster"
     what = f"{result.speedup.value:.2f}x eager [{result.speedup.ci95[0]:.2f}, {result.speedup.ci95[1]:.2f}]"
+    if len(cases) > 1:
+        what += f" over the {len(cases)} decode shapes, each as often as a step runs it"
     return used, (f"faster: {what}" if used else f"not swapped in: {what}, {result.verdict}"), \
         result.speedup.value, tuple(result.speedup.ci95)
 # endregion swap-rule
@@ -377,5 +500,5 @@ def greedy_tokens(runner: Runner, prompt: torch.Tensor, new_tokens: int, on_step
 
 
 __all__ = ["BACKENDS", "REPLACEMENTS", "Choice", "Replacement", "Runner", "check_replacement",
-           "choose_replacements", "captured_decode", "greedy_tokens", "make_runner", "ops_with",
+           "choose_replacements", "captured_decode", "decode_cases", "greedy_tokens", "make_runner", "ops_with",
            "register_replacement"]

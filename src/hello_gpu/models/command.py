@@ -85,7 +85,7 @@ def model_run(args, console) -> int:
     # Written after every backend: a run stopped half-way keeps the backends it measured.
     result = run_model(model, backends, batch=args.batch, prompt_length=args.prompt, new=args.new, seed=args.seed,
                        prompt=prompt, force=args.force or (), console=console, progress=console.is_terminal,
-                       on_run=lambda partial: partial.write(out))
+                       on_run=lambda partial: partial.write(out), check_logits=args.check_logits)
     render_run(result, console)
     if tokenizer is not None:
         for run in result.runs:

@@ -58,8 +58,21 @@ class LogitComparison:
 
     @property
     def ok(self) -> bool:
-        return (all(self.gap_ok(step) for step in range(self.steps))
-                and all(d["margin"] <= self.rtol * self.scales[d["step"]] for d in self.divergences))
+        return all(self.gap_ok(step) for step in range(self.steps)) and self.near_ties
+
+    @property
+    def worst_ratio(self) -> float | None:
+        """The largest gap over its step's tolerance (at most 1 when every step is within it)."""
+        step = self.worst_step
+        if step is None:
+            return None
+        allowed = self.rtol * self.scales[step]
+        return self.gaps[step] / allowed if allowed else (0.0 if self.gaps[step] == 0 else float("inf"))
+
+    @property
+    def near_ties(self) -> bool:
+        """Every divergence is a near tie: the reference's margin between the two tokens is within tolerance."""
+        return all(d["margin"] <= self.rtol * self.scales[d["step"]] for d in self.divergences)
 
     def summary(self) -> str:
         worst = self.worst_step
@@ -77,7 +90,7 @@ class LogitComparison:
 
     def to_dict(self) -> dict:
         return {"reference": self.reference, "candidate": self.candidate, "rtol": self.rtol, "ok": self.ok,
-                "first_divergence": self.first_divergence, "gaps": self.gaps, "scales": self.scales,
+                "worst_ratio": self.worst_ratio, "near_ties": self.near_ties, "first_divergence": self.first_divergence, "gaps": self.gaps, "scales": self.scales,
                 "agree": self.agree, "divergences": self.divergences, "summary": self.summary()}
 
 
@@ -96,26 +109,57 @@ def compare_step(result: LogitComparison, step: int, reference: torch.Tensor, ca
 # endregion compare-step
 
 
+@dataclass
+class ReferenceDecode:
+    """A reference runner's greedy decode, kept to compare candidates with one after another: its logits
+    ``(B, V)`` and greedy tokens ``(B, 1)`` per step, on the CPU (a run's GPU memory is not changed by
+    them: 66 MB of bf16 logits for 256 steps of the 8B's 128,256-token vocabulary at batch 1)."""
+
+    backend: str
+    model: object
+    prompt: torch.Tensor
+    logits: list[torch.Tensor] = field(default_factory=list)
+    tokens: list[torch.Tensor] = field(default_factory=list)
+
+
 @torch.no_grad()
+def record_reference(reference: Runner, prompt: torch.Tensor, new_tokens: int) -> ReferenceDecode:
+    """One greedy decode of ``reference`` after ``prompt``, its logits and tokens kept step by step."""
+    record = ReferenceDecode(reference.backend, reference.model, prompt)
+
+    def on_logits(step: int, logits: torch.Tensor) -> None:
+        record.logits.append(logits.cpu())
+        record.tokens.append(reference.ops.sample(logits)[:, None])
+
+    greedy_tokens(reference, prompt, new_tokens, on_logits=on_logits)
+    return record
+
+
+@torch.no_grad()
+def compare_with(record: ReferenceDecode, candidate: Runner, *, rtol: float | None = None) -> LogitComparison:
+    """``candidate`` fed the reference's tokens (teacher forcing), its logits compared with the recorded
+    ones at every step (see the module). The candidate's cache must hold the whole decode."""
+    if candidate.model is not record.model:
+        raise ValueError("compare_greedy: the two runners must run the same model (the same weights)")
+    dtype = candidate.model.dtype
+    result = LogitComparison(record.backend, candidate.backend, rtol if rtol is not None else LOGIT_RTOL[dtype])
+    prompt, length = record.prompt, record.prompt.shape[1]
+    if length + len(record.logits) > candidate.cache.max_seq:
+        raise ValueError(f"{length} prompt + {len(record.logits)} new tokens exceed the candidate's cache "
+                         f"({candidate.cache.max_seq} positions)")
+    positions = torch.arange(length + len(record.logits), device=prompt.device)
+    logits = candidate.prefill(prompt, positions[:length])[:, -1].cpu()
+    for step, reference in enumerate(record.logits):
+        if step > 0:            # the candidate's logits after the reference's previous token
+            logits = candidate.decode(record.tokens[step - 1], positions[length + step - 1:length + step])[:, -1].cpu()
+        compare_step(result, step, reference, logits)
+    return result
+
+
 def compare_greedy(reference: Runner, candidate: Runner, prompt: torch.Tensor, new_tokens: int, *,
                    rtol: float | None = None) -> LogitComparison:
     """Compare ``candidate`` with ``reference`` over a greedy decode of ``new_tokens`` after ``prompt``
     (see the module). Both runners must be of the same model, with caches for the whole decode."""
     if candidate.model is not reference.model:
         raise ValueError("compare_greedy: the two runners must run the same model (the same weights)")
-    dtype = reference.model.dtype
-    result = LogitComparison(reference.backend, candidate.backend, rtol if rtol is not None else LOGIT_RTOL[dtype])
-    length = prompt.shape[1]
-    positions = torch.arange(length + new_tokens, device=prompt.device)
-    state = {"logits": candidate.prefill(prompt, positions[:length])[:, -1].clone()}
-
-    def on_logits(step: int, logits: torch.Tensor) -> None:
-        if step > 0:            # the candidate's logits after the reference's previous token
-            previous = tokens_so_far[-1]
-            state["logits"] = candidate.decode(previous, positions[length + step - 1:length + step])[:, -1].clone()
-        compare_step(result, step, logits, state["logits"])
-        tokens_so_far.append(reference.ops.sample(logits)[:, None])
-
-    tokens_so_far: list[torch.Tensor] = []
-    greedy_tokens(reference, prompt, new_tokens, on_logits=on_logits)
-    return result
+    return compare_with(record_reference(reference, prompt, new_tokens), candidate, rtol=rtol)

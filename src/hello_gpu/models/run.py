@@ -9,6 +9,17 @@ Each backend gets its own runner (its own KV cache, same weights), one untimed w
 (compiles, CUDA-graph recordings, first launches), then the timed one: prefill (the whole prompt, up
 to the first new token) and ``new - 1`` decode steps. Peak GPU memory is read per backend
 (``torch.cuda.max_memory_allocated``, weights included, reset before each backend makes its runner).
+
+The logits (``check_logits``, on by default): before the backends, one untimed greedy decode of an
+eager runner is recorded (:func:`hello_gpu.models.logits.record_reference`: logits and tokens per step,
+kept on the CPU, its runner freed before the first backend). After each other backend's timed
+generation, its own runner is fed eager's tokens (teacher forcing) and its logits are compared step by
+step (:func:`hello_gpu.models.logits.compare_with`): the largest gap over the bf16 tolerance and whether
+every divergence of the greedy tokens is a near tie. On by default because it is cheap next to the
+rest: one more eager decode for the whole run (8 s of the 8B's 256 steps at eager's 31.7 tokens/s on
+an H100) and one more decode per backend at its own speed (2 s for hello-gpu), against the minutes a
+compiled backend of the 8B spends compiling; no compile, no capture is repeated (the backend's
+runner is reused). ``--no-check-logits`` leaves it out.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import torch
 
 from .backends import greedy_tokens, make_runner
 from .llama import Llama, LlamaConfig
+from .logits import ReferenceDecode, compare_with, record_reference
 
 
 def element_size(dtype: torch.dtype) -> int:
@@ -95,6 +107,7 @@ class BackendRun:
     notes: list[str] = field(default_factory=list)
     tokens: list[list[int]] = field(default_factory=list)
     agreement: str = ""                            # greedy tokens against the first backend's
+    logits: dict | None = None                     # teacher-forced logits against eager (LogitComparison.to_dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -106,9 +119,10 @@ def _synchronize(device: torch.device) -> None:
 
 
 def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, bound: Bound | None = None,
-                force=(), on_step=None, replacements=None) -> BackendRun:
+                force=(), on_step=None, replacements=None, reference: ReferenceDecode | None = None) -> BackendRun:
     """Warm up, then time one greedy generation of ``new`` tokens after ``prompt`` with ``backend``
-    (``replacements``: the hello-gpu backend's registry, see :func:`~hello_gpu.models.backends.make_runner`)."""
+    (``replacements``: the hello-gpu backend's registry, see :func:`~hello_gpu.models.backends.make_runner`);
+    then, given a ``reference`` decode, compare this runner's teacher-forced logits with it (untimed)."""
     device, (batch, length) = model.device, prompt.shape
     if new < 2:
         raise ValueError(f"--new must be at least 2 (the first token comes from the prefill), got {new}")
@@ -136,12 +150,26 @@ def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, b
     decode_rate = batch * (new - 1) / decode if decode > 0 else None
     limit = bound.tokens_per_s if bound else None
     peak = torch.cuda.max_memory_allocated(device) if on_gpu else None
+    logits = compare_with(reference, runner).to_dict() if reference is not None else None
     return BackendRun(
         backend, prefill, decode, batch * length / prefill, decode_rate,
         decode_rate / limit if decode_rate and limit else None, peak,
         "weights + KV cache + workspace, torch.cuda.max_memory_allocated" if on_gpu
         else f"not measured on the {device.type} (torch.cuda.max_memory_allocated is per GPU)",
-        runner.used(), [c.to_dict() for c in runner.choices], list(runner.notes), tokens.cpu().tolist())
+        runner.used(), [c.to_dict() for c in runner.choices], list(runner.notes), tokens.cpu().tolist(),
+        logits=logits)
+
+
+def logits_verdict(logits: dict | None) -> str:
+    """The table's cell for a teacher-forced logit comparison (LogitComparison.to_dict)."""
+    if logits is None:
+        return ""
+    divergences, gap = len(logits["divergences"]), logits["worst_ratio"]
+    text = f"max gap {gap:.2g} of tolerance" if gap is not None else "no steps"
+    if divergences:
+        text += (f", {divergences} divergence{'s' if divergences > 1 else ''} from step {logits['first_divergence']}"
+                 + (", all near ties" if logits["near_ties"] else ", NOT all near ties"))
+    return ("OK: " if logits["ok"] else "FAIL: ") + text
 
 
 def agreement(tokens: list[list[int]], reference: list[list[int]]) -> str:
@@ -197,16 +225,17 @@ def run_table(result: ModelRun):
     from rich.table import Table
     table = Table(title=f"{result.config['name']} on {result.device} {result.dtype}, batch {result.batch}, "
                         f"prompt {result.prompt}, {result.new} new tokens")
+    left = ("backend", "kernels swapped in", "tokens vs first", "logits vs eager (teacher-forced)")
     for column in ("backend", "prefill tok/s", "decode tok/s", "of bound", "peak memory", "kernels swapped in",
-                   "tokens vs first"):
-        table.add_column(column, justify="left" if column in ("backend", "kernels swapped in", "tokens vs first")
-                         else "right")
+                   "tokens vs first", "logits vs eager (teacher-forced)"):
+        table.add_column(column, justify="left" if column in left else "right")
     for run in result.runs:
         table.add_row(run.backend, f"{run.prefill_tokens_per_s:,.1f}",
                       f"{run.decode_tokens_per_s:,.1f}" if run.decode_tokens_per_s else "-",
                       f"{run.of_bound:.0%}" if run.of_bound is not None else "-", format_bytes(run.peak_memory_bytes),
                       ", ".join(run.used) if run.backend == "hello-gpu" and run.used else
-                      ("none" if run.backend == "hello-gpu" else ""), run.agreement)
+                      ("none" if run.backend == "hello-gpu" else ""), run.agreement,
+                      logits_verdict(run.logits) or ("(reference)" if run.backend == "eager" else "not compared"))
     return table
 
 
@@ -223,6 +252,8 @@ def render_run(result: ModelRun, console) -> None:
             say(f"  {run.backend} {choice['name']}: {'USED' if choice['used'] else 'not used'}: {choice['reason']}")
         for note in run.notes:
             say(f"  {run.backend}: {note}")
+        if run.logits is not None:
+            say(f"  {run.backend} logits: {run.logits['summary']}")
     memory = next((run.memory_note for run in result.runs if run.peak_memory_bytes is None), None)
     if memory:
         say(f"peak memory: {memory}")
@@ -230,8 +261,9 @@ def render_run(result: ModelRun, console) -> None:
 
 def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: int, new: int, seed: int = 0,
               prompt: torch.Tensor | None = None, force=(), console=None, progress: bool = False,
-              replacements=None, on_run=None) -> ModelRun:
-    """Every backend in turn on the same model and prompt (random ids from ``seed`` unless ``prompt``).
+              replacements=None, on_run=None, check_logits: bool = True) -> ModelRun:
+    """Every backend in turn on the same model and prompt (random ids from ``seed`` unless ``prompt``);
+    with ``check_logits``, each backend but eager is compared with eager's recorded decode (module).
     ``on_run(result)`` is called after each backend, so a caller can write what is measured so far: an 8B
     model's compiled backends take minutes each, and a run cut short keeps the backends it finished."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -246,12 +278,18 @@ def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: i
                          copy_bytes_per_s=copy, note=note)
     result = ModelRun(model.config.to_dict(), str(model.device), str(model.dtype).removeprefix("torch."), batch,
                       prompt_length, new, seed, bound)
+    reference = None
+    if check_logits and any(backend != "eager" for backend in backends):
+        reference = record_reference(make_runner(model, "eager", batch=batch, max_seq=prompt_length + new), prompt, new)
+        if model.device.type == "cuda":
+            torch.cuda.empty_cache()            # the reference runner's cache, before the backends' peaks
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True, disable=not progress) as bar:
         for backend in backends:
             task = bar.add_task(f"{backend}: warm-up, prefill, decode", total=new)
             run = run_backend(model, backend, prompt, new, bound=bound, force=force, replacements=replacements,
-                              on_step=lambda index, task=task: bar.update(task, completed=index + 1))
+                              on_step=lambda index, task=task: bar.update(task, completed=index + 1),
+                              reference=reference if backend != "eager" else None)
             run.agreement = agreement(run.tokens, result.runs[0].tokens) if result.runs else "(reference)"
             result.runs.append(run)
             if on_run is not None:
