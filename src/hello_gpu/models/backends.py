@@ -11,7 +11,8 @@ The hello-gpu backend's replacements are a registry (:data:`REPLACEMENTS`, :func
 one per operation of :class:`~hello_gpu.models.llama.ModelOps` we mean to write a kernel for: RMSNorm,
 RMSNorm fused with the residual add, RoPE, the decode GEMV (every projection), attention, sampling.
 Where the kernel exists, ``load`` returns it; where it does not yet, ``missing`` says what it waits for.
-Wired: RMSNorm (``hello_gpu.ops.rms_norm``) and every projection's decode GEMV (``hello_gpu.ops.linear``,
+Wired: RMSNorm (``hello_gpu.ops.rms_norm``), the residual add fused into it (a Triton kernel of
+:mod:`.add_rms_norm_kernel`) and every projection's decode GEMV (``hello_gpu.ops.linear``,
 checked and timed at each projection shape of the model: ``Replacement.cases``). Attention is refused
 with its reason: ``hello_gpu.ops.attention`` cannot read the model's KV cache without copying it.
 
@@ -104,6 +105,25 @@ register_replacement(Replacement(
     load=_hello_gpu_rms_norm, example=_norm_example, tolerance=NORM_TOLERANCE))
 
 
+def _hello_gpu_add_rms_norm() -> Callable:
+    from .add_rms_norm_kernel import add_rms_norm      # imports Triton only when asked for
+    return add_rms_norm
+
+
+def _add_norm_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+    generator = torch.Generator(device=device).manual_seed(0)
+    residual, delta = (torch.randn(batch, 1, config.hidden_size, device=device, dtype=dtype, generator=generator)
+                       for _ in range(2))
+    weight = 1 + 0.1 * torch.randn(config.hidden_size, device=device, dtype=dtype, generator=generator)
+    return residual, delta, weight, config.rms_norm_eps
+
+
+register_replacement(Replacement(
+    "add_rms_norm", "the residual add fused into the RMSNorm after it, one Triton kernel "
+                    "(hello_gpu.models.add_rms_norm_kernel)",
+    load=_hello_gpu_add_rms_norm, example=_add_norm_example, tolerance=NORM_TOLERANCE))
+
+
 # region linear-replacement
 def _hello_gpu_linear() -> Callable:
     """F.linear by hello_gpu.ops.linear for the decode rows, F.linear itself for prefill.
@@ -175,8 +195,6 @@ register_replacement(Replacement(
 # endregion linear-replacement
 # The operations with no kernel yet, and what each waits for.
 NOT_WRITTEN = {
-    "add_rms_norm": ("the residual add fused into the RMSNorm that follows it (one pass over the row)",
-                     "no fused add + RMSNorm rung yet; with the rms_norm kernel swapped in, the add stays a torch add"),
     "rope": ("RoPE on q and k in one kernel", "no RoPE rung yet"),
     # Not wired, on purpose: hello_gpu.ops.attention takes k and v of exactly the keys to attend to,
     # contiguous (its rungs index a key row as (b * H_kv + h) * S_kv + j, with S_kv a host integer), and
@@ -242,14 +260,20 @@ def _check_case(replacement: Replacement, function: Callable, arguments: tuple, 
         got = function(*arguments)
     rtol, atol = (replacement.tolerance_of(arguments, dtype) if replacement.tolerance_of is not None
                   else replacement.tolerance.get(dtype, (1e-5, 1e-7)))
-    if got.shape != expected.shape or got.dtype != dtype:
-        return f"returned {tuple(got.shape)} {got.dtype}; expected {tuple(expected.shape)} {dtype}"
-    error = (got.double() - expected).abs()
-    bound = atol + rtol * expected.abs()
-    if not torch.isfinite(got).all() or (error > bound).any():
-        worst = int((error - bound).argmax())
-        return (f"wrong result: element {worst} is {got.flatten()[worst].item():.6g}, float64 eager gives "
-                f"{expected.flatten()[worst].item():.6g} (rtol {rtol:g}, atol {atol:g})")
+    several = isinstance(expected, tuple)           # add_rms_norm: (the new residual, its norm)
+    expected, got = (expected, got) if several else ((expected,), (got,))
+    if not isinstance(got, tuple) or len(got) != len(expected):
+        return f"returned {type(got).__name__} of {len(got)}; expected {len(expected)} tensors"
+    for index, (one, wanted) in enumerate(zip(got, expected)):
+        which = f"output {index}: " if several else ""
+        if one.shape != wanted.shape or one.dtype != dtype:
+            return f"{which}returned {tuple(one.shape)} {one.dtype}; expected {tuple(wanted.shape)} {dtype}"
+        error = (one.double() - wanted).abs()
+        bound = atol + rtol * wanted.abs()
+        if not torch.isfinite(one).all() or (error > bound).any():
+            worst = int((error - bound).argmax())
+            return (f"{which}wrong result: element {worst} is {one.flatten()[worst].item():.6g}, float64 eager gives "
+                    f"{wanted.flatten()[worst].item():.6g} (rtol {rtol:g}, atol {atol:g})")
     return None
 
 
