@@ -120,3 +120,43 @@ def test_the_hello_gpu_backend_decides_the_fused_add_rms_norm_by_a_measurement_o
     choice = next(c for c in runner.choices if c.name == "add_rms_norm")
     assert choice.speedup is not None and choice.ci95 is not None, choice
     assert choice.used == choice.reason.startswith("faster"), choice
+
+
+_COMPILE_SCRIPT = r"""
+import json, re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from hello_gpu.models.add_rms_norm_kernel import add_rms_norm_kernel as kernel
+results = {}
+for dtype, hidden in (("bf16", 4096), ("bf16", 8192), ("fp16", 4096)):
+    block = triton.next_power_of_2(hidden)
+    constants = {"HIDDEN": hidden, "BLOCK": block}
+    signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else "fp32")
+                 for n in kernel.arg_names}
+    divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(kernel.arg_names) if n.endswith("_ptr")}
+    compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": min(16, block // 512)})
+    ptx = compiled.asm["ptx"]
+    results[f"{dtype} {hidden}"] = {"round_to_nearest": len(re.findall(r"cvt\.rn\.(bf16|f16)", ptx)),
+                                    "truncating": len(re.findall(r"cvt\.rz\.(bf16|f16)", ptx)),
+                                    "local": len(re.findall(r"\b(ld|st)\.local\b", ptx))}
+print(json.dumps(results))
+"""
+
+
+def test_the_kernel_compiles_for_sm_90_rounding_to_nearest_without_spills():
+    """What the interpreter cannot show (it truncates float32 -> bfloat16): on the GPU the stored sum and norm
+    are rounded to nearest, as torch's add and the eager norm round, and a 4096 or 8192 row stays in registers."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+    done = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, timeout=600,
+                          env=environment)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name, found in json.loads(done.stdout.strip().splitlines()[-1]).items():
+        assert found["round_to_nearest"] > 0 and found["truncating"] == 0 and found["local"] == 0, (name, found)
