@@ -37,9 +37,13 @@ def expected(residual, delta, weight, eps, total):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("rows,hidden", [(1, 1), (3, 31), (2, 127), (1, 1000), (2, 4097), (5, 48)])
 def test_the_fused_kernel_matches_float64_and_stores_the_sum_torch_stores(rows, hidden, dtype):
-    from hello_gpu.models.add_rms_norm_kernel import add_rms_norm
     if DEVICE == "cpu" and dtype == torch.bfloat16:
         pytest.skip(INTERPRETER_BFLOAT16)      # it truncates float32 -> bfloat16: the sum is not torch's
+    check_fused(rows, hidden, dtype)
+
+
+def check_fused(rows: int, hidden: int, dtype: torch.dtype) -> None:
+    from hello_gpu.models.add_rms_norm_kernel import add_rms_norm
     residual, delta, weight = inputs(rows, hidden, dtype, seed=rows * 7 + hidden)
     total, normed = add_rms_norm(residual, delta, weight, 1e-5)
     assert torch.equal(total, residual + delta)          # float32 add, rounded once: torch's own sum
@@ -109,6 +113,15 @@ def test_a_fused_kernel_that_drops_the_add_is_refused():
 
 
 # ------------------------------------------------------------------------------------------ GPU tier
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_vendor() is None, reason="needs a GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows,hidden", [(1, 4096), (16, 4096), (1, 2048), (3, 4097), (2, 1823), (1, 16384)])
+def test_the_fused_kernel_on_the_gpu_at_the_models_widths_and_odd_ones(rows, hidden, dtype):
+    """bfloat16 is checked here only (the interpreter truncates it): the sum bit for bit torch's."""
+    check_fused(rows, hidden, dtype)
+
 
 @pytest.mark.gpu
 @pytest.mark.skipif(gpu_vendor() is None, reason="needs a GPU")

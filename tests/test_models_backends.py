@@ -251,7 +251,7 @@ def test_backends_match_eager_through_a_256_token_greedy_decode_in_bf16(backend)
                            generator=torch.Generator(device="cuda").manual_seed(1))
     eager = make_runner(model, "eager", batch=1, max_seq=512 + 256)
     other = make_runner(model, backend, batch=1, max_seq=512 + 256,
-                        force=["rms_norm", "linear"] if backend == "hello-gpu" else ())
+                        force=["rms_norm", "add_rms_norm", "linear"] if backend == "hello-gpu" else ())
     result = compare_greedy(eager, other, prompt, 256)
     assert result.rtol == LOGIT_RTOL[torch.bfloat16]
     assert result.ok, result.summary()
