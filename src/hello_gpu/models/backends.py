@@ -347,7 +347,7 @@ def _timed_decision(replacement, function, config, batch, device, dtype, timer):
 def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS,
              replacements: dict[str, Replacement] | None = None) -> ModelOps:
     """``base`` with every used replacement (of ``replacements``, default the registry) swapped in. With
-    the rms_norm kernel in and no fused add + norm kernel, the add stays a torch add and the norm after
+    the rms_norm kernel in and the fused add + norm kernel not used, the add stays a torch add and the norm after
     it is the kernel."""
     replacements = REPLACEMENTS if replacements is None else replacements
     chosen = {c.name: replacements[c.name].load() for c in choices if c.used}
