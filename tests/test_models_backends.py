@@ -202,62 +202,38 @@ def test_divergences_are_reported_with_the_step_and_the_margin():
 
 
 _INTERPRETER_SCRIPT = r"""
-import json, torch
-from hello_gpu.models.backends import make_runner
-from hello_gpu.models.llama import CONFIGS, build_model
-from hello_gpu.models.logits import compare_greedy
-model = build_model(CONFIGS["tiny"], dtype=torch.float32, seed=6)
-prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (2, 5), generator=torch.Generator().manual_seed(7))
-eager = make_runner(model, "eager", batch=2, max_seq=11)
-ours = make_runner(model, "hello-gpu", batch=2, max_seq=11, force=["rms_norm"])
-result = compare_greedy(eager, ours, prompt, 6)
-print(json.dumps({"used": ours.used(), "reasons": {c.name: c.reason for c in ours.choices}, **result.to_dict()}))
-"""
-
-
-@pytest.mark.skipif(gpu_vendor() is not None, reason="the interpreter tier; the GPU tier compares on the GPU")
-def test_the_rms_norm_kernel_swapped_in_matches_eager_in_the_triton_interpreter():
-    environment = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(
-        [str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETER_SCRIPT], env=environment, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["used"] == ["rms_norm"] and result["reasons"]["rms_norm"].startswith("forced")
-    assert result["ok"] and result["first_divergence"] is None and len(result["gaps"]) == 6, result["summary"]
-    assert 0 < max(result["gaps"]) < 1e-4 * max(result["scales"])   # a different kernel: not bit-identical
-
-
-_LINEAR_SCRIPT = r"""
-import json, torch
+import json, sys, torch
 from hello_gpu.models.backends import make_runner
 from hello_gpu.models.llama import CONFIGS, build_model
 from hello_gpu.models.logits import compare_greedy
 from hello_gpu.ops import linear_rung
-model = build_model(CONFIGS["tiny"], dtype=torch.float32, seed=8)
-prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (2, 5), generator=torch.Generator().manual_seed(9))
+name, seed = sys.argv[1], int(sys.argv[2])
+model = build_model(CONFIGS["tiny"], dtype=torch.float32, seed=seed)
+prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (2, 5), generator=torch.Generator().manual_seed(seed + 1))
 eager = make_runner(model, "eager", batch=2, max_seq=11)
-ours = make_runner(model, "hello-gpu", batch=2, max_seq=11, force=["linear"])
+ours = make_runner(model, "hello-gpu", batch=2, max_seq=11, force=[name])
 result = compare_greedy(eager, ours, prompt, 6)
 rung = linear_rung(torch.zeros(2, 1, 48), torch.zeros(80, 48))
-print(json.dumps({"used": ours.used(), "reasons": {c.name: c.reason for c in ours.choices}, "rung": rung,
+print(json.dumps({"used": ours.used(), "reasons": {c.name: c.reason for c in ours.choices}, "linear_rung": rung,
                   **result.to_dict()}))
 """
 
 
 @pytest.mark.skipif(gpu_vendor() is not None, reason="the interpreter tier; the GPU tier compares on the GPU")
-def test_the_linear_kernel_swapped_in_matches_eager_in_the_triton_interpreter():
-    """Every decode projection (and the 10-row prefill of 2 x 5 tokens) through ops.linear's GEMV rung."""
+@pytest.mark.parametrize("name,seed", [("rms_norm", 6), ("linear", 8)])
+def test_a_kernel_swapped_in_matches_eager_in_the_triton_interpreter(name, seed):
+    """rms_norm: every norm; linear: every decode projection (and the 10-row prefill of 2 x 5 tokens)
+    through ops.linear's GEMV rung. A child process: the interpreter is chosen when Triton is imported."""
     environment = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(
         [str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _LINEAR_SCRIPT], env=environment, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", _INTERPRETER_SCRIPT, name, str(seed)], env=environment,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["used"] == ["linear"] and result["reasons"]["linear"].startswith("forced"), result["reasons"]
-    assert result["rung"] == "linear/t02_streaming_gemv"
+    assert result["used"] == [name] and result["reasons"][name].startswith("forced"), result["reasons"]
+    assert result["linear_rung"] == "linear/t02_streaming_gemv"
     assert result["ok"] and result["first_divergence"] is None and len(result["gaps"]) == 6, result["summary"]
-    assert 0 < max(result["gaps"]) < 1e-4 * max(result["scales"])   # another summation order: not bit-identical
+    assert 0 < max(result["gaps"]) < 1e-4 * max(result["scales"])   # a different kernel: not bit-identical
 
 
 # ------------------------------------------------------------------------------------------ GPU tier
@@ -275,7 +251,7 @@ def test_backends_match_eager_through_a_256_token_greedy_decode_in_bf16(backend)
                            generator=torch.Generator(device="cuda").manual_seed(1))
     eager = make_runner(model, "eager", batch=1, max_seq=512 + 256)
     other = make_runner(model, backend, batch=1, max_seq=512 + 256,
-                        force=["rms_norm", "linear", "rope", "swiglu"] if backend == "hello-gpu" else ())
+                        force=["rms_norm", "add_rms_norm", "linear", "rope", "swiglu"] if backend == "hello-gpu" else ())
     result = compare_greedy(eager, other, prompt, 256)
     assert result.rtol == LOGIT_RTOL[torch.bfloat16]
     assert result.ok, result.summary()
@@ -289,7 +265,7 @@ def test_the_hello_gpu_backend_decides_each_written_kernel_by_a_measurement_on_t
     model = build_model("8b", device="cuda", dtype=torch.bfloat16, seed=0)
     runner = make_runner(model, "hello-gpu", batch=1, max_seq=64)
     written = [c for c in runner.choices if REPLACEMENTS[c.name].load is not None]
-    assert {"rms_norm", "rope", "swiglu", "linear"} <= {c.name for c in written}
+    assert {"rms_norm", "add_rms_norm", "rope", "swiglu", "linear"} <= {c.name for c in written}
     for choice in written:
         assert choice.speedup is not None and choice.ci95 is not None, choice
         assert choice.used == choice.reason.startswith("faster"), choice

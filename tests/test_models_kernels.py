@@ -93,7 +93,7 @@ def test_a_rope_that_swaps_q_and_k_is_refused_by_the_check():
     replacement = REPLACEMENTS["rope"]
     problem = check_replacement(replacement, lambda q, k, cos, sin: rope_kernel(q, k, cos, sin)[::-1],
                                 CONFIGS["tiny"], 2, torch.device(DEVICE), torch.float32)
-    assert problem.startswith("result 0: returned"), problem
+    assert problem.startswith("output 0: returned"), problem
 
 
 def test_a_greedy_decode_with_both_kernels_forced_in_gives_eagers_logits():

@@ -81,8 +81,9 @@ class LadderMap:
 LADDERS: dict[str, LadderMap] = {
     "rms_norm": LadderMap("rms_norm", "rms_norm", "the whole operation"),
     # The backend swaps the rms_norm kernel in for the norm after the add (models.backends.ops_with).
-    "add_rms_norm": LadderMap("rms_norm", "rms_norm", "the RMSNorm after the add; the residual add stays a torch "
-                                                      "add (no fused add + RMSNorm rung yet)"),
+    "add_rms_norm": LadderMap("rms_norm", "rms_norm", "the RMSNorm after the add, with the residual add a torch "
+                                                      "add, where the backend's fused add + RMSNorm kernel is not "
+                                                      "swapped in (where it is, it does both)"),
 }
 
 

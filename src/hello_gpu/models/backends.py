@@ -11,9 +11,10 @@ The hello-gpu backend's replacements are a registry (:data:`REPLACEMENTS`, :func
 one per operation of :class:`~hello_gpu.models.llama.ModelOps` we mean to write a kernel for: RMSNorm,
 RMSNorm fused with the residual add, RoPE, SwiGLU, the decode GEMV (every projection), attention, sampling.
 Where the kernel exists, ``load`` returns it; where it does not yet, ``missing`` says what it waits for.
-Wired: RMSNorm (``hello_gpu.ops.rms_norm``), RoPE and SwiGLU (the model's own Triton kernels,
-``rope_kernel``, ``swiglu_kernel``) and every projection's decode GEMV (``hello_gpu.ops.linear``, checked and
-timed at each projection shape of the model: ``Replacement.cases``). Attention is refused
+Wired: RMSNorm (``hello_gpu.ops.rms_norm``), the residual add fused into it (a Triton kernel of
+:mod:`.add_rms_norm_kernel`), RoPE and SwiGLU (the model's own Triton kernels, :mod:`.rope_kernel`,
+:mod:`.swiglu_kernel`) and every projection's decode GEMV (``hello_gpu.ops.linear``, checked and timed at
+each projection shape of the model: ``Replacement.cases``). Attention is refused
 with its reason: ``hello_gpu.ops.attention`` cannot read the model's KV cache without copying it.
 
 The rule: **a kernel we do not beat is not swapped in, and the report says which were used.**
@@ -146,6 +147,25 @@ register_replacement(Replacement(
     load=_hello_gpu_swiglu, example=_swiglu_example, tolerance=ROUNDED_ONCE_TOLERANCE))
 
 
+def _hello_gpu_add_rms_norm() -> Callable:
+    from .add_rms_norm_kernel import add_rms_norm      # imports Triton only when asked for
+    return add_rms_norm
+
+
+def _add_norm_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+    generator = torch.Generator(device=device).manual_seed(0)
+    residual, delta = (torch.randn(batch, 1, config.hidden_size, device=device, dtype=dtype, generator=generator)
+                       for _ in range(2))
+    weight = 1 + 0.1 * torch.randn(config.hidden_size, device=device, dtype=dtype, generator=generator)
+    return residual, delta, weight, config.rms_norm_eps
+
+
+register_replacement(Replacement(
+    "add_rms_norm", "the residual add fused into the RMSNorm after it, one Triton kernel "
+                    "(hello_gpu.models.add_rms_norm_kernel)",
+    load=_hello_gpu_add_rms_norm, example=_add_norm_example, tolerance=NORM_TOLERANCE))
+
+
 # region linear-replacement
 def _hello_gpu_linear() -> Callable:
     """F.linear by hello_gpu.ops.linear for the decode rows, F.linear itself for prefill.
@@ -217,8 +237,6 @@ register_replacement(Replacement(
 # endregion linear-replacement
 # The operations with no kernel yet, and what each waits for.
 NOT_WRITTEN = {
-    "add_rms_norm": ("the residual add fused into the RMSNorm that follows it (one pass over the row)",
-                     "no fused add + RMSNorm rung yet; with the rms_norm kernel swapped in, the add stays a torch add"),
     # Not wired, on purpose: hello_gpu.ops.attention takes k and v of exactly the keys to attend to,
     # contiguous (its rungs index a key row as (b * H_kv + h) * S_kv + j, with S_kv a host integer), and
     # no mask. The model's cache is (B, H_kv, max_seq, D) with the filled length a device tensor that
@@ -283,11 +301,11 @@ def _check_case(replacement: Replacement, function: Callable, arguments: tuple, 
         got = function(*arguments)
     rtol, atol = (replacement.tolerance_of(arguments, dtype) if replacement.tolerance_of is not None
                   else replacement.tolerance.get(dtype, (1e-5, 1e-7)))
-    several = isinstance(expected, tuple)           # RoPE returns q and k: each is checked
+    several = isinstance(expected, tuple)           # RoPE (q, k), add_rms_norm (sum, norm): each checked
     if several != isinstance(got, tuple) or (several and len(got) != len(expected)):
         return f"returned {type(got).__name__} where the eager operation returns {type(expected).__name__}"
     for index, (one, reference) in enumerate(zip(got, expected) if several else [(got, expected)]):
-        which = f"result {index}: " if several else ""
+        which = f"output {index}: " if several else ""
         if one.shape != reference.shape or one.dtype != dtype:
             return f"{which}returned {tuple(one.shape)} {one.dtype}; expected {tuple(reference.shape)} {dtype}"
         error = (one.double() - reference).abs()
@@ -369,7 +387,7 @@ def _timed_decision(replacement, function, config, batch, device, dtype, timer):
 def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS,
              replacements: dict[str, Replacement] | None = None) -> ModelOps:
     """``base`` with every used replacement (of ``replacements``, default the registry) swapped in. With
-    the rms_norm kernel in and no fused add + norm kernel, the add stays a torch add and the norm after
+    the rms_norm kernel in and the fused add + norm kernel not used, the add stays a torch add and the norm after
     it is the kernel."""
     replacements = REPLACEMENTS if replacements is None else replacements
     chosen = {c.name: replacements[c.name].load() for c in choices if c.used}
