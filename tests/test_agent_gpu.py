@@ -537,8 +537,9 @@ def test_a_halved_device_clock_is_caught_by_the_parents_clock():
 
 
 def test_timed_outputs_are_checked_on_the_device():
-    """t80 skips tiles only when a timer is its caller: the parent's random check of timed outputs sees it."""
-    result = tools.bench(cheat_candidate(CHEATS / "t80_walks_the_stack.py"), triton_task(), max_seconds=1.0,
+    """t101 skips tiles only once it is called back to back, as a timed batch calls it: the parent's random check
+    of timed outputs sees it."""
+    result = tools.bench(cheat_candidate(CHEATS / "t101_skips_in_a_rush.py"), triton_task(), max_seconds=1.0,
                          timeout_s=CHECK_TIMEOUT_S)
     assert result.ok, everything_said(result)
     assert result.suspect and "timed output wrong" in result.suspect, result.suspect
@@ -762,6 +763,19 @@ def test_checked_profiled_and_timed_calls_begin_alike_on_the_device():
     assert first["stream busy"] is True and first["pre-run hooks"] >= 1, first
     assert all(seen == first for calls in found.values() for seen in calls), found
     assert answers["time"]["launches"] == [1, 1, 1] and answers["time"]["off_stream"] == [], answers["time"]
+
+
+def test_checked_profiled_and_timed_calls_read_the_same_callers_on_the_device():
+    """tests/test_agent_anticheat.py's TELLING_OBSERVER on the device: the file and line of every frame above run()
+    (warnings.warn's stacklevel, no audit event) read the same in checked, profiled and timed calls, all made by
+    Worker._calls; in this process, and in the child as the agent runs it (tools.check, tools.bench)."""
+    from test_agent_anticheat import (TELLING_OBSERVER, assert_the_same_callers, callers_printed_in_the_child,
+                                      observations_by_request)
+    found, answers = observations_by_request("cuda", n=2**20, observer=TELLING_OBSERVER)
+    seen = {tuple(call["callers"]) for calls in found.values() for call in calls}
+    assert len(seen) == 1 and len(next(iter(seen))) == 7, found
+    assert answers["time"]["launches"] == [1, 1, 1] and answers["time"]["clock"] == "device-events", answers["time"]
+    assert_the_same_callers(callers_printed_in_the_child(triton_task(), timeout_s=CHECK_TIMEOUT_S, max_seconds=1.0))
 
 
 # A spin left on a side stream as each call returns (t53), meant to keep the GPU busy while the baseline is timed in its
