@@ -1121,6 +1121,17 @@ def test_work_left_running_past_a_timed_call_is_named(case, seed):
     assert left_running_problems(_left_running(seed, 400, lambda index: 3e-5), 1e-3)[1], "a floor past its bound"
 
 
+def test_every_cheating_candidate_has_a_header_the_framework_reads():
+    """Each candidate under tests/agent_cheats/ is loaded as a rung (sandbox.materialize -> parse_header), so a prose
+    line of its header that begins ``word:`` is read as a key and an unknown one ends the step before anything is
+    checked: t53's wrapped "timed: its kernels ..." crashed both device-hog tests of the H100 run (session 12)."""
+    paths = sorted(path for path in CHEATS.iterdir()
+                   if path.suffix == ".hip" or (path.suffix == ".py" and not path.with_suffix(".hip").is_file()))
+    assert len(paths) >= 40, [path.name for path in paths]
+    for path in paths:
+        assert parse_header(path).parent, path.name
+
+
 def test_the_cheats_that_leave_work_running_pass_the_source_scan():
     """v55 (an eighth on a side stream through our runtime, except while profiled), t53 (a spin left on a side
     stream) and t54 (a CUDA context of its own) name nothing the scan can read (computed names: hints only), and
