@@ -1132,6 +1132,44 @@ def test_every_cheating_candidate_has_a_header_the_framework_reads():
         assert parse_header(path).parent, path.name
 
 
+# What hello_gpu.Kernel calls at a HIP rung's first planned call, then the thread census as the child reports it.
+BUILD_THEN_CENSUS = (
+    "import json, os\n"
+    "from hello_gpu.agent import worker\n"
+    "from hello_gpu.runtime import compiled_replay\n"
+    "{prepare}"
+    "watch = worker.TamperWatch()\n"
+    "os.environ['HG_COMPILED_REPLAY'] = '1'\n"
+    "compiled_replay.start()\n"
+    "print(json.dumps({{'threads': watch.report()['threads_running'], 'status': compiled_replay.status()}}), "
+    "flush=True)\n"
+    "os._exit(0)\n")
+
+
+def test_the_harness_starts_no_thread_the_census_would_blame_on_the_candidate(tmp_path):
+    """The honest v01 failed its check on the H100 (session 12): "1 thread(s) started during the check and still
+    running". The thread was the harness's: hello_gpu.Kernel starts the compiled replay's build in the background
+    at a HIP rung's first call, inside the candidate's call, and the census counts every thread started after the
+    watch was made. Shown here in a fresh process (the build is left to die with it); the worker turns the build off
+    before any candidate code runs (keep_builds_off), so nothing starts it later, whatever the environment says."""
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY / "src"), "HG_CACHE_DIR": str(tmp_path)}
+    environment.pop("HG_COMPILED_REPLAY", None)
+    found = {}
+    for name, prepare in (("as it was", ""), ("in the worker", "worker.keep_builds_off()\n")):
+        child = subprocess.run([sys.executable, "-c", BUILD_THEN_CENSUS.format(prepare=prepare)], capture_output=True,
+                               text=True, env=environment, timeout=120, check=True)
+        found[name] = json.loads(child.stdout.strip().splitlines()[-1])
+    assert found["as it was"] == {"threads": 1, "status": "building"}, found
+    assert found["in the worker"]["threads"] == 0 and found["in the worker"]["status"].startswith("off"), found
+    # A thread the candidate starts is still counted: the census itself is unchanged.
+    script = ("import json, threading\nfrom hello_gpu.agent import worker\nworker.keep_builds_off()\n"
+              "watch = worker.TamperWatch()\ngate = threading.Event()\nthreading.Thread(target=gate.wait).start()\n"
+              "print(json.dumps(watch.report()['threads_running']))\ngate.set()\n")
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                           timeout=120, check=True)
+    assert json.loads(child.stdout.strip().splitlines()[-1]) == 1
+
+
 def test_the_cheats_that_leave_work_running_pass_the_source_scan():
     """v55 (an eighth on a side stream through our runtime, except while profiled), t53 (a spin left on a side
     stream) and t54 (a CUDA context of its own) name nothing the scan can read (computed names: hints only), and

@@ -1241,6 +1241,20 @@ class Worker:
                 return
 
 
+def keep_builds_off() -> None:
+    """No thread of the harness's own in the candidate's process (its thread census counts every thread started
+    after the watch is made, TamperWatch.report). The compiled replay's C++ extension (runtime.compiled_replay) is
+    built in a background thread ("hello-gpu compiled replay", 30-60 s of compiling) that hello_gpu.Kernel starts at
+    a HIP rung's first call: in the child that is inside the candidate's call, and the census named it as the
+    candidate's ("1 thread(s) started during the check and still running" for the honest v01 on the H100, session
+    12), while it compiled beside the timed calls. Turned off here, before any candidate code runs: the status is
+    then "off", so no later start() makes the thread whatever the environment says by then, and a HIP rung's calls
+    key their plans in Python (host time only; device events time the same kernels)."""
+    from ..runtime import compiled_replay
+    os.environ["HG_COMPILED_REPLAY"] = "0"
+    compiled_replay.start()
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     channel = int(arguments[0])
@@ -1262,6 +1276,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..profile import rung_profile as _rung_profile  # noqa: F401
     from . import anticheat as _anticheat  # noqa: F401
     from . import sandbox as _sandbox  # noqa: F401
+    keep_builds_off()
     watched = {channel: "the socket to the parent", **({evidence: "the evidence pipe"} if evidence is not None else {})}
     watch = TamperWatch(evidence, watched, invoke_code=Worker._invoke.__code__, serve_code=Worker.serve.__code__)
     aten = aten_watch()
