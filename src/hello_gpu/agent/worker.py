@@ -737,32 +737,47 @@ class ContextDrain:
     never joined, a CUDA graph replayed there, a kernel launched through our runtime or cuda-python with a stream
     of its own, a spin left to hog the device) runs after the end event, beside the next call's L2 flush, in no
     call's time: a falsely fast verdict, whatever path launched it (the per-launch stream record sees Triton's JIT
-    only). So after each timed call, on a stream of the harness's own (non-blocking: nothing else waits for it):
+    only). So after each timed call, in this order:
 
-    - ``reference``: recorded once the call's end event has fired (a wait on it): the end, as this stream sees it;
-    - a context event (``cuCtxRecordEvent``: all the work of the primary context queued so far, on every stream,
-      green contexts included, captured in one event), waited for, then ``drained`` recorded.
+    - ``captured``: a context event (``cuCtxRecordEvent``: all the work of the primary context queued so far, on
+      every stream, green contexts included, in one event);
+    - on a stream of the harness's own (``stream``): a wait for ``captured``, then ``drained`` recorded;
+    - on a second one (``ends``): a wait for the call's end event, then ``reference`` recorded.
 
-    ``reference`` to ``drained`` is how long the context's work went on after the end event (~0 when the call
-    left nothing running: both follow the same kind of wait on the same stream). Host work after the end event
-    only: no call's events move (what an honest call is timed at is unchanged). What it cannot see: another CUDA
-    context (its creation is guarded: GUARDED_FUNCTIONS), another device, another process (audited).
-    Made in Worker._ready_device, before any candidate code runs; where the driver cannot record a context
-    event it is not made, and the time answers say so (``left_running_unseen``)."""
+    ``reference`` to ``drained`` is how long the context's work went on after the end event. Host work after the end
+    event only: no call's events move. Both streams are non-blocking (nothing else waits for them). The order is what
+    makes an honest call read ~0 (the H100, session 12, read 3-14 us for honest kernels with ``reference`` queued
+    first, on the same stream, and the context event after it):
+
+    - where the device is idle as they are queued (a call whose host time outlasts its kernels), each record fires
+      when the host queues it, so the reading is host time between the two: queued ``drained`` first, host time
+      (the cuda-python call, a garbage collection) only lowers it, and what is read is work still running when the
+      host got there, which an honest call never leaves; queued after, it read as work left running;
+    - the context event holds neither measuring record (it held ``reference``, so ``drained`` came a whole chain
+      after it): with nothing left running the two ends differ by what a context event takes to complete beyond
+      an ordinary event, which the probes' marks measure behind a spin, as a busy device reads it
+      (Worker._time_plan), and the parent subtracts (session.left_running_problems).
+
+    What it cannot see: another CUDA context (its creation is guarded: GUARDED_FUNCTIONS), another device, another
+    process (audited). Made in Worker._ready_device, before any candidate code runs; where the driver cannot record
+    a context event it is not made, and the time answers say so (``left_running_unseen``)."""
 
     def __init__(self):
         import torch
         from cuda.bindings import driver
         error, context = driver.cuCtxGetCurrent()
         _driver_ok(error, "cuCtxGetCurrent")
-        error, raw = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value)
-        _driver_ok(error, "cuStreamCreate")
-        self.raw_stream, self.context = raw, context
-        self.stream = torch.cuda.ExternalStream(int(raw))
+        raws = []
+        for _ in range(2):
+            error, raw = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value)
+            _driver_ok(error, "cuStreamCreate")
+            raws.append(raw)
+        self.raw_streams, self.context = raws, context
+        self.stream, self.ends = (torch.cuda.ExternalStream(int(raw)) for raw in raws)
         self.record_context, self.event_of = driver.cuCtxRecordEvent, driver.CUevent
         self.slots: list[tuple] = []
         self.after(0, torch.cuda.Event(enable_timing=True))   # once now: a driver without it fails here
-        self.stream.synchronize()
+        torch.cuda.synchronize()
 
     def _slot(self, index: int) -> tuple:
         import torch
@@ -775,17 +790,27 @@ class ContextDrain:
     def after(self, index: int, end) -> None:
         """Queue the measurement of call ``index``, whose end event ``end`` was just recorded."""
         captured, reference, drained = self._slot(index)
-        self.stream.wait_event(end)
-        reference.record(self.stream)
         (error,) = self.record_context(self.context, self.event_of(captured.cuda_event))
         _driver_ok(error, "cuCtxRecordEvent")
         self.stream.wait_event(captured)
         drained.record(self.stream)
+        self.ends.wait_event(end)
+        reference.record(self.ends)
 
     def left_running_s(self, index: int) -> float:
         """Seconds call ``index``'s work ran past its end event (after the device synchronised)."""
         _, reference, drained = self.slots[index]
         return max(0.0, reference.elapsed_time(drained) / 1e3)
+
+
+def mark_spin_cycles(hold_s: float, marks: int) -> int:
+    """The spin before each of a probe's ``marks`` marks: HOLD_CYCLES_PER_CALL (~50 us at 2 GHz, longer than the host
+    takes to queue a mark and its measurement), or less, so that all of them take at most half of ``hold_s``."""
+    from ..bench.timing import HOLD_CYCLES_PER_CALL, HOLD_MICROSECONDS_PER_CALL
+    if marks <= 0:
+        return 0
+    per_second = HOLD_CYCLES_PER_CALL / (HOLD_MICROSECONDS_PER_CALL * 1e-6)
+    return int(min(HOLD_CYCLES_PER_CALL, hold_s / 2 / marks * per_second))
 
 
 def _driver_ok(error, what: str) -> None:
@@ -1121,15 +1146,22 @@ class Worker:
             while len(pool) < 2 + 2 * pairs:
                 pool.append(torch.cuda.Event(enable_timing=True) if gpu else WallEvent())
             events.extend((pool[2 + 2 * index], pool[3 + 2 * index]) for index in range(pairs))
-            began = time.perf_counter()
-            while time.perf_counter() - began < hold:
-                pass
             if not calls:
+                # Each mark behind a spin of its own on the timed stream (with the context event, below), so that the
+                # context event measures with nothing left running as it does after an honest call: on a busy device,
+                # the previous mark's measurement over by then. The spins fit in half the hold (the device's time
+                # stays inside the host's: the probe's interval, which the batch floor is, is unchanged).
+                spin = mark_spin_cycles(hold, marks) if drain is not None else 0
                 for index, (start, end) in enumerate(events):
+                    if spin:
+                        torch.cuda._sleep(spin)      # noqa: SLF001 - torch's own spin kernel
                     start.record(timed)
                     end.record(timed)
                     if drain is not None:
                         drain.after(index, end)      # a mark costs what a call costs after its end event
+            began = time.perf_counter()
+            while time.perf_counter() - began < hold:
+                pass
             yield
             finish.record(timed)
             if gpu:
