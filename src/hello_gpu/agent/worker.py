@@ -96,6 +96,8 @@ RECORDED_EVENTS = 40                         # evidence kept per kind: enough to
 PROBE_HOLD_MAX_S = 0.05                      # the longest a probe (a "time" request without calls) holds its span
 PROBE_MARKS_MAX = 4096                       # the most empty (start, end) marks a probe records: a batch's calls
 OTHER_CONTEXT = "another CUDA context"
+CALL_HOLD_CYCLES = 10**6                     # ~0.5 ms at 2 GHz: the spin before a flush queued on an idle stream,
+                                             # longer than the host's way from the flush to the candidate's first line
 # Functions a candidate could use unseen (Python 3.11 raises no audit event for them), wrapped before it is
 # imported wherever a module holds them; the kind of evidence each use is. The descriptor functions are
 # evidence only on the child's watched descriptors (the evidence pipe, the socket to the parent).
@@ -975,11 +977,23 @@ class Worker:
 
     def _prepare_call(self, flush: bool = True) -> None:
         """What comes just before every call of the candidate: the timed stream made current (a stream a call
-        left current is not the caller's), then the L2 flush queued on it (``flush``: not in the warm batch)."""
+        left current is not the caller's), then the L2 flush queued on it (``flush``: not in the warm batch),
+        behind a spin of CALL_HOLD_CYCLES where the stream was idle.
+
+        The spin: a timed call after the first of its batch finds its stream busy with the calls queued before it
+        whatever the host does, but a checked or profiled call (the parent and the child synchronise around each)
+        and a batch's first call find only the flush: a race between the flush (256 MiB, ~80 us) and the host's way
+        from it to the call's first line (the audit hook, the profiler's ranges). On the H100 (session 12) checked
+        calls read their stream idle, and FLUSH_HIDING (tests/test_agent_gpu.py), which hides an eighth of its work
+        only where its stream is busy, passed its check while its timed calls were caught. Behind the spin (~0.5 ms)
+        every call's stream is busy as it begins, as in a queued batch. Outside every call's events (a batch's first
+        call: inside its span, where the parent's clock sees it too); a profiled call's spin is in its flush range."""
         if self.timed_stream is not None:
             import torch
             torch.cuda.set_stream(self.timed_stream)
         if flush and self.flush is not None:
+            if self.timed_stream.query():
+                torch.cuda._sleep(CALL_HOLD_CYCLES)   # noqa: SLF001 - torch's own spin kernel
             self.flush()
 
     def _counted(self):
