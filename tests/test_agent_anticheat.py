@@ -1170,6 +1170,20 @@ def test_the_harness_starts_no_thread_the_census_would_blame_on_the_candidate(tm
     assert json.loads(child.stdout.strip().splitlines()[-1]) == 1
 
 
+def test_the_probes_spins_end_within_their_hold():
+    """The probes' marks each wait behind a spin (worker.mark_spin_cycles), so that the context event reads them as it
+    reads an honest call on a busy device. The spins must end within the probe's own host time even at a 1.5 GHz
+    clock (else the probe's interval, the batch floor, grows), and each must outlast the ~25 us the host takes to
+    queue a mark and its measurement where a batch has 64 calls of 4 ms in all."""
+    from hello_gpu.agent.worker import mark_spin_cycles
+    for hold in (1e-3, 4e-3, 1e-2):
+        for marks in (1, 8, 64):
+            cycles = mark_spin_cycles(hold, marks)
+            assert 0 < cycles <= 2 * 10**5 and cycles * marks / 1.5e9 <= hold, (hold, marks, cycles)
+    assert mark_spin_cycles(4e-3, 64) / 2e9 > 25e-6
+    assert mark_spin_cycles(0.0, 8) == 0 and mark_spin_cycles(4e-3, 0) == 0
+
+
 def test_the_cheats_that_leave_work_running_pass_the_source_scan():
     """v55 (an eighth on a side stream through our runtime, except while profiled), t53 (a spin left on a side
     stream) and t54 (a CUDA context of its own) name nothing the scan can read (computed names: hints only), and

@@ -806,13 +806,16 @@ class ContextDrain:
 
 
 def mark_spin_cycles(hold_s: float, marks: int) -> int:
-    """The spin before each of a probe's ``marks`` marks: HOLD_CYCLES_PER_CALL (~50 us at 2 GHz, longer than the host
-    takes to queue a mark and its measurement), or less, so that all of them take at most half of ``hold_s``."""
+    """The spin before each of a probe's ``marks`` marks: the longest that lets all of them end within the probe's own
+    host time (the marks are queued first, then the host holds ``hold_s``: spins of 3/4 of it at 2 GHz still end in
+    it at 1.5 GHz), at most 2 x HOLD_CYCLES_PER_CALL (~100 us). Longer than the host takes to queue a mark and its
+    measurement (a spin, four records, three waits and a context event: ~25 us), so the device is still busy with
+    it when the measurement is queued: ~47 us a mark at 64 marks and a 4 ms hold (a counted batch's length)."""
     from ..bench.timing import HOLD_CYCLES_PER_CALL, HOLD_MICROSECONDS_PER_CALL
     if marks <= 0:
         return 0
     per_second = HOLD_CYCLES_PER_CALL / (HOLD_MICROSECONDS_PER_CALL * 1e-6)
-    return int(min(HOLD_CYCLES_PER_CALL, hold_s / 2 / marks * per_second))
+    return int(min(2 * HOLD_CYCLES_PER_CALL, 0.75 * hold_s / marks * per_second))
 
 
 def _driver_ok(error, what: str) -> None:
@@ -992,7 +995,7 @@ class Worker:
             import torch
             torch.cuda.set_stream(self.timed_stream)
         if flush and self.flush is not None:
-            if self.timed_stream.query():
+            if self.timed_stream is not None and self.timed_stream.query():
                 torch.cuda._sleep(CALL_HOLD_CYCLES)   # noqa: SLF001 - torch's own spin kernel
             self.flush()
 
@@ -1163,8 +1166,8 @@ class Worker:
             if not calls:
                 # Each mark behind a spin of its own on the timed stream (with the context event, below), so that the
                 # context event measures with nothing left running as it does after an honest call: on a busy device,
-                # the previous mark's measurement over by then. The spins fit in half the hold (the device's time
-                # stays inside the host's: the probe's interval, which the batch floor is, is unchanged).
+                # the previous mark's measurement over by then. The spins end within the hold (the device's time stays
+                # inside the host's: the probe's interval, from which the batch floor comes, is unchanged).
                 spin = mark_spin_cycles(hold, marks) if drain is not None else 0
                 for index, (start, end) in enumerate(events):
                     if spin:
