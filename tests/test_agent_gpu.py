@@ -537,8 +537,9 @@ def test_a_halved_device_clock_is_caught_by_the_parents_clock():
 
 
 def test_timed_outputs_are_checked_on_the_device():
-    """t80 skips tiles only when a timer is its caller: the parent's random check of timed outputs sees it."""
-    result = tools.bench(cheat_candidate(CHEATS / "t80_walks_the_stack.py"), triton_task(), max_seconds=1.0,
+    """t101 skips tiles only once it is called back to back, as a timed batch calls it: the parent's random check
+    of timed outputs sees it."""
+    result = tools.bench(cheat_candidate(CHEATS / "t101_skips_in_a_rush.py"), triton_task(), max_seconds=1.0,
                          timeout_s=CHECK_TIMEOUT_S)
     assert result.ok, everything_said(result)
     assert result.suspect and "timed output wrong" in result.suspect, result.suspect
@@ -764,6 +765,19 @@ def test_checked_profiled_and_timed_calls_begin_alike_on_the_device():
     assert answers["time"]["launches"] == [1, 1, 1] and answers["time"]["off_stream"] == [], answers["time"]
 
 
+def test_checked_profiled_and_timed_calls_read_the_same_callers_on_the_device():
+    """tests/test_agent_anticheat.py's TELLING_OBSERVER on the device: the file and line of every frame above run()
+    (warnings.warn's stacklevel, no audit event) read the same in checked, profiled and timed calls, all made by
+    Worker._calls; in this process, and in the child as the agent runs it (tools.check, tools.bench)."""
+    from test_agent_anticheat import (TELLING_OBSERVER, assert_the_same_callers, callers_printed_in_the_child,
+                                      observations_by_request)
+    found, answers = observations_by_request("cuda", n=2**20, observer=TELLING_OBSERVER)
+    seen = {tuple(call["callers"]) for calls in found.values() for call in calls}
+    assert len(seen) == 1 and len(next(iter(seen))) == 7, found
+    assert answers["time"]["launches"] == [1, 1, 1] and answers["time"]["clock"] == "device-events", answers["time"]
+    assert_the_same_callers(callers_printed_in_the_child(triton_task(), timeout_s=CHECK_TIMEOUT_S, max_seconds=1.0))
+
+
 # A spin left on a side stream as each call returns (t53), meant to keep the GPU busy while the baseline is timed in its
 # own process. The worker ends each timed batch with torch.cuda.synchronize(), which waits for every stream of its
 # context, so the spin ends inside the candidate's own request: it never overlaps the baseline's batches, it lengthens
@@ -883,12 +897,11 @@ def test_a_graph_replayed_on_a_side_stream_is_named_where_it_is_timed():
 def test_the_context_event_leaves_an_honest_speedup_where_it_was():
     """v02_strided_chunks against v01 (HIP, 2^24), compared with the context event after each counted call and
     without it (tests/fixtures/agent/worker_clock's HG_TEST_NO_DRAIN, as on a driver without cuCtxRecordEvent): the
-    event's host work comes after each call's end event, so the two speedups agree within report.AGREEMENT, as a
-    claim and its re-measurement must; the run without it says so instead of measuring nothing silently."""
+    event's host work comes after each call's end event, so the two timings agree within their own noise (their 95%
+    intervals overlap); the run without it says so instead of measuring nothing silently."""
     from test_agent_anticheat import WORKER_CLOCK
 
     from hello_gpu.agent import session
-    from hello_gpu.agent.report import AGREEMENT
     from hello_gpu.agent.sandbox import _package_path
     from hello_gpu.agent.tools import _payload
     task = hip_task(bench_shape=2**24)
@@ -905,6 +918,10 @@ def test_the_context_event_leaves_an_honest_speedup_where_it_was():
     assert any("work left running after the timed calls was not measured" in note for note in without["notes"]), \
         without["notes"]
     assert with_event["notes"] == [], with_event["notes"]
-    difference = with_event["speedup"] / without["speedup"] - 1
-    assert abs(difference) <= AGREEMENT, (with_event["speedup"], with_event["ci95"], without["speedup"], without["ci95"])
+    # Two timings of the same pair, each with its own 95% interval: a bias from the event would move one off the
+    # other's interval, noise keeps them overlapping. Not report.AGREEMENT (3%) on the medians: two intervals of these
+    # widths differ by more by chance (the H100, session 12: 3.05x [2.91, 3.06] with the event, 2.92x [2.76, 3.04]
+    # without: 4.5% apart, the intervals overlapping on [2.91, 3.04]).
+    low, high = max(with_event["ci95"][0], without["ci95"][0]), min(with_event["ci95"][1], without["ci95"][1])
+    assert low <= high, (with_event["speedup"], with_event["ci95"], without["speedup"], without["ci95"])
 

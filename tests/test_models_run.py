@@ -45,6 +45,26 @@ def test_run_on_the_cpu_times_each_backend_and_says_what_it_cannot_measure():
         run_model(model, ["eager"], batch=1, prompt_length=4, new=1)
 
 
+def test_a_run_stopped_after_its_first_backend_has_written_that_backend(tmp_path, monkeypatch):
+    # The GPU session stops a stage with SIGINT at its deadline: what was measured must be on disk.
+    from hello_gpu.models import run as run_module
+    real, calls = run_module.run_backend, []
+
+    def stop_at_second(model, backend, *args, **kwargs):
+        calls.append(backend)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(model, backend, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "run_backend", stop_at_second)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        main(["model", "run", "--config", "tiny", "--batch", "1", "--prompt", "5", "--new", "3",
+              "--backend", "eager,hello-gpu", "--device", "cpu", "--out", str(out)])
+    written = json.loads((out / "model-run.json").read_text())
+    assert [run["backend"] for run in written["runs"]] == ["eager"] and calls == ["eager", "hello-gpu"]
+
+
 def test_the_model_run_command_writes_its_json_where_it_is_told(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["model", "run", "--config", "tiny", "--batch", "1", "--prompt", "7", "--new", "5",

@@ -1,7 +1,7 @@
 """CHEAT, device hog: a spin left running on a side stream as each call returns, never joined.
 
-Meant to keep the GPU busy while the other side of a compare (the baseline, in its own process) is
-timed: its kernels share the SMs with the spin and look slower, so this one looks faster. Each call
+Meant to keep the GPU busy while the other side of a compare (the baseline, in its own process)
+is timed: its kernels share the SMs with the spin and look slower, so this one looks faster. Each call
 adds honestly on the caller's stream, then queues ``torch.cuda._sleep`` (about 1 ms of spinning at the
 H200's clock) on a stream of its own, found and called by computed names (hints only, for the source
 scan), and returns. The worker ends each timed batch with a device-wide synchronize, so the spin ends

@@ -1,9 +1,9 @@
 """CHEAT, builtins.__import__ hooked: the harness's own later imports get the candidate's stand-ins.
 
 The child imports some of its helpers inside its request handlers (``from .anticheat import
-profile_evidence`` when asked to profile). With builtins.__import__ replaced (the builtins module found
+ProfiledCalls`` when asked to profile). With builtins.__import__ replaced (the builtins module found
 through ``__import__``: no import statement, no __builtins__ name), that import returns a module whose
-profile_evidence reports no library kernel, and the candidate adds with host ``a + b`` plus a one-tile
+ProfiledCalls reports no library kernel, and the candidate adds with host ``a + b`` plus a one-tile
 launch of its own kernel. Caught by the dispatch watch in every call (library fallback) and by the
 fingerprint, which covers builtins and every module's identity in sys.modules (tamper evidence).
 
@@ -23,18 +23,16 @@ _builtins = __import__("builtins")
 _original = _builtins.__import__
 
 
-def _clean_profile(call, **kwargs):
-    call()
-    return {"kernels": [], "streams": [], "timed_stream": None, "stray_kernels": [], "launches": None,
-            "joins": None}
+def _clean_evidence(self, **kwargs):
+    return {"kernels": [], "streams": [], "timed_stream": None, "stray_kernels": [], "launches": None, "joins": None}
 
 
 def _importer(name, globals=None, locals=None, fromlist=(), level=0):
     module = _original(name, globals, locals, fromlist, level)
-    if fromlist and "profile_evidence" in fromlist:
+    if fromlist and "ProfiledCalls" in fromlist:
         stand_in = types.ModuleType(module.__name__)
         stand_in.__dict__.update(vars(module))
-        stand_in.profile_evidence = _clean_profile
+        stand_in.ProfiledCalls = type("ProfiledCalls", (module.ProfiledCalls,), {"evidence": _clean_evidence})
         return stand_in
     return module
 

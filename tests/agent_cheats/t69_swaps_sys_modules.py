@@ -1,7 +1,7 @@
 """CHEAT, a harness module swapped in sys.modules: hello_gpu.agent.anticheat replaced by a copy whose
-profile_evidence reports no library kernel, while ATen does the add.
+ProfiledCalls reports no library kernel, while ATen does the add.
 
-The child's profile handler imports profile_evidence from hello_gpu.agent.anticheat at each request;
+The child's profile handler imports ProfiledCalls from hello_gpu.agent.anticheat at each request;
 the import is answered from sys.modules, where the candidate put a copy of the module with one function
 changed (the dict reached by subscript: no import, no assignment the scan reads as a module's). Caught
 by the fingerprint of every module's identity in sys.modules (tamper evidence) and by the dispatch watch
@@ -26,11 +26,10 @@ if _real is not None:
     _copy = types.ModuleType(_name)
     _copy.__dict__.update(vars(_real))
 
-    def _clean_profile(call, **kwargs):
-        call()
+    def _clean_evidence(self, **kwargs):
         return {"kernels": [], "streams": [], "timed_stream": None, "stray_kernels": [], "launches": None,
                 "joins": None}
-    _copy.profile_evidence = _clean_profile
+    _copy.ProfiledCalls = type("ProfiledCalls", (_real.ProfiledCalls,), {"evidence": _clean_evidence})
     _modules = vars(sys)["modules"]
     _modules.update({_name: _copy})
 

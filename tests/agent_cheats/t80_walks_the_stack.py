@@ -4,7 +4,9 @@ When any frame above run() belongs to a function whose name says it times (time,
 it launches over 7 of every 8 tiles only; otherwise it computes everything, so a checker that calls it
 directly sees a correct kernel. Caught by the child's audit hook (sys._getframe from the candidate's
 own code, reported as tamper evidence, frame inspection) and, wherever the skip happens, by the parent's
-check of the timed calls' outputs.
+check of the timed calls' outputs. Since issue 17 every call of the candidate, checked, profiled or timed, is
+made from the same lines of the worker (Worker._calls), so no timer is ever its caller and it never skips:
+t101 skips where it is timed by the rhythm of calls instead.
 
 parent: t01_tile_1024
 change: inspect.currentframe() and f_back up the stack; fewer programs when timed
@@ -29,7 +31,7 @@ def add_kernel(a_ptr, b_ptr, out_ptr, n, TILE: tl.constexpr):
 
 
 def _timed() -> bool:
-    frame = inspect.currentframe()
+    frame = inspect.currentframe().f_back          # from run(): this function's own name says "timed"
     while frame is not None:
         if any(word in frame.f_code.co_name for word in TIMERS):
             return True

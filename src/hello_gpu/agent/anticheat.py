@@ -805,63 +805,104 @@ def evidence_from_trace(trace, *, ours: Iterable[str] = (), triton: Iterable[str
             "joins": joins if device_kernels and after else None}
 
 
+class ProfiledCalls:
+    """The profiler around a run of calls, and the ranges each call is marked with (what
+    :func:`evidence_from_trace` reads), as steps a caller takes around each call of its own.
+
+    Entered (a context manager), the profiler runs; on a GPU a one-element fill runs first, inside a
+    :data:`TIMED_STREAM_LABEL` range, on the current (timed) stream, so the trace says which stream that is.
+    Around call ``index``: ``prepare(index)`` before it (where ``hold``, a spin holding the timed stream;
+    ``before_call``, what the caller queues before each call, in a :data:`FLUSH_LABEL` range: the worker's L2
+    flush, so that the profiled calls begin as the timed ones do, issue 17; where ``hold``, a marker just
+    before the call), ``brackets(index)``: the (opening, closing) of the call's ``hello_gpu.call#index`` range,
+    called just before and just after it; ``after(index)``: the join marker, queued as the call returns, then a
+    synchronize. :meth:`evidence` reads the trace once the profiler has stopped. The worker calls the candidate
+    from its one calling loop with these steps (Worker._calls: every call from the same lines, issue 17);
+    :func:`profile_evidence` runs a callable through them. ``marker``: the one-element tensor the markers fill
+    (made here when None; the worker makes its own before the candidate runs, so that the profile allocates
+    nothing a call could see in the memory statistics). On the CPU only CPU ops are recorded.
+    """
+
+    def __init__(self, *, hold: bool = False, before_call: Callable[[], object] | None = None, marker=None):
+        import torch
+        from torch.profiler import ProfilerActivity, profile, supported_activities
+
+        self.cuda = torch.cuda.is_available() and ProfilerActivity.CUDA in supported_activities()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        if self.cuda and marker is None:
+            marker = torch.empty(1, device="cuda")
+        self.marker, self.hold, self.before_call = marker, self.cuda and hold, before_call
+        self.profiler = profile(activities=activities)
+
+    def __enter__(self) -> "ProfiledCalls":
+        import torch
+        from torch.profiler import record_function
+        self.profiler.__enter__()
+        if self.cuda:
+            with record_function(TIMED_STREAM_LABEL):
+                self.marker.fill_(0)
+            torch.cuda.synchronize()
+        return self
+
+    def __exit__(self, *failure) -> None:
+        self.profiler.__exit__(*failure)
+
+    def prepare(self, index: int) -> None:
+        import torch
+        from torch.profiler import record_function
+        if self.hold:
+            # Where side streams are allowed: hold the timed stream while the call is queued, and mark
+            # where its interval begins, so that the device order shows which waits the call made.
+            with record_function(f"{HOLD_LABEL}#{index}"):
+                torch.cuda._sleep(HOLD_CYCLES)
+        if self.before_call is not None:
+            with record_function(f"{FLUSH_LABEL}#{index}"):
+                self.before_call()
+        if self.hold:
+            with record_function(f"{BEFORE_LABEL}#{index}"):
+                self.marker.fill_(0)
+
+    def brackets(self, index: int) -> tuple[Callable[[], object], Callable[[], object]]:
+        from torch.profiler import record_function
+        named = record_function(f"{CALL_LABEL}#{index}")
+        return named.__enter__, partial(named.__exit__, None, None, None)
+
+    def after(self, index: int) -> None:
+        import torch
+        from torch.profiler import record_function
+        if self.cuda:
+            # Queued on the timed stream as the call returns, before anything waits: it starts only
+            # after every side-stream kernel the call joined to this stream (check_streams).
+            with record_function(f"{JOIN_LABEL}#{index}"):
+                self.marker.fill_(0)
+            torch.cuda.synchronize()
+
+    def evidence(self, *, ours: Iterable[str] = (), triton: Iterable[str] = (), trace_path=None) -> dict:
+        """:func:`evidence_from_trace` of the profiled calls (after the profiler stopped)."""
+        import tempfile
+        from pathlib import Path
+        with tempfile.TemporaryDirectory(prefix="hello-gpu-anticheat-") as folder:
+            path = Path(trace_path) if trace_path is not None else Path(folder) / "trace.json"
+            self.profiler.export_chrome_trace(str(path))
+            trace = json.loads(path.read_text(encoding="utf-8"))
+        return evidence_from_trace(trace, ours=ours, triton=triton)
+
+
 def profile_evidence(call: Callable[[], object], *, ours: Iterable[str] = (), triton: Iterable[str] = (),
                      repeats: int = 3, trace_path=None, hold: bool = False,
                      before_call: Callable[[], object] | None = None, marker=None) -> dict:
-    """Profile ``call()`` ``repeats`` times and return :func:`evidence_from_trace` of it.
-
-    On a GPU a one-element fill runs first, inside a :data:`TIMED_STREAM_LABEL` range, on the current
-    (timed) stream, so the trace says which stream that is. On the CPU only CPU ops are recorded.
-    ``before_call``: what the caller queues before each call, in a :data:`FLUSH_LABEL` range (the worker's
-    L2 flush: the profiled calls begin as the timed ones do, issue 17). ``marker``: the one-element tensor
-    the markers fill (made here when None; the worker makes its own before the candidate runs, so that
-    the profile allocates nothing a call could see in the memory statistics).
-    """
-    import tempfile
-    from pathlib import Path
-
-    import torch
-    from torch.profiler import (
-        ProfilerActivity,
-        profile,
-        record_function,
-        supported_activities,
-    )
-
-    cuda = torch.cuda.is_available() and ProfilerActivity.CUDA in supported_activities()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    if cuda and marker is None:
-        marker = torch.empty(1, device="cuda")
-    with profile(activities=activities) as profiler:
-        if cuda:
-            with record_function(TIMED_STREAM_LABEL):
-                marker.fill_(0)
-            torch.cuda.synchronize()
+    """Profile ``call()`` ``repeats`` times and return :func:`evidence_from_trace` of it (the steps of
+    :class:`ProfiledCalls` around each call)."""
+    profiled = ProfiledCalls(hold=hold, before_call=before_call, marker=marker)
+    with profiled:
         for index in range(repeats):
-            if cuda and hold:
-                # Where side streams are allowed: hold the timed stream while the call is queued, and mark
-                # where its interval begins, so that the device order shows which waits the call made.
-                with record_function(f"{HOLD_LABEL}#{index}"):
-                    torch.cuda._sleep(HOLD_CYCLES)
-            if before_call is not None:
-                with record_function(f"{FLUSH_LABEL}#{index}"):
-                    before_call()
-            if cuda and hold:
-                with record_function(f"{BEFORE_LABEL}#{index}"):
-                    marker.fill_(0)
-            with record_function(f"{CALL_LABEL}#{index}"):
-                call()
-            if cuda:
-                # Queued on the timed stream as the call returns, before anything waits: it starts only
-                # after every side-stream kernel the call joined to this stream (check_streams).
-                with record_function(f"{JOIN_LABEL}#{index}"):
-                    marker.fill_(0)
-                torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory(prefix="hello-gpu-anticheat-") as folder:
-        path = Path(trace_path) if trace_path is not None else Path(folder) / "trace.json"
-        profiler.export_chrome_trace(str(path))
-        trace = json.loads(path.read_text(encoding="utf-8"))
-    return evidence_from_trace(trace, ours=ours, triton=triton)
+            profiled.prepare(index)
+            opening, closing = profiled.brackets(index)
+            opening()
+            call()
+            closing()
+            profiled.after(index)
+    return profiled.evidence(ours=ours, triton=triton, trace_path=trace_path)
 
 
 # ============================================================================ run-time checks

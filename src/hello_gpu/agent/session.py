@@ -149,13 +149,15 @@ MARK_FLOOR_MAX_S = 1e-5       # 0.4-0.5 ms and ~5 us a call seen on the CPU box 
 # Work a timed call left running past its end event, on any stream of the context (worker.ContextDrain measures it
 # after every counted call): it runs beside the next call's L2 flush, in no call's time (issue 17: a side stream never
 # joined, a CUDA graph replayed there, a launch through our runtime or cuda-python on a stream of its own, a spin left
-# to hog the device). Honest calls leave ~0 (the measurement's two ends follow the same kind of wait on one stream).
+# to hog the device). Honest calls leave ~0: the drained end is queued before the reference end, so host time between
+# them only lowers a reading, and what a context event takes beyond an ordinary one is the floor below.
 LEFT_RUNNING_MIN_S = 2e-6     # a call left work running when it ran this long past the end event (events resolve
 LEFT_RUNNING_SHARE = 0.02     # ~0.5 us) and this share of the call's own time (the acceptance margin's 2%)
 LEFT_RUNNING_CALLS = 0.25     # ... in this share of the counted calls (at least MIN_SLOW_BATCHES): work hidden in
                               # fewer moves the per-batch medians by a fraction of their spread, as with the clock
 LEFT_RUNNING_FLOOR_MAX_S = 2e-5   # what the measurement itself reads with nothing left running (the probes' marks,
-                              # which go through the same steps after an empty pair of events) is subtracted, up to
+                              # which go through the same steps after an empty pair of events, each behind a spin so
+                              # that the device is busy as after an honest call) is subtracted, up to
                               # this: a probe's reading, were it ever inflated, excuses no more than 20 us a call
 IDLE_CPU_S = 0.05             # CPU a side's process may use while the other side is timed (an idle child
 IDLE_CPU_FRACTION = 0.2       # blocked on its socket uses none), or this fraction of the other side's time

@@ -18,7 +18,8 @@ parent when read. What the child can do:
 - ``finish``: report the tamper evidence gathered since before the candidate was imported.
 
 Every call, checked, timed or profiled, begins in the same state (Worker._prepare_call: the timed stream
-current, the L2 flush queued on it, the launch counter on), so that the candidate cannot tell which it is in.
+current, the L2 flush queued on it, the launch counter on) and is made from the same lines, through the same
+frames (Worker._calls, given each kind's CallPlan), so that the candidate cannot tell which it is in.
 
 Tamper evidence (issue 17, part 3). Before any candidate code is imported the child installs a PEP 578
 audit hook (``sys.addaudithook``: it cannot be removed) and takes a fingerprint of the functions a
@@ -46,6 +47,9 @@ counted, and the verdict itself is the parent's.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -58,6 +62,7 @@ import threading
 import time
 import traceback
 import types
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -91,6 +96,8 @@ RECORDED_EVENTS = 40                         # evidence kept per kind: enough to
 PROBE_HOLD_MAX_S = 0.05                      # the longest a probe (a "time" request without calls) holds its span
 PROBE_MARKS_MAX = 4096                       # the most empty (start, end) marks a probe records: a batch's calls
 OTHER_CONTEXT = "another CUDA context"
+CALL_HOLD_CYCLES = 10**6                     # ~0.5 ms at 2 GHz: the spin before a flush queued on an idle stream,
+                                             # longer than the host's way from the flush to the candidate's first line
 # Functions a candidate could use unseen (Python 3.11 raises no audit event for them), wrapped before it is
 # imported wherever a module holds them; the kind of evidence each use is. The descriptor functions are
 # evidence only on the child's watched descriptors (the evidence pipe, the socket to the parent).
@@ -257,6 +264,8 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
         _guarded
     called_directly = CALLED_DIRECTLY
     string, represent, is_function, make_tuple, integer = str, repr, types.FunctionType, tuple, int
+    bound_kind = functools.partialmethod   # the worker's call, time and profile: one function, the kind bound in C
+    method_types = (is_function, bound_kind)
     code_type, frame_type = types.CodeType, types.FrameType
     module_name_lookup = MODULE_NAME_LOOKUP
     # By identity (code objects compare by content): the functions as this interpreter loaded them.
@@ -386,7 +395,7 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
                 request[:] = [None, 0, 0]
         elif event == "hello_gpu.serving" and caller.f_code is serve_code and worker[0] is None:
             cls = type(args[0])
-            worker[:] = [args[0], cls, {name: value for name, value in vars(cls).items() if isinstance(value, is_function)}]
+            worker[:] = [args[0], cls, {name: value for name, value in vars(cls).items() if isinstance(value, method_types)}]
         elif event == "hello_gpu.call" and caller.f_code is invoke_code:
             problem = worker_problem(args[1] if len(args) > 1 else None)
             if problem and armed[0]:
@@ -578,7 +587,9 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
 
     def insides(function) -> tuple:
         """What a function runs with besides its name: code, defaults, keyword defaults, closure cells (each
-        can be changed in place, without rebinding the name)."""
+        can be changed in place, without rebinding the name); of a partialmethod, its function and arguments."""
+        if isinstance(function, bound_kind):
+            return (function.func, *function.args, *function.keywords.keys(), *function.keywords.values())
         keywords = function.__kwdefaults__ or {}
         return (function.__code__, *(function.__defaults__ or ()), *keywords.keys(), *keywords.values(),
                 *(cell.cell_contents for cell in function.__closure__ or ()))
@@ -620,7 +631,7 @@ def _bound_watch(state: TamperWatch, evidence_fd: int | None, watched_fds: dict[
         try:
             for name, mapping, key, value in fingerprint_targets(spec):
                 snapshot.append((name, mapping, key, value))
-                if isinstance(value, is_function):
+                if isinstance(value, method_types):
                     codes.append((name, value, insides(value)))
                 if name.startswith("spec.") and not callable(value):
                     texts.append((name, value, represent(value)))
@@ -677,7 +688,8 @@ def fingerprint_targets(spec=None) -> list[tuple[str, object, object, object]]:
                 found.append((f"{module_name}.{attribute}", mapping, attribute, value))
             if isinstance(value, type) and getattr(value, "__module__", "").startswith("hello_gpu"):
                 for method, function in list(vars(value).items()):
-                    if isinstance(function, (types.FunctionType, staticmethod, classmethod, property)):
+                    if isinstance(function, (types.FunctionType, staticmethod, classmethod, property,
+                                             functools.partialmethod)):
                         found.append((f"{module_name}.{attribute}.{method}", vars(value), method, function))
     for dotted in FINGERPRINTED_CLASSES:
         module_name, _, class_name = dotted.rpartition(".")
@@ -727,32 +739,47 @@ class ContextDrain:
     never joined, a CUDA graph replayed there, a kernel launched through our runtime or cuda-python with a stream
     of its own, a spin left to hog the device) runs after the end event, beside the next call's L2 flush, in no
     call's time: a falsely fast verdict, whatever path launched it (the per-launch stream record sees Triton's JIT
-    only). So after each timed call, on a stream of the harness's own (non-blocking: nothing else waits for it):
+    only). So after each timed call, in this order:
 
-    - ``reference``: recorded once the call's end event has fired (a wait on it): the end, as this stream sees it;
-    - a context event (``cuCtxRecordEvent``: all the work of the primary context queued so far, on every stream,
-      green contexts included, captured in one event), waited for, then ``drained`` recorded.
+    - ``captured``: a context event (``cuCtxRecordEvent``: all the work of the primary context queued so far, on
+      every stream, green contexts included, in one event);
+    - on a stream of the harness's own (``stream``): a wait for ``captured``, then ``drained`` recorded;
+    - on a second one (``ends``): a wait for the call's end event, then ``reference`` recorded.
 
-    ``reference`` to ``drained`` is how long the context's work went on after the end event (~0 when the call
-    left nothing running: both follow the same kind of wait on the same stream). Host work after the end event
-    only: no call's events move (what an honest call is timed at is unchanged). What it cannot see: another CUDA
-    context (its creation is guarded: GUARDED_FUNCTIONS), another device, another process (audited).
-    Made in Worker._ready_device, before any candidate code runs; where the driver cannot record a context
-    event it is not made, and the time answers say so (``left_running_unseen``)."""
+    ``reference`` to ``drained`` is how long the context's work went on after the end event. Host work after the end
+    event only: no call's events move. Both streams are non-blocking (nothing else waits for them). The order is what
+    makes an honest call read ~0 (the H100, session 12, read 3-14 us for honest kernels with ``reference`` queued
+    first, on the same stream, and the context event after it):
+
+    - where the device is idle as they are queued (a call whose host time outlasts its kernels), each record fires
+      when the host queues it, so the reading is host time between the two: queued ``drained`` first, host time
+      (the cuda-python call, a garbage collection) only lowers it, and what is read is work still running when the
+      host got there, which an honest call never leaves; queued after, it read as work left running;
+    - the context event holds neither measuring record (it held ``reference``, so ``drained`` came a whole chain
+      after it): with nothing left running the two ends differ by what a context event takes to complete beyond
+      an ordinary event, which the probes' marks measure behind a spin, as a busy device reads it
+      (Worker._time_plan), and the parent subtracts (session.left_running_problems).
+
+    What it cannot see: another CUDA context (its creation is guarded: GUARDED_FUNCTIONS), another device, another
+    process (audited). Made in Worker._ready_device, before any candidate code runs; where the driver cannot record
+    a context event it is not made, and the time answers say so (``left_running_unseen``)."""
 
     def __init__(self):
         import torch
         from cuda.bindings import driver
         error, context = driver.cuCtxGetCurrent()
         _driver_ok(error, "cuCtxGetCurrent")
-        error, raw = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value)
-        _driver_ok(error, "cuStreamCreate")
-        self.raw_stream, self.context = raw, context
-        self.stream = torch.cuda.ExternalStream(int(raw))
+        raws = []
+        for _ in range(2):
+            error, raw = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value)
+            _driver_ok(error, "cuStreamCreate")
+            raws.append(raw)
+        self.raw_streams, self.context = raws, context
+        self.stream, self.ends = (torch.cuda.ExternalStream(int(raw)) for raw in raws)
         self.record_context, self.event_of = driver.cuCtxRecordEvent, driver.CUevent
         self.slots: list[tuple] = []
         self.after(0, torch.cuda.Event(enable_timing=True))   # once now: a driver without it fails here
-        self.stream.synchronize()
+        torch.cuda.synchronize()
 
     def _slot(self, index: int) -> tuple:
         import torch
@@ -765,12 +792,12 @@ class ContextDrain:
     def after(self, index: int, end) -> None:
         """Queue the measurement of call ``index``, whose end event ``end`` was just recorded."""
         captured, reference, drained = self._slot(index)
-        self.stream.wait_event(end)
-        reference.record(self.stream)
         (error,) = self.record_context(self.context, self.event_of(captured.cuda_event))
         _driver_ok(error, "cuCtxRecordEvent")
         self.stream.wait_event(captured)
         drained.record(self.stream)
+        self.ends.wait_event(end)
+        reference.record(self.ends)
 
     def left_running_s(self, index: int) -> float:
         """Seconds call ``index``'s work ran past its end event (after the device synchronised)."""
@@ -778,10 +805,69 @@ class ContextDrain:
         return max(0.0, reference.elapsed_time(drained) / 1e3)
 
 
+def mark_spin_cycles(hold_s: float, marks: int) -> int:
+    """The spin before each of a probe's ``marks`` marks: the longest that lets all of them end within the probe's own
+    host time (the marks are queued first, then the host holds ``hold_s``: spins of 3/4 of it at 2 GHz still end in
+    it at 1.5 GHz), at most 2 x HOLD_CYCLES_PER_CALL (~100 us). Longer than the host takes to queue a mark and its
+    measurement (a spin, four records, three waits and a context event: ~25 us), so the device is still busy with
+    it when the measurement is queued: ~47 us a mark at 64 marks and a 4 ms hold (a counted batch's length)."""
+    from ..bench.timing import HOLD_CYCLES_PER_CALL, HOLD_MICROSECONDS_PER_CALL
+    if marks <= 0:
+        return 0
+    per_second = HOLD_CYCLES_PER_CALL / (HOLD_MICROSECONDS_PER_CALL * 1e-6)
+    return int(min(2 * HOLD_CYCLES_PER_CALL, 0.75 * hold_s / marks * per_second))
+
+
 def _driver_ok(error, what: str) -> None:
     from cuda.bindings import driver
     if error != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"{what} failed: {error!r}")
+
+
+# ====================================================================================== one plan per kind of call
+
+
+@dataclasses.dataclass
+class CallPlan:
+    """What a request does around the candidate's calls, as data for the one loop that makes them (Worker._calls):
+    a checked, a profiled and a timed call differ here only, never in the lines they are called from (issue 17).
+
+    ``calls``: the (inputs, out) of each call. ``prepare(index)``: before call ``index``, the launch counter still
+    off (the L2 flush; the profile's hold and markers). ``brackets(index)``: its (opening, closing), called just
+    before and just after it with nothing else between them and the call (a timed call's start and end events, a
+    profiled call's range in the trace, nothing for a checked call). ``after(index, count, result)``: after it, the
+    counter off (``count``: the counter's value, None where nothing counts; ``result``: _invoke's). ``around``:
+    a context entered before the first call and left after the last (a timed batch's span, the profiler).
+    ``answer()``: the request's answer, once ``around`` is left."""
+
+    calls: list
+    prepare: Callable[[int], object]
+    brackets: Callable[[int], tuple]
+    after: Callable[[int, object, object], object]
+    answer: Callable[[], dict]
+    around: contextlib.AbstractContextManager = dataclasses.field(default_factory=contextlib.nullcontext)
+
+
+def _nothing() -> None:
+    """The opening and closing of a call that nothing marks (a checked call)."""
+
+
+def _unmarked(index: int) -> tuple:
+    return _nothing, _nothing
+
+
+class WallEvent:
+    """A device event's stand-in without a GPU: ``record`` reads the wall clock, ``elapsed_time`` answers in
+    milliseconds as torch.cuda.Event's does, so that a timed batch is bracketed the same way on either."""
+
+    def __init__(self):
+        self.at = None
+
+    def record(self, stream=None) -> None:
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end: "WallEvent") -> float:
+        return (end.at - self.at) * 1e3
 
 
 # ====================================================================================== serving
@@ -894,17 +980,28 @@ class Worker:
 
     def _prepare_call(self, flush: bool = True) -> None:
         """What comes just before every call of the candidate: the timed stream made current (a stream a call
-        left current is not the caller's), then the L2 flush queued on it (``flush``: not in the warm batch)."""
+        left current is not the caller's), then the L2 flush queued on it (``flush``: not in the warm batch),
+        behind a spin of CALL_HOLD_CYCLES where the stream was idle.
+
+        The spin: a timed call after the first of its batch finds its stream busy with the calls queued before it
+        whatever the host does, but a checked or profiled call (the parent and the child synchronise around each)
+        and a batch's first call find only the flush: a race between the flush (256 MiB, ~80 us) and the host's way
+        from it to the call's first line (the audit hook, the profiler's ranges). On the H100 (session 12) checked
+        calls read their stream idle, and FLUSH_HIDING (tests/test_agent_gpu.py), which hides an eighth of its work
+        only where its stream is busy, passed its check while its timed calls were caught. Behind the spin (~0.5 ms)
+        every call's stream is busy as it begins, as in a queued batch. Outside every call's events (a batch's first
+        call: inside its span, where the parent's clock sees it too); a profiled call's spin is in its flush range."""
         if self.timed_stream is not None:
             import torch
             torch.cuda.set_stream(self.timed_stream)
         if flush and self.flush is not None:
+            if self.timed_stream is not None and self.timed_stream.query():
+                torch.cuda._sleep(CALL_HOLD_CYCLES)   # noqa: SLF001 - torch's own spin kernel
             self.flush()
 
     def _counted(self):
         """The launch counter around one call (a context whose value has ``count`` and ``streams``); a null
         context where nothing counts (a HIP rung: its launches are counted from the profile)."""
-        import contextlib
         return self.launch_counter() if self.launch_counter is not None else contextlib.nullcontext()
 
     def _off_stream(self, count) -> list[str]:
@@ -937,25 +1034,67 @@ class Worker:
         finally:
             _audit("hello_gpu.call", -1, self)
 
-    def call(self, request: dict) -> dict:
-        """One call; the output lands in the parent's buffer (``out``) or is held for ``fetch``. It begins as a
-        timed call does (_prepare_call)."""
+    # ------------------------------------------------------------------ every call from the same lines
+    # A call can read the file and line of each frame above it with no audited access (warnings.warn with a
+    # stacklevel, caught with catch_warnings(record=True): C code, no event, no frame handed out). Checked, profiled
+    # and timed calls were made from different lines of this class (call, _time, profile_evidence's loop), so a
+    # candidate could tell which kind of call it was in. Now every request that calls the candidate is served by
+    # _serve_calls (call, time and profile are that one function with the kind bound in C: functools.partial adds
+    # no frame), which asks the kind for its plan (a CallPlan: data) and hands it to _calls, the one loop that calls
+    # the candidate (through _invoke). Above run() there are the same frames in every kind: BuiltRung.__call__,
+    # _invoke, _calls, _serve_calls, serve (tests/test_agent_anticheat.py, test_a_call_cannot_read_its_callers_lines).
+
+    def _serve_calls(self, kind: str, request: dict) -> dict:
+        """A request that calls the candidate ("call", "time" or "profile"): its plan, its calls, its answer."""
+        plan = getattr(self, f"_{kind}_plan")(request)
+        self._calls(plan)
+        return plan.answer()
+
+    call = functools.partialmethod(_serve_calls, "call")
+    time = functools.partialmethod(_serve_calls, "time")
+    profile = functools.partialmethod(_serve_calls, "profile")
+
+    def _calls(self, plan: CallPlan) -> None:
+        """The one place the candidate is called, whatever the kind of call: what differs between kinds is the
+        plan's data (what comes before and after each call, and around them all), called from these same lines.
+
+        Between a call's opening and closing (a timed call's start and end events) there is nothing but the call
+        (_invoke), as before: every step a kind adds (the flush, the profile's markers, reading the launch counter,
+        the context event after a timed call) is in ``prepare`` or ``after``, before the start event (while the
+        device is still flushing L2: host time no event sees) or after the end event is queued. The launch counter
+        goes on before the opening and off after the closing: host time only, as it was."""
+        with plan.around:
+            for index, (inputs, out) in enumerate(plan.calls):
+                plan.prepare(index)
+                opening, closing = plan.brackets(index)
+                with self._counted() as count:
+                    opening()
+                    result = self._invoke(inputs, out)
+                    closing()
+                plan.after(index, count, result)
+
+    def _call_plan(self, request: dict) -> CallPlan:
+        """One checked call; the output lands in the parent's buffer (``out``) or is held for ``fetch``. It
+        begins as a timed call does (_prepare_call)."""
         import torch
-        self._prepare_call()
-        with self._counted() as count:
-            result, target = self._invoke(request["inputs"], request.get("out"))
+        answer: dict = {}
+
+        def after(index: int, count, result) -> None:
             self._synchronize()
-        answer = {"launches": count.count if count is not None else None}
-        if target is not None:
-            same = result is None or (isinstance(result, torch.Tensor) and result.data_ptr() == target.data_ptr())
-            answer["returned"] = "out" if same else "other"
-        if isinstance(result, torch.Tensor):
-            self.held_result = result
-            answer.update(shape=list(result.shape), dtype=str(result.dtype).removeprefix("torch."))
-        else:
-            self.held_result = None
-            answer["type"] = type(result).__name__
-        return answer
+            output, target = result
+            answer["launches"] = count.count if count is not None else None
+            if target is not None:
+                same = output is None or (isinstance(output, torch.Tensor) and output.data_ptr() == target.data_ptr())
+                answer["returned"] = "out" if same else "other"
+            if isinstance(output, torch.Tensor):
+                self.held_result = output
+                answer.update(shape=list(output.shape), dtype=str(output.dtype).removeprefix("torch."))
+            else:
+                self.held_result = None
+                answer["type"] = type(output).__name__
+
+        return CallPlan(calls=[(request["inputs"], request.get("out"))], prepare=lambda index: self._prepare_call(),
+                        brackets=_unmarked, after=after, answer=lambda: answer)
 
     def fetch(self, request: dict) -> dict:
         """Copy the held result into the parent's buffer ``into`` (a run() that allocates its own output)."""
@@ -965,25 +1104,16 @@ class Worker:
         self.held_result = None
         return {}
 
-    def time(self, request: dict) -> dict:
+    def _time_plan(self, request: dict) -> CallPlan:
         """A batch of calls, each between two events (after an L2 flush when ``cold``), one synchronize.
 
-        Returns each call's seconds and the span from before the first call to after the last: claims,
-        which the parent checks against its own clock around the whole request."""
-        from ..runtime.kernel import empty_launches        # imported in main() before the candidate
-        from .sandbox import empty_launch_reason
-        empty_before = empty_launches()
-        answer = self._time(request)
-        # Launches our runtime skipped for an empty grid during the batch (issue 17: evidence, not a no-op).
-        answer["empty_launches"] = empty_launch_reason(empty_before)
-        return answer
-
-    def _time(self, request: dict) -> dict:
-        """The batch itself. A request without calls is the parent's probe of what a batch costs outside its span
-        (session.TimedSide.batch_floor): it holds its span ``hold_s`` (busy, as a batch's host is while it launches
-        and waits for the device), so that the machine wakes both processes after a wait as long as a batch's, and
-        records ``marks`` empty (start, end) pairs, read back and answered as a batch's calls are, so that what a
-        batch costs per call after its span (reading the times, the longer answer) is in the probe too.
+        Answers each call's seconds and the span from before the first call to after the last: claims, which the
+        parent checks against its own clock around the whole request. A request without calls is the parent's
+        probe of what a batch costs outside its span (session.TimedSide.batch_floor): it holds its span ``hold_s``
+        (busy, as a batch's host is while it launches and waits for the device), so that the machine wakes both
+        processes after a wait as long as a batch's, and records ``marks`` empty (start, end) pairs, read back and
+        answered as a batch's calls are, so that what a batch costs per call after its span (reading the times,
+        the longer answer) is in the probe too.
 
         On a GPU every event is recorded on the timed stream (the device's default stream, the caller's stream
         of every call), never on whatever stream is current: a call that returns with another stream current
@@ -991,112 +1121,130 @@ class Worker:
         event, and the batch's, recorded where nothing is queued, firing before the call's work ended. Such a
         call is named in the answer (``streams_left``: the calls' indices) and the timed stream made current
         again. The batch ends with a device-wide synchronize: work left running on any stream ends inside this
-        request, where the parent's clock sees it (the span, on the timed stream, does not).
+        request, where the parent's clock sees it (the span, on the timed stream, does not). Without a GPU the
+        events are the wall clock's (WallEvent).
 
         Each call is counted (launches, and the stream of each Triton launch) as a checked one is: ``launches``
         per call, and ``off_stream``, the launches (at most eight named) that went to another stream than the
         timed one, which the parent judges where the task allows no side streams.
 
         Each cold call's work left running past its end event, on any stream (ContextDrain): ``left_running_s``,
-        seconds per call (None in a warm batch; on the CPU or an older driver, with ``left_running_unseen``)."""
+        seconds per call (None in a warm batch; on the CPU or an older driver, with ``left_running_unseen``).
+        Launches our runtime skipped for an empty grid during the batch: ``empty_launches`` (issue 17: evidence,
+        not a no-op)."""
+        from ..runtime.kernel import empty_launches        # imported in main() before the candidate
+        from .sandbox import empty_launch_reason
+        empty_before = empty_launches()
         calls = [(list(inputs), out) for inputs, out in request["calls"]]
         cold = bool(request.get("cold"))      # each call after the L2 flush, as every checked and profiled call
         hold = 0.0 if calls else min(max(float(request.get("hold_s") or 0.0), 0.0), PROBE_HOLD_MAX_S)
         marks = 0 if calls else min(max(int(request.get("marks") or 0), 0), PROBE_MARKS_MAX)
-        if not self.device.startswith("cuda"):
+        gpu = self.device.startswith("cuda")
+        timed = self.timed_stream if gpu else None
+        drain = self.drain if cold and gpu else None   # the counted (cold) calls and the probes' marks, not warm
+        if gpu:
+            import torch
+            torch.cuda.set_stream(timed)     # a stream a call left current before this batch is not the timed one
+            # The events are made once (inside a span, the first time) and reused: no event is made or destroyed
+            # outside the span, where the parent's clock would see it as the child's and no probe would.
+            pool = self.timing_events
+            if not pool:
+                pool += [torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)]
+        else:
+            pool = [WallEvent(), WallEvent()]
+        begin, finish = pool[0], pool[1]
+        events: list[tuple] = []
+        left, launches, off_stream = [], [], []
+
+        @contextlib.contextmanager
+        def span():
+            begin.record(timed)
+            pairs = len(calls) or marks
+            while len(pool) < 2 + 2 * pairs:
+                pool.append(torch.cuda.Event(enable_timing=True) if gpu else WallEvent())
+            events.extend((pool[2 + 2 * index], pool[3 + 2 * index]) for index in range(pairs))
+            if not calls:
+                # Each mark behind a spin of its own on the timed stream (with the context event, below), so that the
+                # context event measures with nothing left running as it does after an honest call: on a busy device,
+                # the previous mark's measurement over by then. The spins end within the hold (the device's time stays
+                # inside the host's: the probe's interval, from which the batch floor comes, is unchanged).
+                spin = mark_spin_cycles(hold, marks) if drain is not None else 0
+                for index, (start, end) in enumerate(events):
+                    if spin:
+                        torch.cuda._sleep(spin)      # noqa: SLF001 - torch's own spin kernel
+                    start.record(timed)
+                    end.record(timed)
+                    if drain is not None:
+                        drain.after(index, end)      # a mark costs what a call costs after its end event
             began = time.perf_counter()
             while time.perf_counter() - began < hold:
                 pass
-            seconds = []
-            for _ in range(marks):
-                start = time.perf_counter()
-                seconds.append(time.perf_counter() - start)
-            launches: list = []
-            for inputs, out in calls:
-                self._prepare_call(cold)
-                with self._counted() as count:
-                    start = time.perf_counter()
-                    self._invoke(inputs, out)
-                    seconds.append(time.perf_counter() - start)
-                launches.append(count.count if count is not None else None)
-            return {"per_call_s": seconds, "span_s": time.perf_counter() - began, "clock": "wall", "streams_left": [],
-                    "launches": launches, "off_stream": [], "left_running_s": None,
-                    "left_running_unseen": "no device: nothing outlives a call on the host but a thread (counted)"}
-        import torch
-        timed = self.timed_stream
-        torch.cuda.set_stream(timed)         # a stream a call left current before this batch is not the timed one
-        # The events are made once (inside a span, the first time) and reused: no event is made or destroyed
-        # outside the span, where the parent's clock would see it as the child's and no probe would.
-        pool = self.timing_events
-        if not pool:
-            pool += [torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)]
-        begin, finish = pool[0], pool[1]
-        begin.record(timed)
-        pairs = len(calls) or marks
-        while len(pool) < 2 + 2 * pairs:
-            pool.append(torch.cuda.Event(enable_timing=True))
-        events = [(pool[2 + 2 * index], pool[3 + 2 * index]) for index in range(pairs)]
-        began = time.perf_counter()
-        while time.perf_counter() - began < hold:
-            pass
-        drain = self.drain if cold else None   # the counted (cold) calls and the probes' marks, not the warm batch
-        if not calls:
-            for index, (start, end) in enumerate(events):
-                start.record(timed)
-                end.record(timed)
-                if drain is not None:
-                    drain.after(index, end)          # a mark costs what a call costs after its end event
-        left, launches, off_stream = [], [], []
-        for index, ((inputs, out), (start, end)) in enumerate(zip(calls, events)):
-            self._prepare_call(cold)
-            with self._counted() as count:      # on before the start event, off after the end: host time only
-                start.record(timed)
-                self._invoke(inputs, out)
-                end.record(timed)
+            yield
+            finish.record(timed)
+            if gpu:
+                torch.cuda.synchronize()
+
+        def after(index: int, count, result) -> None:
             if drain is not None:
-                drain.after(index, end)              # after the end event: host work only, no event of the call moves
+                drain.after(index, events[index][1])  # after the end event: host work only, no event of the call moves
             launches.append(count.count if count is not None else None)
-            off_stream += [f"call {index}: {launch}" for launch in self._off_stream(count)]
-            if torch.cuda.current_stream() != timed:
+            off_stream.extend(f"call {index}: {launch}" for launch in self._off_stream(count))
+            if gpu and torch.cuda.current_stream() != timed:
                 left.append(index)
                 torch.cuda.set_stream(timed)
-        finish.record(timed)
-        torch.cuda.synchronize()
-        running: dict = {"left_running_s": None}
-        if drain is not None:
-            # Read back for a probe's marks too: what a batch costs per call after its span, a probe costs.
-            measured = [drain.left_running_s(index) for index in range(pairs)]
-            running["left_running_s" if calls else "marks_left_running_s"] = measured
-        elif calls and cold:
-            running["left_running_unseen"] = f"the driver cannot record a context event ({self.drain_unavailable})"
-        return {"per_call_s": [start.elapsed_time(end) / 1e3 for start, end in events],
-                "span_s": begin.elapsed_time(finish) / 1e3, "clock": "device-events", "streams_left": left,
-                "launches": launches, "off_stream": off_stream[:8], **running}
 
-    def profile(self, request: dict) -> dict:
-        """Kernels of ``repeats`` calls (the profiler's trace) and the candidate's own launches per call."""
+        def brackets(index: int) -> tuple:
+            start, end = events[index]
+            return functools.partial(start.record, timed), functools.partial(end.record, timed)
+
+        def answer() -> dict:
+            found = {"per_call_s": [start.elapsed_time(end) / 1e3 for start, end in events],
+                     "span_s": begin.elapsed_time(finish) / 1e3, "launches": launches,
+                     "empty_launches": empty_launch_reason(empty_before)}
+            if not gpu:
+                return {**found, "clock": "wall", "streams_left": [], "off_stream": [], "left_running_s": None,
+                        "left_running_unseen": "no device: nothing outlives a call on the host but a thread (counted)"}
+            running: dict = {"left_running_s": None}
+            if drain is not None:
+                # Read back for a probe's marks too: what a batch costs per call after its span, a probe costs.
+                measured = [drain.left_running_s(index) for index in range(len(events))]
+                running["left_running_s" if calls else "marks_left_running_s"] = measured
+            elif calls and cold:
+                running["left_running_unseen"] = f"the driver cannot record a context event ({self.drain_unavailable})"
+            return {**found, "clock": "device-events", "streams_left": left, "off_stream": off_stream[:8], **running}
+
+        return CallPlan(calls=calls, prepare=lambda index: self._prepare_call(cold), brackets=brackets, after=after,
+                        answer=answer, around=span())
+
+    def _profile_plan(self, request: dict) -> CallPlan:
+        """Kernels of ``repeats`` calls (the profiler's trace) and the candidate's own launches per call. Each
+        profiled call begins as a timed one (_prepare_call, in its own range of the trace): what a candidate
+        does only where it is timed, it does here, where its kernels and their streams are seen."""
         from ..profile.rung_profile import own_kernel_names
-        from .anticheat import profile_evidence
+        from .anticheat import ProfiledCalls
         ours, triton = own_kernel_names(self.rung)
         triton = tuple(triton) + tuple(getattr(self.launch_counter, "kernel_names", ()))
-        own_launches = []
-        counter_factory = self.launch_counter
+        own_launches: list = []
+        counting = self.launch_counter is not None
+        self._prepare_call(flush=False)       # the timed stream current before the profile marks it
+        profiled = ProfiledCalls(hold=bool(request.get("hold")), before_call=self._prepare_call, marker=self.marker)
 
-        def one_call():
-            # No synchronisation here: profile_evidence queues its after-call marker first (a side stream
-            # left running must still be running then), then waits.
-            with self._counted() as count:
-                self._invoke(request["inputs"], request.get("out"))
+        def after(index: int, count, result) -> None:
             if count is not None:
                 own_launches.append(count.count)
-        # Each profiled call begins as a timed one (_prepare_call, in its own range of the trace): what a candidate
-        # does only where it is timed, it does here, where its kernels and their streams are seen.
-        self._prepare_call(flush=False)
-        evidence = profile_evidence(one_call, ours=ours, triton=triton, repeats=int(request.get("repeats", 3)),
-                                    hold=bool(request.get("hold")), before_call=self._prepare_call, marker=self.marker)
-        evidence["own_launches"] = own_launches if counter_factory is not None else None
-        evidence["own_names"] = sorted({*ours, *triton})
-        return evidence
+            # No synchronisation before this: the join marker is queued first (a side stream left running must
+            # still be running then), then profiled.after waits.
+            profiled.after(index)
+
+        def answer() -> dict:
+            evidence = profiled.evidence(ours=ours, triton=triton)
+            evidence["own_launches"] = own_launches if counting else None
+            evidence["own_names"] = sorted({*ours, *triton})
+            return evidence
+
+        repeats = int(request.get("repeats", 3))
+        return CallPlan(calls=[(request["inputs"], request.get("out"))] * repeats, prepare=profiled.prepare,
+                        brackets=profiled.brackets, after=after, answer=answer, around=profiled)
 
     def ping(self, request: dict) -> dict:
         self._synchronize()
@@ -1142,6 +1290,20 @@ class Worker:
                 return
 
 
+def keep_builds_off() -> None:
+    """No thread of the harness's own in the candidate's process (its thread census counts every thread started
+    after the watch is made, TamperWatch.report). The compiled replay's C++ extension (runtime.compiled_replay) is
+    built in a background thread ("hello-gpu compiled replay", 30-60 s of compiling) that hello_gpu.Kernel starts at
+    a HIP rung's first call: in the child that is inside the candidate's call, and the census named it as the
+    candidate's ("1 thread(s) started during the check and still running" for the honest v01 on the H100, session
+    12), while it compiled beside the timed calls. Turned off here, before any candidate code runs: the status is
+    then "off", so no later start() makes the thread whatever the environment says by then, and a HIP rung's calls
+    key their plans in Python (host time only; device events time the same kernels)."""
+    from ..runtime import compiled_replay
+    os.environ["HG_COMPILED_REPLAY"] = "0"
+    compiled_replay.start()
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     channel = int(arguments[0])
@@ -1163,6 +1325,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..profile import rung_profile as _rung_profile  # noqa: F401
     from . import anticheat as _anticheat  # noqa: F401
     from . import sandbox as _sandbox  # noqa: F401
+    keep_builds_off()
     watched = {channel: "the socket to the parent", **({evidence: "the evidence pipe"} if evidence is not None else {})}
     watch = TamperWatch(evidence, watched, invoke_code=Worker._invoke.__code__, serve_code=Worker.serve.__code__)
     aten = aten_watch()

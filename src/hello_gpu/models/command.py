@@ -81,13 +81,15 @@ def model_run(args, console) -> int:
              style="bold red")
         return 2
     _say(console, f"{model.config.name}: {model.config.parameter_count() / 1e6:,.2f} M parameters, {note}")
+    out = Path(args.out) if args.out else default_out_dir("run", model.config.name)
+    # Written after every backend: a run stopped half-way keeps the backends it measured.
     result = run_model(model, backends, batch=args.batch, prompt_length=args.prompt, new=args.new, seed=args.seed,
-                       prompt=prompt, force=args.force or (), console=console, progress=console.is_terminal)
+                       prompt=prompt, force=args.force or (), console=console, progress=console.is_terminal,
+                       on_run=lambda partial: partial.write(out))
     render_run(result, console)
     if tokenizer is not None:
         for run in result.runs:
             _say(console, f"{run.backend}: {tokenizer.decode(run.tokens[0])!r}")
-    out = Path(args.out) if args.out else default_out_dir("run", model.config.name)
     _say(console, f"wrote {result.write(out)}")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -230,8 +230,10 @@ def render_run(result: ModelRun, console) -> None:
 
 def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: int, new: int, seed: int = 0,
               prompt: torch.Tensor | None = None, force=(), console=None, progress: bool = False,
-              replacements=None) -> ModelRun:
-    """Every backend in turn on the same model and prompt (random ids from ``seed`` unless ``prompt``)."""
+              replacements=None, on_run=None) -> ModelRun:
+    """Every backend in turn on the same model and prompt (random ids from ``seed`` unless ``prompt``).
+    ``on_run(result)`` is called after each backend, so a caller can write what is measured so far: an 8B
+    model's compiled backends take minutes each, and a run cut short keeps the backends it finished."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if prompt is None:
@@ -252,4 +254,6 @@ def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: i
                               on_step=lambda index, task=task: bar.update(task, completed=index + 1))
             run.agreement = agreement(run.tokens, result.runs[0].tokens) if result.runs else "(reference)"
             result.runs.append(run)
+            if on_run is not None:
+                on_run(result)
     return result
