@@ -1,0 +1,243 @@
+"""Triton, flash-decoding over the model's KV cache: the hello-gpu backend's replacement for ``llama.attention``.
+
+Why the model has its own decode kernel: ``hello_gpu.ops.attention`` cannot take the model's KV cache
+without a copy. Its rungs read contiguous K/V of exactly S_kv keys (a key row is (b * H_kv + h) * S_kv + j,
+S_kv a host integer, frozen in the decode step's CUDA graph) and take no mask, while the cache is
+(B, H_kv, max_seq, D), written up to a position that moves every step, the position a device tensor. Slicing
+the filled prefix copies all the filled K and V each step; the whole cache unmasked attends to zeros not
+written yet. This kernel reads the cache in place through its strides and the mask row (1, max_seq) of
+booleans from device memory: nothing about the current length is a host value, so one CUDA graph captured
+at one position replays at every other.
+
+parent: eager ``llama.attention``, F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+  enable_gqa=True), at decode (T = 1). Flash takes no arbitrary mask, and as we read PyTorch's dispatch
+  (sdp_utils) the memory-efficient and cuDNN kernels do not take H != H_kv heads, so with a boolean mask and
+  GQA SDPA on the H200 is likely the math kernel: K and V repeated to H heads (repeat_interleave: the 8B's
+  (1, 8, 768, 128) cache read, 4x written as (1, 32, 768, 128), 12.6 MB of writes a layer for K and V), the
+  boolean mask turned into a float one, q @ K^T, a softmax, P @ V: about 10 kernels and ~25 MB moved a layer.
+  (GPU test ``test_which_sdpa_kernels_take_the_models_decode_arguments`` prints which backends accept them.)
+change: one program per (split of the keys, batch x KV head). It holds the GROUP = H / H_kv query heads that
+  share the KV head (4 on Llama-3, padded to 16 rows for tl.dot), so each K/V tile is read once per group.
+  For each tile of BLOCK_N keys it loads the mask tile; a tile with no visible key is skipped (no K/V load,
+  no math); otherwise K and V are loaded for the visible keys only (masked loads: a key beyond the position
+  is never read), scores in float32, an online softmax (max, sum, unnormalised output) in float32. A second
+  kernel merges the splits' partials in split order, divides once and rounds once to the input's dtype.
+  A split whose keys are all masked leaves (max -inf, sum 0) and contributes nothing; a row that sees no key
+  at all gets 0, as SDPA gives on the CPU (its math kernel's safe softmax): tested.
+hypothesis: a decode step's attention is memory-bound (~1 FLOP a byte). At 8B, B = 1, position 512 of a
+  768-key cache: the filled keys are 513 x 8 heads x 128 x 2 B = 1.05 MB of K and as much V, 2.10 MB a layer
+  (67 MB a step of 32 layers) where reading the whole cache would be 3.15 MB (101 MB a step): skipping the
+  keys beyond the position saves 1.04 MB a layer, 33 MB a step. Splitting 768 keys into 12 splits of one
+  64-key tile gives 12 x 8 = 96 programs (B * H_kv = 8 alone would leave 124 of 132 SMs idle); the partials
+  are 96 x 4 rows x (128 + 2) float32, 0.2 MB written and read back. Two launches a layer instead of ~10.
+prediction: ~2.3 MB a layer at ~3 TB/s is ~0.8 us of bytes, so two launches (~1.2 us each from a CUDA graph,
+  `hello-gpu ceilings`) dominate: ~3-4 us a layer against ~15-25 us for SDPA's math path (~25 MB and ~10
+  kernels), ~4-6x the eager operation at 1x32x8x768x128 bfloat16, ~0.4-0.6 ms of the 8B's ~7 ms decode step;
+  unmeasured (no GPU in the session that wrote it): the backend swaps it in only if its timing says faster
+outcome: not measured yet
+deterministic: yes, each split reduces its tiles in order and the merge visits splits in order
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..ops.rung import triton_interpreter_on
+from .llama import attention as eager_attention
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+MAX_HEAD_DIM = 256          # a (16, 256) float32 accumulator is 32 registers a thread over 4 warps
+MIN_DOT = 16                # tl.dot takes blocks of at least 16 in each dimension: rows and head dims are padded
+BLOCK_N = 64                # keys a tile: 64 x 128 bf16 = 16 KB of K and as much V per step of the loop
+WARPS = 4
+PROGRAMS_PER_SM = 2
+INTERPRETER_PROGRAMS = 8    # no GPU to size the split for: enough splits to exercise the merge
+
+
+@triton.jit
+def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, kv_heads, seq, chunk, splits,
+                 q_batch_stride, q_head_stride, k_batch_stride, k_head_stride, k_seq_stride,
+                 v_batch_stride, v_head_stride, v_seq_stride, mask_stride, scale_log2,
+                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
+                 BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+    """The partial (max, sum, unnormalised output) of one KV head's GROUP query heads over keys
+    [split * chunk, (split + 1) * chunk); visible keys only."""
+    split = tl.program_id(0)
+    bkv = tl.program_id(1)
+    batch = (bkv // kv_heads).to(tl.int64)
+    kv_head = bkv % kv_heads
+    rows = tl.arange(0, BLOCK_G)
+    dims = tl.arange(0, BLOCK_D)
+    live = rows < GROUP
+    in_dim = dims < HEAD_DIM
+    head = kv_head * GROUP + rows
+    q = tl.load(q_ptr + batch * q_batch_stride + head[:, None] * q_head_stride + dims[None, :],
+                mask=live[:, None] & in_dim[None, :], other=0.0)
+    k_base = k_ptr + batch * k_batch_stride + kv_head * k_head_stride
+    v_base = v_ptr + batch * v_batch_stride + kv_head * v_head_stride
+    row_max = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    row_sum = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    start = split * chunk
+    stop = tl.minimum(seq, start + chunk)
+    for first in range(start, stop, BLOCK_N):
+        keys = first + tl.arange(0, BLOCK_N)
+        visible = tl.load(mask_ptr + keys * mask_stride, mask=keys < stop, other=0) != 0
+        if tl.max(visible.to(tl.int32), axis=0) > 0:          # a tile beyond the position: nothing read
+            kv_mask = visible[:, None] & in_dim[None, :]
+            k = tl.load(k_base + keys.to(tl.int64)[:, None] * k_seq_stride + dims[None, :], mask=kv_mask, other=0.0)
+            scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
+            scores = tl.where(visible[None, :], scores, float("-inf"))
+            new_max = tl.maximum(row_max, tl.max(scores, axis=1))
+            safe = tl.where(new_max == float("-inf"), 0.0, new_max)      # rows that have seen no key yet
+            p = tl.exp2(scores - safe[:, None])
+            correction = tl.exp2(row_max - safe)
+            row_sum = row_sum * correction + tl.sum(p, axis=1)
+            v = tl.load(v_base + keys.to(tl.int64)[:, None] * v_seq_stride + dims[None, :], mask=kv_mask, other=0.0)
+            acc = acc * correction[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+            row_max = new_max
+    part = (bkv.to(tl.int64) * splits + split) * GROUP + rows           # this program's live rows
+    tl.store(part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], acc, mask=live[:, None] & in_dim[None, :])
+    tl.store(part_stats_ptr + part * 2, row_max, mask=live)
+    tl.store(part_stats_ptr + part * 2 + 1, row_sum, mask=live)
+
+
+@triton.jit
+def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Merge one KV head's splits in order; divide once, round once; a row that saw no key gets 0."""
+    bkv = tl.program_id(0).to(tl.int64)
+    rows = tl.arange(0, BLOCK_G)
+    dims = tl.arange(0, BLOCK_D)
+    live = rows < GROUP
+    both = live[:, None] & (dims < HEAD_DIM)[None, :]
+    row_max = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    row_sum = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    for split in range(0, splits):
+        part = (bkv * splits + split) * GROUP + rows
+        split_max = tl.load(part_stats_ptr + part * 2, mask=live, other=float("-inf"))
+        split_sum = tl.load(part_stats_ptr + part * 2 + 1, mask=live, other=0.0)
+        split_acc = tl.load(part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], mask=both, other=0.0)
+        new_max = tl.maximum(row_max, split_max)
+        safe = tl.where(new_max == float("-inf"), 0.0, new_max)
+        mine, theirs = tl.exp2(row_max - safe), tl.exp2(split_max - safe)
+        row_sum = row_sum * mine + split_sum * theirs
+        acc = acc * mine[:, None] + split_acc * theirs[:, None]
+        row_max = new_max
+    seen = row_sum > 0
+    out = tl.where(seen[:, None], acc / tl.where(seen, row_sum, 1.0)[:, None], 0.0)
+    # out is contiguous (B, H, 1, D) and head = kv_head * GROUP + row, so its row is bkv * GROUP + row
+    tl.store(out_ptr + (bkv * GROUP + rows)[:, None] * HEAD_DIM + dims[None, :], out.to(out_ptr.dtype.element_ty),
+             mask=both)
+
+
+def _check(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> None:
+    """Refuse, naming the problem, what the kernel would read wrongly."""
+    name = "decode attention"
+    for argument, tensor in (("q", q), ("keys", keys), ("values", values), ("mask", mask)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name}: {argument} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.device != q.device:
+            raise ValueError(f"{name}: {argument} is on {tensor.device}, q on {q.device}: they must be on one device")
+    if q.dim() != 4 or keys.dim() != 4:
+        raise ValueError(f"{name}: q must be (batch, heads, 1, head_dim) and keys (batch, kv_heads, keys, head_dim); "
+                         f"got {tuple(q.shape)} and {tuple(keys.shape)}")
+    batch, heads, _, dim = q.shape
+    kv_batch, kv_heads, seq, kv_dim = keys.shape
+    if values.shape != keys.shape:
+        raise ValueError(f"{name}: values {tuple(values.shape)} must have the keys' shape {tuple(keys.shape)}")
+    if kv_batch != batch or kv_dim != dim:
+        raise ValueError(f"{name}: keys {tuple(keys.shape)} do not match q {tuple(q.shape)} in batch or head_dim")
+    if kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"{name}: {heads} query heads is not a multiple of {kv_heads} key/value heads "
+                         f"(grouped-query attention gives each key/value head a whole group)")
+    if q.dtype not in DTYPES or keys.dtype != q.dtype or values.dtype != q.dtype:
+        raise ValueError(f"{name}: q, keys, values are {q.dtype}, {keys.dtype}, {values.dtype}; the kernel takes "
+                         f"one of float16, bfloat16, float32 for all three")
+    if not 1 <= dim <= MAX_HEAD_DIM:
+        raise ValueError(f"{name}: head_dim {dim}; the kernel holds a head in registers, 1 to {MAX_HEAD_DIM}")
+    for argument, tensor in (("q", q), ("keys", keys), ("values", values)):
+        if tensor.stride(-1) != 1 and dim > 1:
+            raise ValueError(f"{name}: {argument}'s head_dim has stride {tensor.stride(-1)}; the kernel reads "
+                             f"contiguous head vectors (strides {tuple(tensor.stride())})")
+    if mask.dtype != torch.bool or mask.shape != (1, seq):
+        raise ValueError(f"{name}: mask must be a boolean (1, {seq}) row (True where the query sees a key), got "
+                         f"{mask.dtype} {tuple(mask.shape)}")
+    if not q.is_cuda and not triton_interpreter_on():
+        raise ValueError(f"{name}: q is on {q.device}; the kernel runs on a GPU (or in Triton's interpreter, "
+                         f"TRITON_INTERPRET=1)")
+    if any(t.requires_grad for t in (q, keys, values)) and torch.is_grad_enabled():
+        raise RuntimeError(f"{name} is forward only: call it under torch.no_grad()")
+
+
+def programs_wanted(device: torch.device) -> int:
+    """PROGRAMS_PER_SM per SM on a GPU (a host integer fixed for the device: the split never changes
+    between the steps a CUDA graph replays), or a few in the interpreter."""
+    if device.type != "cuda":
+        return INTERPRETER_PROGRAMS
+    from ..runtime.device import device_info
+    return PROGRAMS_PER_SM * device_info(device.index).multiprocessors
+
+
+def split_keys(seq: int, heads_in_flight: int, programs: int) -> tuple[int, int]:
+    """(chunk, splits): whole BLOCK_N tiles a split, enough splits for ``programs`` programs, none empty."""
+    tiles = triton.cdiv(seq, BLOCK_N)
+    wanted = max(1, min(tiles, triton.cdiv(programs, heads_in_flight)))
+    chunk = triton.cdiv(tiles, wanted) * BLOCK_N
+    return chunk, triton.cdiv(seq, chunk)
+
+
+def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                     programs: int | None = None) -> torch.Tensor:
+    """Attention of one query token (q (B, H, 1, D)) over the cache (B, H_kv, S, D) where the boolean
+    ``mask`` (1, S) is True; a new contiguous (B, H, 1, D) tensor in q's dtype. ``programs``: how many
+    programs to aim the split at (default: :func:`programs_wanted`; tests pass more to force many splits)."""
+    _check(q, keys, values, mask)
+    if q.shape[2] != 1:
+        raise ValueError(f"decode attention: q has {q.shape[2]} query tokens; the kernel takes one (decode)")
+    batch, heads, _, dim = q.shape
+    kv_heads, seq = keys.shape[1], keys.shape[2]
+    group = heads // kv_heads
+    out = torch.empty((batch, heads, 1, dim), device=q.device, dtype=q.dtype)
+    if out.numel() == 0:
+        return out
+    if seq == 0:
+        return out.zero_()                 # no key at all: every row sees none (SDPA gives 0)
+    heads_in_flight = batch * kv_heads
+    chunk, splits = split_keys(seq, heads_in_flight, programs or programs_wanted(q.device))
+    part_acc = torch.empty((heads_in_flight, splits, group, dim), device=q.device, dtype=torch.float32)
+    part_stats = torch.empty((heads_in_flight, splits, group, 2), device=q.device, dtype=torch.float32)
+    block_g = max(MIN_DOT, triton.next_power_of_2(group))
+    block_d = max(MIN_DOT, triton.next_power_of_2(dim))
+    mask_bytes = mask.view(torch.uint8)    # the same memory, one byte a key
+    scale_log2 = 1.4426950408889634 / dim ** 0.5       # softmax(q.k / sqrt(D)) computed with exp2
+    split_kernel[(splits, heads_in_flight)](
+        q, keys, values, mask_bytes, part_acc, part_stats, kv_heads, seq, chunk, splits,
+        q.stride(0), q.stride(1), keys.stride(0), keys.stride(1), keys.stride(2),
+        values.stride(0), values.stride(1), values.stride(2), mask_bytes.stride(1), scale_log2,
+        GROUP=group, HEAD_DIM=dim, BLOCK_G=block_g, BLOCK_D=block_d, BLOCK_N=BLOCK_N,
+        PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=WARPS)
+    merge_kernel[(heads_in_flight,)](part_acc, part_stats, out, splits, GROUP=group, HEAD_DIM=dim, BLOCK_G=block_g,
+                                     BLOCK_D=block_d, num_warps=WARPS)
+    return out
+
+
+def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """:func:`hello_gpu.models.llama.attention` (same arguments and result): the decode step (one query
+    token) by the flash-decoding kernel above; a prefill (T > 1 query tokens) by the eager function itself,
+    F.scaled_dot_product_attention, as the linear replacement leaves prefill to cuBLAS.
+
+    CUDA-graph capture (the hello-gpu backend's decode step): the host work is the checks, three
+    torch.empty (from the graph's pool under capture) and two launches whose arguments are the cache's
+    addresses and strides and its length max_seq, the same at every step; the position is only in the mask,
+    read on the device. Triton compiles per (GROUP, HEAD_DIM, dtype) at the first call, which the
+    backend's check, timing and warm-up steps make before the capture."""
+    if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] != 1:
+        return eager_attention(q, keys, values, mask)
+    return decode_attention(q, keys, values, mask)
+
+
+__all__ = ["attention", "decode_attention", "merge_kernel", "split_kernel", "split_keys"]
