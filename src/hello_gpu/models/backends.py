@@ -14,8 +14,9 @@ Where the kernel exists, ``load`` returns it; where it does not yet, ``missing``
 Wired: RMSNorm (``hello_gpu.ops.rms_norm``), the residual add fused into it (a Triton kernel of
 :mod:`.add_rms_norm_kernel`), RoPE and SwiGLU (the model's own Triton kernels, :mod:`.rope_kernel`,
 :mod:`.swiglu_kernel`) and every projection's decode GEMV (``hello_gpu.ops.linear``, checked and timed at
-each projection shape of the model: ``Replacement.cases``). Attention is refused
-with its reason: ``hello_gpu.ops.attention`` cannot read the model's KV cache without copying it.
+each projection shape of the model: ``Replacement.cases``), and decode attention (the model's own
+flash-decoding kernel, :mod:`.decode_attention_kernel`: ``hello_gpu.ops.attention`` cannot read the
+model's KV cache without copying it, the kernel's header says why).
 
 The rule: **a kernel we do not beat is not swapped in, and the report says which were used.**
 :func:`choose_replacements` takes that decision per replacement from what it can establish here:
@@ -235,20 +236,56 @@ register_replacement(Replacement(
               "F.linear)", load=_hello_gpu_linear, cases=_linear_cases, tolerance_of=_linear_tolerance,
     reference=_linear_float64))
 # endregion linear-replacement
+
+
+def _hello_gpu_attention() -> Callable:
+    from .decode_attention_kernel import attention       # imports Triton only when asked for
+    return attention
+
+
+def _attention_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+    """q of one token as the model hands it (a view of the qkv projection's output) and one layer's cache of
+    max_seq = min(768, max_position) positions written up to position 2/3 of it (512 of 768: prompt 512 +
+    256 new tokens), the mask row the model makes there, and nonzero garbage in the positions beyond, larger
+    than the written keys and values: a kernel that ignores the mask is wrong by more than the values' size."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    max_seq = min(768, config.max_position)
+    position = 2 * max_seq // 3
+    qkv = torch.randn(batch, 1, config.q_size + 2 * config.kv_size, device=device, dtype=dtype, generator=generator)
+    q = qkv[..., :config.q_size].view(batch, 1, config.num_heads, config.head_dim).transpose(1, 2)
+    shape = (batch, config.num_kv_heads, max_seq, config.head_dim)
+    keys, values = (torch.randn(shape, device=device, dtype=dtype, generator=generator) for _ in range(2))
+    keys[:, :, position + 1:] = 4 + keys[:, :, position + 1:]
+    values[:, :, position + 1:] = 8 + values[:, :, position + 1:]
+    mask = torch.arange(max_seq, device=device)[None, :] <= position
+    return q, keys, values, mask
+
+
+# (rtol, weight rounding) per dtype. The output is a softmax-weighted mean of the visible values. The kernel
+# rounds the weights to the values' dtype for its P @ V dot (as flash attention does): at most one rounding of
+# each weight (2^-9 of it in bf16, 2^-11 in fp16 on a GPU; the interpreter truncates, 2^-8), an error of at
+# most that times the same weighted mean of |v|; then it rounds the result once (rtol). float32 keeps the
+# weights in float32 (an "ieee" dot): float32 arithmetic only. A dropped 64-key split moves an element by
+# ~1/8 of a 64-value mean (~0.016 at values ~ N(0, 1), 513 visible keys), ~4x the bf16 bound (~2^-8 x 1.1);
+# garbage beyond the mask read as visible, by the garbage's size.
+ATTENTION_TOLERANCE = {torch.bfloat16: (2**-7, 2**-8), torch.float16: (2**-10, 2**-10), torch.float32: (1e-5, 1e-6)}
+
+
+def _attention_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, float]:
+    """rtol, and atol = the weight rounding x the largest softmax-weighted mean of |v| (SDPA of |v|, float64)."""
+    q, keys, values, mask = arguments
+    rtol, weight_rounding = ATTENTION_TOLERANCE.get(dtype, (1e-5, 1e-6))
+    mean_size = EAGER_OPS.attention(q.double(), keys.double(), values.double().abs(), mask)
+    return rtol, weight_rounding * float(mean_size.max()) + 1e-7
+
+
+register_replacement(Replacement(
+    "attention", "decode attention over the KV cache in place by a flash-decoding Triton kernel "
+                 "(hello_gpu.models.decode_attention_kernel; prefill stays F.scaled_dot_product_attention)",
+    load=_hello_gpu_attention, example=_attention_example, tolerance_of=_attention_tolerance))
+
 # The operations with no kernel yet, and what each waits for.
 NOT_WRITTEN = {
-    # Not wired, on purpose: hello_gpu.ops.attention takes k and v of exactly the keys to attend to,
-    # contiguous (its rungs index a key row as (b * H_kv + h) * S_kv + j, with S_kv a host integer), and
-    # no mask. The model's cache is (B, H_kv, max_seq, D) with the filled length a device tensor that
-    # moves every step under the decode step's CUDA graph: the filled prefix keys[:, :, :n] is a strided
-    # view (ops.attention would copy all the filled K and V every step) and its n would be frozen at
-    # capture; the whole cache unmasked would attend to the zeros not written yet.
-    "attention": ("prefill and decode attention over the KV cache",
-                  "hello_gpu.ops.attention cannot take the model's KV cache without a copy: its rungs read "
-                  "contiguous K/V of exactly S_kv keys (a host integer, frozen in the decode step's CUDA graph), "
-                  "while the cache is (B, H_kv, max_seq, D) filled up to a position that moves every step; "
-                  "slicing it copies the filled K and V each step, so it waits for a decode rung that takes the "
-                  "cache's strides and a key count on the device"),
     "sample": ("softmax / sampling of the next token (greedy: an argmax over the vocabulary)",
                "no sampling kernel yet; greedy decode needs only torch.argmax"),
 }
