@@ -198,6 +198,59 @@ def test_the_tolerance_grows_with_the_weight_rounding_of_each_dtype():
         ATTENTION_TOLERANCE[torch.float32][1]
 
 
+_COMPILE_SCRIPT = r"""
+import json, re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from hello_gpu.models.decode_attention_kernel import split_kernel, merge_kernel, BLOCK_N
+results = {}
+for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("bf16", 1, 128)):
+    block_g, block_d = max(16, triton.next_power_of_2(group)), max(16, triton.next_power_of_2(dim))
+    for kernel, constants in ((split_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": block_g, "BLOCK_D": block_d,
+                                              "BLOCK_N": BLOCK_N, "PRECISION": "ieee" if dtype == "fp32" else "tf32"}),
+                              (merge_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": block_g, "BLOCK_D": block_d})):
+        def kind(n):
+            if n in constants: return "constexpr"
+            if n == "mask_ptr": return "*u8"
+            if n.startswith("part_"): return "*fp32"
+            if n.endswith("_ptr"): return "*" + dtype
+            if n == "scale_log2": return "fp32"
+            return "i32"
+        signature = {n: kind(n) for n in kernel.arg_names}
+        divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(kernel.arg_names) if n.endswith("_ptr")}
+        compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
+                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        ptx = compiled.asm["ptx"]
+        results[f"{kernel.__name__} {dtype} G{group} D{dim}"] = {
+            "local": len(re.findall(r"\b(ld|st)\.local\b", ptx)), "mma": len(re.findall(r"\bmma\.|wgmma", ptx)),
+            "truncating": len(re.findall(r"cvt\.rz\.(bf16|f16)", ptx)), "round_to_nearest": len(re.findall(r"cvt\.rn\.(bf16|f16)", ptx)),
+        }
+print(json.dumps(results))
+"""
+
+
+def test_the_kernels_compile_for_sm_90_on_tensor_cores_rounding_to_nearest_without_spills():
+    """What the interpreter cannot show: both kernels compile for the H100/H200 (the tile skip's branch inside
+    the key loop included) at the 8B's (GROUP 4, D 128), the 1B's (D 64), MHA's (GROUP 1) and an odd tiny
+    shape; the 16-bit dots run on tensor cores (mma), results round to nearest, nothing spills to local memory."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+    done = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, timeout=600,
+                          env=environment)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name, found in json.loads(done.stdout.strip().splitlines()[-1]).items():
+        assert found["local"] == 0 and found["truncating"] == 0, (name, found)
+        if "fp32" not in name:
+            assert found["round_to_nearest"] > 0, (name, found)
+            assert ("split_kernel" not in name) or found["mma"] > 0, (name, found)
+
+
 # ------------------------------------------------------------------------------------------ GPU tier
 
 @pytest.mark.gpu

@@ -32,7 +32,9 @@ hypothesis: a decode step's attention is memory-bound (~1 FLOP a byte). At 8B, B
   are 96 x 4 rows x (128 + 2) float32, 0.2 MB written and read back. Two launches a layer instead of ~10.
 prediction: ~2.3 MB a layer at ~3 TB/s is ~0.8 us of bytes, so two launches (~1.2 us each from a CUDA graph,
   `hello-gpu ceilings`) dominate: ~3-4 us a layer against ~15-25 us for SDPA's math path (~25 MB and ~10
-  kernels), ~4-6x the eager operation at 1x32x8x768x128 bfloat16, ~0.4-0.6 ms of the 8B's ~7 ms decode step;
+  kernels), ~4-6x the eager operation at 1x32x8x768x128 bfloat16, ~0.4-0.6 ms of the 8B's ~7 ms decode step.
+  Were SDPA to take its memory-efficient kernel instead (one launch reading the whole 3.15 MB cache, the mask
+  as a bias): ~1.5-2x, from the 1 MB of unwritten cache skipped and the launch it does not save;
   unmeasured (no GPU in the session that wrote it): the backend swaps it in only if its timing says faster
 outcome: not measured yet
 deterministic: yes, each split reduces its tiles in order and the merge visits splits in order
