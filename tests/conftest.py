@@ -97,3 +97,23 @@ def key_path(request):
         kernel._EXTENSION[0] = None
     yield request.param
     kernel._EXTENSION[0] = saved
+
+
+@pytest.fixture(scope="session")
+def compiled_mode():
+    """``run(script) -> the JSON object its last line prints``: ``script`` in a Python child with this checkout's
+    src first and Triton in compiled mode (no TRITON_INTERPRET), for ahead-of-time compiles (triton.compile for
+    a GPU target) on a machine without a GPU, where this process's Triton is the interpreter."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def run(script: str) -> dict:
+        environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+        environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                              env=environment)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    return run

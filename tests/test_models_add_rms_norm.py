@@ -158,18 +158,8 @@ print(json.dumps(results))
 """
 
 
-def test_the_kernel_compiles_for_sm_90_rounding_to_nearest_without_spills():
+def test_the_kernel_compiles_for_sm_90_rounding_to_nearest_without_spills(compiled_mode):
     """What the interpreter cannot show (it truncates float32 -> bfloat16): on the GPU the stored sum and norm
     are rounded to nearest, as torch's add and the eager norm round, and a 4096 or 8192 row stays in registers."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-    environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
-    done = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, timeout=600,
-                          env=environment)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for name, found in json.loads(done.stdout.strip().splitlines()[-1]).items():
+    for name, found in compiled_mode(_COMPILE_SCRIPT).items():
         assert found["round_to_nearest"] > 0 and found["truncating"] == 0 and found["local"] == 0, (name, found)

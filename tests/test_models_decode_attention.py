@@ -230,21 +230,11 @@ print(json.dumps(results))
 """
 
 
-def test_the_kernels_compile_for_sm_90_on_tensor_cores_rounding_to_nearest_without_spills():
+def test_the_kernels_compile_for_sm_90_on_tensor_cores_rounding_to_nearest_without_spills(compiled_mode):
     """What the interpreter cannot show: both kernels compile for the H100/H200 (the tile skip's branch inside
     the key loop included) at the 8B's (GROUP 4, D 128), the 1B's (D 64), MHA's (GROUP 1) and an odd tiny
     shape; the 16-bit dots run on tensor cores (mma), results round to nearest, nothing spills to local memory."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-    environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
-    done = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], capture_output=True, text=True, timeout=600,
-                          env=environment)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for name, found in json.loads(done.stdout.strip().splitlines()[-1]).items():
+    for name, found in compiled_mode(_COMPILE_SCRIPT).items():
         assert found["local"] == 0 and found["truncating"] == 0, (name, found)
         if "fp32" not in name:
             assert found["round_to_nearest"] > 0, (name, found)
