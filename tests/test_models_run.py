@@ -45,6 +45,7 @@ def test_run_on_the_cpu_times_each_backend_and_says_what_it_cannot_measure():
     logits = result.runs[1].logits
     assert logits["ok"] and logits["near_ties"] and len(logits["gaps"]) == 6 and logits["worst_ratio"] == 0.0
     assert result.bound.tokens_per_s is None and "unavailable on the cpu" in result.bound.note
+    assert result.device == "cpu"
     with pytest.raises(ValueError, match="--new must be at least 2"):
         run_model(model, ["eager"], batch=1, prompt_length=4, new=1)
 
@@ -223,3 +224,9 @@ def test_a_gpu_profile_assigns_kernels_to_categories_and_counts_launch_gaps():
     assert profile.device == "gpu"
     assert {"GEMM/GEMV", "attention", "norm", LAUNCH_GAPS} <= set(profile.categories)
     assert profile.share("GEMM/GEMV") > 0.2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: the label names the card")
+def test_a_gpu_run_names_its_card():
+    from hello_gpu.models.run import device_label
+    assert device_label(torch.device("cuda:0")) == f"{torch.cuda.get_device_name(0)} (cuda:0)"

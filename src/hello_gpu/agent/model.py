@@ -41,7 +41,7 @@ import torch
 from ..models.backends import REPLACEMENTS
 from ..models.llama import OP_CATEGORIES, Llama
 from ..models.profile import HOST, LAUNCH_GAPS, ModelProfile, profile_llama
-from ..models.run import BackendRun, ModelRun, agreement, run_backend, run_model
+from ..models.run import BackendRun, ModelRun, agreement, device_label, run_backend, run_model
 from ..models.work import step_work
 from ..ops import INTERPRETER_MAX_ELEMENTS, load_op, numel, shape_label
 from ..ops.functions import BEST
@@ -634,8 +634,8 @@ def optimise_model(model: Llama, run_dir: str | Path, *, phase: str = "decode", 
     profile = profile_llama(model, backend="eager", batch=batch, prompt=prompt, phase=phase, steps=steps,
                             trace_path=run_dir / "trace.json")
     ranking = rank_operations(profile, model, batch=batch, tokens=tokens, cache_length=prompt + 1, ops_root=ops_root)
-    result = ModelAgentResult(run_dir, model.config.to_dict(), str(model.device), str(model.dtype).removeprefix("torch."),
-                              batch, prompt, new, phase, gpu, profile, ranking)
+    result = ModelAgentResult(run_dir, model.config.to_dict(), device_label(model.device),
+                              str(model.dtype).removeprefix("torch."), batch, prompt, new, phase, gpu, profile, ranking)
     for row in ranking:
         say(f"  {row.name:<13} {row.share:6.1%} of a step (bound {row.bound_if_free:.3f}x if free, "
             f"{row.bound_if_2x:.3f}x if 2x faster): {row.note}")

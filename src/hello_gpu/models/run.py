@@ -113,6 +113,12 @@ class BackendRun:
         return asdict(self)
 
 
+def device_label(device: torch.device) -> str:
+    """``"NVIDIA H200 (cuda:0)"`` on a GPU, ``"cpu"`` on the CPU: a record says which card measured it
+    wherever it is copied (the first model run's record said only "cuda:0")."""
+    return f"{torch.cuda.get_device_name(device)} ({device})" if device.type == "cuda" else str(device)
+
+
 def _synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -276,8 +282,8 @@ def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: i
     copy, note = copy_bandwidth(model.device, progress=progress)
     bound = decode_bound(model.config, model.dtype, batch=batch, prompt=prompt_length, new=new,
                          copy_bytes_per_s=copy, note=note)
-    result = ModelRun(model.config.to_dict(), str(model.device), str(model.dtype).removeprefix("torch."), batch,
-                      prompt_length, new, seed, bound)
+    result = ModelRun(model.config.to_dict(), device_label(model.device), str(model.dtype).removeprefix("torch."),
+                      batch, prompt_length, new, seed, bound)
     reference = None
     if check_logits and any(backend != "eager" for backend in backends):
         reference = record_reference(make_runner(model, "eager", batch=batch, max_seq=prompt_length + new), prompt, new)
