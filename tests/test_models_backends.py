@@ -64,6 +64,7 @@ def test_on_the_cpu_the_hello_gpu_backend_swaps_nothing_in_and_says_why():
     assert reasons["rms_norm"].startswith("not measured: no GPU here (cpu)")
     assert reasons["linear"].startswith("not measured: no GPU here (cpu)")
     assert reasons["attention"].startswith("not measured: no GPU here (cpu)")
+    assert reasons["prefill_attention"].startswith("not measured: no GPU here (cpu)")
     assert reasons["sample"].startswith("not written yet: no sampling kernel yet")
     assert all(reason for reason in reasons.values())
     assert "no CUDA graph on the CPU" in runner.notes[0]
@@ -252,7 +253,8 @@ def test_backends_match_eager_through_a_256_token_greedy_decode_in_bf16(backend)
                            generator=torch.Generator(device="cuda").manual_seed(1))
     eager = make_runner(model, "eager", batch=1, max_seq=512 + 256)
     other = make_runner(model, backend, batch=1, max_seq=512 + 256,
-                        force=["rms_norm", "add_rms_norm", "linear", "rope", "swiglu", "attention"] if backend == "hello-gpu" else ())
+                        force=["rms_norm", "add_rms_norm", "linear", "rope", "swiglu", "attention",
+                               "prefill_attention"] if backend == "hello-gpu" else ())
     result = compare_greedy(eager, other, prompt, 256)
     assert result.rtol == LOGIT_RTOL[torch.bfloat16]
     assert result.ok, result.summary()
@@ -266,7 +268,8 @@ def test_the_hello_gpu_backend_decides_each_written_kernel_by_a_measurement_on_t
     model = build_model("8b", device="cuda", dtype=torch.bfloat16, seed=0)
     runner = make_runner(model, "hello-gpu", batch=1, max_seq=64)
     written = [c for c in runner.choices if REPLACEMENTS[c.name].load is not None]
-    assert {"rms_norm", "add_rms_norm", "rope", "swiglu", "linear", "attention"} <= {c.name for c in written}
+    assert {"rms_norm", "add_rms_norm", "rope", "swiglu", "linear", "attention", "prefill_attention"} <= \
+        {c.name for c in written}
     for choice in written:
         assert choice.speedup is not None and choice.ci95 is not None, choice
         assert choice.used == choice.reason.startswith("faster"), choice

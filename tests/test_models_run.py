@@ -134,7 +134,8 @@ def test_a_cpu_profile_puts_every_operation_in_its_category():
     for category in profile.categories:
         assert profile.amdahl(category) == pytest.approx(1 / (1 - profile.share(category)))
     prefill = profile_llama(model, batch=2, prompt=12, phase="prefill", steps=2)
-    assert {row.name: row.calls for row in prefill.rows}["attention"] == 2 * layers
+    # a prompt's attention is its own operation (its own kernel in the hello-gpu backend)
+    assert {row.name: row.calls for row in prefill.rows}["prefill_attention"] == 2 * layers
 
 
 def test_the_model_profile_command_and_the_vision_model(tmp_path, capsys):

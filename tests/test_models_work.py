@@ -45,13 +45,14 @@ def test_the_matmul_flops_are_what_torch_counts(batch, tokens, cache_length, las
             result = _explicit_attention(*args)
         attention_flops.append(inner.get_total_flops())
         return result
-    ops = replace(EAGER_OPS, attention=counted_attention)
+    ops = replace(EAGER_OPS, attention=counted_attention, prefill_attention=counted_attention)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(tokens_in, positions, cache, ops=ops, last_only=last_only)
     work = step_work(model.config, torch.float32, batch=batch, tokens=tokens, cache_length=cache_length,
                      last_only=last_only)
     assert len(attention_flops) == model.config.num_layers
-    assert work["attention"].flops == sum(attention_flops)
+    attention = "attention" if tokens == 1 else "prefill_attention"           # the model's label of each
+    assert work[attention].flops == sum(attention_flops)
     # every other matmul of the step is a projection or the head (mm, or bmm for the head on a sliced row)
     assert work["linear"].flops == counter.get_total_flops() - sum(attention_flops)
 

@@ -14,15 +14,16 @@ Where the kernel exists, ``load`` returns it; where it does not yet, ``missing``
 Wired: RMSNorm (``hello_gpu.ops.rms_norm``), the residual add fused into it (a Triton kernel of
 :mod:`.add_rms_norm_kernel`), RoPE and SwiGLU (the model's own Triton kernels, :mod:`.rope_kernel`,
 :mod:`.swiglu_kernel`) and every projection's decode GEMV (``hello_gpu.ops.linear``, checked and timed at
-each projection shape of the model: ``Replacement.cases``), and decode attention (the model's own
+each projection shape of the model: ``Replacement.cases``), decode attention (the model's own
 flash-decoding kernel, :mod:`.decode_attention_kernel`: ``hello_gpu.ops.attention`` cannot read the
-model's KV cache without copying it, the kernel's header says why).
+model's KV cache without copying it, the kernel's header says why) and a prompt's attention (the model's
+own flash-attention kernel over the cache and the device mask, :mod:`.prefill_attention_kernel`).
 
 The rule: **a kernel we do not beat is not swapped in, and the report says which were used.**
 :func:`choose_replacements` takes that decision per replacement from what it can establish here:
 on a GPU it checks the kernel against the float64 result of the eager operation on decode-shaped
-inputs of this model, then times the two paired and interleaved (:func:`hello_gpu.bench.compare`)
-and swaps the kernel in only on the verdict "faster"; on the CPU nothing can be timed (our kernels
+inputs of this model (prompt-shaped for prefill_attention), then times the two paired and interleaved
+(:func:`hello_gpu.bench.compare`) and swaps the kernel in only on the verdict "faster"; on the CPU nothing can be timed (our kernels
 run on a GPU), so nothing is swapped in and each :class:`Choice` says "not measured" and why.
 ``force`` swaps a kernel in without the timing (still checked), for correctness runs such as the
 CPU test in Triton's interpreter.
@@ -55,7 +56,7 @@ class Replacement:
     description: str
     load: Callable[[], Callable] | None = None      # the replacement function, imported when first asked for
     missing: str = ""                               # why there is no kernel yet (load is None)
-    # Decode-shaped arguments of the operation for this model: (config, batch, device, dtype) -> args
+    # Decode-shaped (prefill_attention: prompt-shaped) arguments for this model: (config, batch, device, dtype) -> args
     example: Callable[[LlamaConfig, int, torch.device, torch.dtype], tuple] | None = None
     # Per dtype (rtol, atol) of the kernel against the eager operation computed in float64
     tolerance: dict = field(default_factory=dict)
@@ -281,8 +282,40 @@ def _attention_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, f
 
 register_replacement(Replacement(
     "attention", "decode attention over the KV cache in place by a flash-decoding Triton kernel "
-                 "(hello_gpu.models.decode_attention_kernel; prefill stays F.scaled_dot_product_attention)",
+                 "(hello_gpu.models.decode_attention_kernel; a prompt's attention is prefill_attention)",
     load=_hello_gpu_attention, example=_attention_example, tolerance_of=_attention_tolerance))
+
+
+def _hello_gpu_prefill_attention() -> Callable:
+    from .prefill_attention_kernel import attention      # imports Triton only when asked for
+    return attention
+
+
+def _prefill_attention_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+    """A prompt of 2/3 of a min(768, max_position)-position cache (512 tokens of 768 on the 8B: prompt 512 +
+    256 new) at positions 0.., q as the model hands it (a view of the qkv projection's output), the causal mask
+    the model makes there, and larger nonzero garbage in the cache beyond the prompt (a kernel that reads a
+    masked key is wrong by more than the values' size)."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    max_seq = min(768, config.max_position)
+    length = max(2, 2 * max_seq // 3)
+    qkv = torch.randn(batch, length, config.q_size + 2 * config.kv_size, device=device, dtype=dtype,
+                      generator=generator)
+    q = qkv[..., :config.q_size].view(batch, length, config.num_heads, config.head_dim).transpose(1, 2)
+    shape = (batch, config.num_kv_heads, max_seq, config.head_dim)
+    keys, values = (torch.randn(shape, device=device, dtype=dtype, generator=generator) for _ in range(2))
+    keys[:, :, length:] = 4 + keys[:, :, length:]
+    values[:, :, length:] = 8 + values[:, :, length:]
+    positions = torch.arange(length, device=device)
+    mask = torch.arange(max_seq, device=device)[None, :] <= positions[:, None]
+    return q, keys, values, mask
+
+
+register_replacement(Replacement(
+    "prefill_attention", "a prompt's attention over the KV cache in place by a flash-attention Triton kernel "
+                         "that reads the mask on the device and visits only the key tiles some query sees "
+                         "(hello_gpu.models.prefill_attention_kernel)",
+    load=_hello_gpu_prefill_attention, example=_prefill_attention_example, tolerance_of=_attention_tolerance))
 
 # The operations with no kernel yet, and what each waits for.
 NOT_WRITTEN = {

@@ -136,9 +136,8 @@ def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, splits, GROUP: tl.conste
              mask=both)
 
 
-def _check(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> None:
-    """Refuse, naming the problem, what the kernel would read wrongly."""
-    name = "decode attention"
+def check_arguments(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, name: str) -> None:
+    """Refuse, naming the problem, what the kernel ``name`` (this one, or the prefill's) would read wrongly."""
     for argument, tensor in (("q", q), ("keys", keys), ("values", values), ("mask", mask)):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name}: {argument} must be a torch.Tensor, got {type(tensor).__name__}")
@@ -147,7 +146,7 @@ def _check(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torc
     if q.dim() != 4 or keys.dim() != 4:
         raise ValueError(f"{name}: q must be (batch, heads, 1, head_dim) and keys (batch, kv_heads, keys, head_dim); "
                          f"got {tuple(q.shape)} and {tuple(keys.shape)}")
-    batch, heads, _, dim = q.shape
+    batch, heads, queries, dim = q.shape
     kv_batch, kv_heads, seq, kv_dim = keys.shape
     if values.shape != keys.shape:
         raise ValueError(f"{name}: values {tuple(values.shape)} must have the keys' shape {tuple(keys.shape)}")
@@ -165,9 +164,9 @@ def _check(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torc
         if tensor.stride(-1) != 1 and dim > 1:
             raise ValueError(f"{name}: {argument}'s head_dim has stride {tensor.stride(-1)}; the kernel reads "
                              f"contiguous head vectors (strides {tuple(tensor.stride())})")
-    if mask.dtype != torch.bool or mask.shape != (1, seq):
-        raise ValueError(f"{name}: mask must be a boolean (1, {seq}) row (True where the query sees a key), got "
-                         f"{mask.dtype} {tuple(mask.shape)}")
+    if mask.dtype != torch.bool or mask.shape != (queries, seq):
+        raise ValueError(f"{name}: mask must be a boolean ({queries}, {seq}) {'row' if queries == 1 else 'matrix'} "
+                         f"(True where a query sees a key), got {mask.dtype} {tuple(mask.shape)}")
     if not q.is_cuda and not triton_interpreter_on():
         raise ValueError(f"{name}: q is on {q.device}; the kernel runs on a GPU (or in Triton's interpreter, "
                          f"TRITON_INTERPRET=1)")
@@ -197,9 +196,9 @@ def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
     """Attention of one query token (q (B, H, 1, D)) over the cache (B, H_kv, S, D) where the boolean
     ``mask`` (1, S) is True; a new contiguous (B, H, 1, D) tensor in q's dtype. ``programs``: how many
     programs to aim the split at (default: :func:`programs_wanted`; tests pass more to force many splits)."""
-    _check(q, keys, values, mask)
-    if q.shape[2] != 1:
+    if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] != 1:
         raise ValueError(f"decode attention: q has {q.shape[2]} query tokens; the kernel takes one (decode)")
+    check_arguments(q, keys, values, mask, "decode attention")
     batch, heads, _, dim = q.shape
     kv_heads, seq = keys.shape[1], keys.shape[2]
     group = heads // kv_heads
@@ -242,4 +241,4 @@ def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: t
     return decode_attention(q, keys, values, mask)
 
 
-__all__ = ["attention", "decode_attention", "merge_kernel", "split_kernel", "split_keys"]
+__all__ = ["attention", "check_arguments", "decode_attention", "merge_kernel", "split_kernel", "split_keys"]

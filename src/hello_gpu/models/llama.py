@@ -21,7 +21,9 @@ Two choices made for speed, invisible in the results:
   (``torch.compile``) or one CUDA graph serves every step. At prompt 512 + 256 new tokens the extra
   cache read is at most 768/513 of the filled part: 0.1 GB of KV against 15 GB of weights for the 8B.
 
-Every operation the backends may replace goes through a :class:`ModelOps` (``EAGER_OPS`` by default):
+Every operation the backends may replace goes through a :class:`ModelOps` (``EAGER_OPS`` by default;
+attention is two operations there, ``attention`` for one query token a row and ``prefill_attention`` for a
+prompt, the same eager function):
 the hello-gpu backend (:mod:`.backends`) swaps functions in it, and the profiler labels each with its
 category (:func:`labelled_ops`).
 
@@ -250,7 +252,8 @@ class ModelOps:
     linear: Callable = F.linear
     rope: Callable = rope
     cache_write: Callable = cache_write
-    attention: Callable = attention
+    attention: Callable = attention             # one query token a row (decode)
+    prefill_attention: Callable = attention     # several (a prompt): the same function, replaced on its own
     swiglu: Callable = swiglu
     sample: Callable = greedy
 
@@ -260,7 +263,7 @@ EAGER_OPS = ModelOps()
 # The profile's category of each operation (hello_gpu.models.profile); "GEMM/GEMV" is every projection.
 OP_CATEGORIES = {"embed": "other", "rms_norm": "norm", "add_rms_norm": "norm", "linear": "GEMM/GEMV",
                  "rope": "elementwise", "cache_write": "elementwise", "attention": "attention",
-                 "swiglu": "elementwise", "sample": "sampling"}
+                 "prefill_attention": "attention", "swiglu": "elementwise", "sample": "sampling"}
 LABEL_PREFIX = "hello_gpu.model/"
 
 
@@ -305,7 +308,10 @@ class Attention(nn.Module):
         v = v.view(batch, length, c.num_kv_heads, c.head_dim).transpose(1, 2)
         q, k = ops.rope(q, k, cos, sin)
         keys, values = ops.cache_write(keys, values, positions, k, v)
-        out = ops.attention(q, keys, values, mask)
+        # decode and prefill attention are different kernels (one query against the cache, or a tile of them),
+        # each swapped in by its own timing; the length is a host integer, the same at every decode step
+        attend = ops.attention if length == 1 else ops.prefill_attention
+        out = attend(q, keys, values, mask)
         return ops.linear(out.transpose(1, 2).reshape(batch, length, c.q_size), self.o_proj.weight)
 
 
