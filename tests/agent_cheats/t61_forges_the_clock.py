@@ -3,8 +3,10 @@
 The timing child reads its wall clock as ``time.perf_counter()`` through the module global ``time`` of
 hello_gpu.agent.worker. That global (a module, not a function) is rebound to a stand-in whose
 perf_counter subtracts half of every call the candidate makes into a freshly poisoned output (the
-counted, cold batches poison their outputs first; the parent's long warm consistency batch reuses
-outputs that already hold answers, so there the clock is honest). Every counted time is halved: a 2x
+counted, cold batches poison their outputs first, with NaN or a finite value at random; the parent's long
+warm consistency batch reuses outputs that already hold answers, so there the clock is honest). It once
+lied only into NaN outputs: then a random half of the batches lied, and in a run with few counted batches
+too few lied to move the median, which passed the timing rules by design and made the test flaky. Every counted time is halved: a 2x
 "speedup" for an honest kernel. Caught by the parent's own clock over the counted batches (timing
 inconsistent) and by the fingerprint of the harness modules' globals (tamper evidence).
 
@@ -47,8 +49,10 @@ def add_kernel(a_ptr, b_ptr, out_ptr, n, TILE: tl.constexpr):
 
 
 def run(a, b, out=None):
-    first = out.reshape(-1)[0].item() if out is not None and out.numel() else 0.0
-    poisoned = first != first                         # NaN: a freshly poisoned output
+    # A freshly poisoned output (NaN or a finite poison, the harness picks at random) does not yet hold this
+    # call's answer; the consistency batch's outputs do.
+    poisoned = out is not None and out.numel() > 0 and \
+        bool(out.reshape(-1)[0] != a.reshape(-1)[0] + b.reshape(-1)[0])
     out = torch.empty_like(a) if out is None else out
     began = _real.perf_counter()
     add_kernel[(triton.cdiv(a.numel(), TILE),)](a, b, out, a.numel(), TILE=TILE)

@@ -275,8 +275,10 @@ def _roofs(device: torch.device, dtype: torch.dtype):
 # What hello-gpu's operators can and cannot replace, per category of a network.
 # region replaceable
 REPLACEABLE = {
-    "GEMM/GEMV": "not yet: the matmul ladder (decode GEMV first) is being written",
-    "attention": "not yet: the attention ladder is being written",
+    "GEMM/GEMV": "hello_gpu.ops.matmul (a matmul ladder, level with torch.mm on large squares) and "
+                 "hello_gpu.ops.linear (F.linear's shapes; a GEMV rung for 1-16 rows)",
+    "attention": "hello_gpu.ops.attention (prefill and decode rungs over contiguous q, K, V; causal or none, "
+                 "no arbitrary mask)",
     "norm": "RMSNorm: hello_gpu.ops.rms_norm (a LayerNorm or BatchNorm is a different operator: no)",
     "convolution": "no: there is no convolution ladder",
     "pooling": "no: there is no pooling ladder",
