@@ -59,6 +59,22 @@ INTERPRETER_PROGRAMS = 8    # no GPU to size the split for: enough splits to exe
 
 
 @triton.jit
+def attend_tile(q, k, v, seen, row_max, row_sum, acc, scale_log2, PRECISION: tl.constexpr):
+    """One tile of keys into an online softmax's running (max, sum, unnormalised output), all float32:
+    q (rows, D) against k and v (keys, D) where ``seen`` (broadcast to (rows, keys)) is True; the weights are
+    rounded to v's dtype for the P @ V dot, as flash attention does. Returns the three updated."""
+    scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
+    scores = tl.where(seen, scores, float("-inf"))
+    new_max = tl.maximum(row_max, tl.max(scores, axis=1))
+    safe = tl.where(new_max == float("-inf"), 0.0, new_max)          # rows that have seen no key yet
+    p = tl.exp2(scores - safe[:, None])
+    correction = tl.exp2(row_max - safe)
+    row_sum = row_sum * correction + tl.sum(p, axis=1)
+    acc = acc * correction[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    return new_max, row_sum, acc
+
+
+@triton.jit
 def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, kv_heads, seq, chunk, splits,
                  q_batch_stride, q_head_stride, k_batch_stride, k_head_stride, k_seq_stride,
                  v_batch_stride, v_head_stride, v_seq_stride, mask_stride, scale_log2,
@@ -90,16 +106,8 @@ def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, kv
         if tl.max(visible.to(tl.int32), axis=0) > 0:          # a tile beyond the position: nothing read
             kv_mask = visible[:, None] & in_dim[None, :]
             k = tl.load(k_base + keys.to(tl.int64)[:, None] * k_seq_stride + dims[None, :], mask=kv_mask, other=0.0)
-            scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
-            scores = tl.where(visible[None, :], scores, float("-inf"))
-            new_max = tl.maximum(row_max, tl.max(scores, axis=1))
-            safe = tl.where(new_max == float("-inf"), 0.0, new_max)      # rows that have seen no key yet
-            p = tl.exp2(scores - safe[:, None])
-            correction = tl.exp2(row_max - safe)
-            row_sum = row_sum * correction + tl.sum(p, axis=1)
             v = tl.load(v_base + keys.to(tl.int64)[:, None] * v_seq_stride + dims[None, :], mask=kv_mask, other=0.0)
-            acc = acc * correction[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-            row_max = new_max
+            row_max, row_sum, acc = attend_tile(q, k, v, visible[None, :], row_max, row_sum, acc, scale_log2, PRECISION)
     part = (bkv.to(tl.int64) * splits + split) * GROUP + rows           # this program's live rows
     tl.store(part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], acc, mask=live[:, None] & in_dim[None, :])
     tl.store(part_stats_ptr + part * 2, row_max, mask=live)
@@ -241,4 +249,4 @@ def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: t
     return decode_attention(q, keys, values, mask)
 
 
-__all__ = ["attention", "check_arguments", "decode_attention", "merge_kernel", "split_kernel", "split_keys"]
+__all__ = ["attend_tile", "attention", "check_arguments", "decode_attention", "merge_kernel", "split_kernel", "split_keys"]

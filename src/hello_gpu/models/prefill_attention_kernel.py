@@ -44,7 +44,7 @@ import triton
 import triton.language as tl
 
 from ..ops.rung import triton_interpreter_on
-from .decode_attention_kernel import check_arguments
+from .decode_attention_kernel import attend_tile, check_arguments
 from .llama import attention as eager_attention
 
 MIN_DOT = 16                # tl.dot takes blocks of at least 16 in each dimension: the head dim is padded
@@ -116,16 +116,8 @@ def prefill_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, span_ptr, out_ptr, heads, quer
                        other=0) != 0
         kv_mask = in_span[:, None] & in_dim[None, :]
         k = tl.load(k_base + keys.to(tl.int64)[:, None] * k_seq_stride + dims[None, :], mask=kv_mask, other=0.0)
-        scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
-        scores = tl.where(seen, scores, float("-inf"))
-        new_max = tl.maximum(row_max, tl.max(scores, axis=1))
-        safe = tl.where(new_max == float("-inf"), 0.0, new_max)          # rows that have seen no key yet
-        p = tl.exp2(scores - safe[:, None])
-        correction = tl.exp2(row_max - safe)
-        row_sum = row_sum * correction + tl.sum(p, axis=1)
         v = tl.load(v_base + keys.to(tl.int64)[:, None] * v_seq_stride + dims[None, :], mask=kv_mask, other=0.0)
-        acc = acc * correction[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        row_max = new_max
+        row_max, row_sum, acc = attend_tile(q, k, v, seen, row_max, row_sum, acc, scale_log2, PRECISION)
     seen_any = row_sum > 0
     out = tl.where(seen_any[:, None], acc / tl.where(seen_any, row_sum, 1.0)[:, None], 0.0)
     tl.store(out_ptr + batch * out_batch_stride + head * out_head_stride + rows.to(tl.int64)[:, None] * out_seq_stride
