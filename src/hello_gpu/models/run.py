@@ -14,10 +14,11 @@ The logits (``check_logits``, on by default): before the backends, one untimed g
 eager runner is recorded (:func:`hello_gpu.models.logits.record_reference`: logits and tokens per step,
 kept on the CPU, its runner freed before the first backend). After each other backend's timed
 generation, its own runner is fed eager's tokens (teacher forcing) and its logits are compared step by
-step (:func:`hello_gpu.models.logits.compare_with`): the largest gap over the bf16 tolerance and whether
-every divergence of the greedy tokens is a near tie. On by default because it is cheap next to the
-rest: one more eager decode for the whole run (8 s of the 8B's 256 steps at eager's 31.7 tokens/s on
-an H100) and one more decode per backend at its own speed (2 s for hello-gpu), against the minutes a
+step (:func:`hello_gpu.models.logits.compare_with`): each step's error against the exact (float64) logits of
+the same decode, at most twice eager's own, and whether every divergence of the greedy tokens is a near tie.
+On by default because it is cheap next to the rest: one more eager decode for the whole run (8 s of the
+8B's 256 steps at eager's 31.7 tokens/s on an H100), one float64 forward over the same tokens (the 8B's
+~12 TFLOP in a few chunks, each projection's weight widened at its call) and one more decode per backend at its own speed (2 s for hello-gpu), against the minutes a
 compiled backend of the 8B spends compiling; no compile, no capture is repeated (the backend's
 runner is reused). ``--no-check-logits`` leaves it out.
 """
@@ -170,8 +171,9 @@ def logits_verdict(logits: dict | None) -> str:
     """The table's cell for a teacher-forced logit comparison (LogitComparison.to_dict)."""
     if logits is None:
         return ""
-    divergences, gap = len(logits["divergences"]), logits["worst_ratio"]
-    text = f"max gap {gap:.2g} of tolerance" if gap is not None else "no steps"
+    divergences, ratio = len(logits["divergences"]), logits["worst_ratio"]
+    text = (f"error {ratio:.2g}x eager's own at worst (at most {logits['factor']:g}x)" if ratio is not None
+            else "no steps")
     if divergences:
         text += (f", {divergences} divergence{'s' if divergences > 1 else ''} from step {logits['first_divergence']}"
                  + (", all near ties" if logits["near_ties"] else ", NOT all near ties"))
