@@ -96,6 +96,44 @@ def test_inputs_are_fresh_per_seed_and_linear_sees_matmuls_numbers():
     assert torch.allclose(LINEAR.spec.reference(x, weight), MATMUL.spec.reference(a1, b1), rtol=1e-13, atol=0)
 
 
+def largest_made(function, *args) -> tuple:
+    """(function(*args), the element count of the largest tensor any operation made while it ran: views excluded)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Largest(TorchDispatchMode):
+        numel = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if not func.is_view:
+                for tensor in out if isinstance(out, (tuple, list)) else [out]:
+                    if isinstance(tensor, torch.Tensor):
+                        Largest.numel = max(Largest.numel, tensor.numel())
+            return out
+    with Largest():
+        result = function(*args)
+    return result, Largest.numel
+
+
+def test_the_error_scale_widens_a_block_of_rows_at_a_time_never_the_whole_weight(monkeypatch):
+    """The tolerance's row norms in float64 without a float64 copy of the weight: the hello-gpu backend's check of
+    the 8B's head (128256 x 4096 bf16) widened it whole, 4.2 GB, the peak of its model run (21.9 GB, eager's
+    16.3). Same value as the whole computation, NaN kept."""
+    from hello_gpu.ops.matmul import spec
+    x, weight = LINEAR.spec.make_inputs((3, 389, 48), "bfloat16", seed=4)
+    whole = (float(x.double().norm(dim=1).max()) * float(weight.double().norm(dim=1).max()), 48)
+    assert spec.error_scale(x, weight) == pytest.approx(whole, rel=1e-15)
+    monkeypatch.setattr(spec, "FLOAT64_BLOCK_ELEMENTS", 10 * 48)            # 10 rows of the weight a block
+    scale, made = largest_made(spec.error_scale, x, weight)
+    assert scale == pytest.approx(whole, rel=1e-15) and made <= 10 * 48, made
+    assert LINEAR.spec.tolerance((x, weight), "bfloat16") == spec.tolerance_for(*whole, "bfloat16")
+    monkeypatch.setattr(spec, "FLOAT64_BLOCK_ELEMENTS", 7)                  # a row longer than a block: one row
+    assert spec.largest_row_norm(weight) == pytest.approx(float(weight.double().norm(dim=1).max()), rel=1e-15)
+    poisoned = weight.clone()
+    poisoned[300, 5] = float("nan")                                         # in a block after the first
+    assert math.isnan(spec.largest_row_norm(poisoned))
+
+
 def test_launchers_refuse_what_the_kernels_cannot_read_by_name():
     """Before any kernel is touched (None stands in for it)."""
     matmul_launch = load_module(MATMUL.path / "v01_naive.py", "test_matmul_v01").run

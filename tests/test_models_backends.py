@@ -151,6 +151,66 @@ def test_the_linear_timing_runs_each_projection_as_often_as_a_decode_step():
     assert choice.speedup is not None and "over the 5 decode shapes" in choice.reason, choice
 
 
+def test_given_the_model_the_linear_kernel_is_checked_and_timed_on_its_own_weights():
+    """make_runner hands choose_replacements the model: the GEMV is checked and timed on the model's weights (the
+    first layer's projections and the head), never on drawn copies (on the 8B, 1.49 GB more than eager holds)."""
+    model = build_model(TINY, dtype=torch.float32, seed=6)
+    own = {parameter.data_ptr() for parameter in model.parameters()}
+    linear = REPLACEMENTS["linear"]
+    drawn = decode_cases(linear, TINY, 2, torch.device("cpu"), torch.float32)
+    cases = decode_cases(linear, TINY, 2, torch.device("cpu"), torch.float32, model=model)
+    assert list(cases) == list(drawn) and [count for _, count in cases.values()] == [c for _, c in drawn.values()]
+    layer = model.layers[0]
+    weights = [layer.self_attn.qkv_proj.weight, layer.self_attn.o_proj.weight, layer.mlp.gate_up_proj.weight,
+               layer.mlp.down_proj.weight, model.head_weight]
+    assert all(args[1] is weight for (args, _), weight in zip(cases.values(), weights)), "not the model's weights"
+    assert all(args[1].data_ptr() in own and args[0].shape == (2, 1, args[1].shape[1]) for args, _ in cases.values())
+    seen = set()
+
+    def watched(x, weight):
+        seen.add(weight.data_ptr())
+        return F.linear(x, weight)
+    only_linear = {"linear": replace(linear, load=lambda: watched)}
+    choice, = choose_replacements(TINY, batch=1, device="cpu", dtype=torch.float32, replacements=only_linear,
+                                  timer=lambda a, b: compare(a, b, max_seconds=0.1), model=model)
+    assert choice.speedup is not None and seen and seen <= own, choice
+    with pytest.raises(ValueError, match="model is tiny in torch.float32 on cpu; the call asks for tiny in torch.bf"):
+        choose_replacements(TINY, batch=1, device="cpu", dtype=torch.bfloat16, model=model)
+
+
+def test_choosing_the_linear_kernel_makes_no_tensor_as_large_as_a_weight(monkeypatch):
+    """The hello-gpu backend's peak memory on the 8B was eager's + 5.6 GB, all of it from choosing the linear
+    kernel: a drawn weight of each projection shape (1.49 GB, the head 1.05 GB of it) and, in the check's
+    tolerance, the drawn head widened whole to float64 (4.2 GB). With the model handed over and float64 taken
+    a block at a time (the block made smaller than any weight here), no operation while the kernel is checked
+    and timed makes a tensor as large as the smallest weight."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from hello_gpu.ops.matmul import spec
+    model = build_model(TINY, dtype=torch.float32, seed=7)
+    smallest = min(p.numel() for p in model.parameters() if p.dim() == 2)
+    monkeypatch.setattr(spec, "FLOAT64_BLOCK_ELEMENTS", 8 * TINY.hidden_size)
+    assert 8 * TINY.hidden_size < smallest
+
+    class Largest(TorchDispatchMode):
+        numel, op = 0, None
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if not func.is_view:
+                for tensor in out if isinstance(out, (tuple, list)) else [out]:
+                    if isinstance(tensor, torch.Tensor) and tensor.numel() > Largest.numel:
+                        Largest.numel, Largest.op = tensor.numel(), str(func)
+            return out
+    only_linear = {"linear": replace(REPLACEMENTS["linear"], load=lambda: F.linear)}
+    with Largest():
+        choice, = choose_replacements(TINY, batch=1, device="cpu", dtype=torch.float32, replacements=only_linear,
+                                      timer=lambda a, b: compare(a, b, max_seconds=0.1), model=model)
+    assert choice.speedup is not None, choice
+    assert Largest.numel < smallest, (f"{Largest.op} made a tensor of {Largest.numel} elements while choosing, "
+                                      f"the smallest weight has {smallest}")
+
+
 def test_the_linear_replacement_leaves_prefill_rows_to_f_linear_and_sends_decode_rows_to_ops_linear(monkeypatch):
     """Which calls reach hello_gpu.ops.linear (watched by wrapping it): decode rows, up to 16, made
     contiguous; never more rows (F.linear: ops.linear's rule would transpose a copy of the weight)."""

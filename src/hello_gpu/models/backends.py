@@ -14,10 +14,11 @@ Where the kernel exists, ``load`` returns it; where it does not yet, ``missing``
 Wired: RMSNorm (``hello_gpu.ops.rms_norm``), the residual add fused into it (a Triton kernel of
 :mod:`.add_rms_norm_kernel`), RoPE and SwiGLU (the model's own Triton kernels, :mod:`.rope_kernel`,
 :mod:`.swiglu_kernel`) and every projection's decode GEMV (``hello_gpu.ops.linear``, checked and timed at
-each projection shape of the model: ``Replacement.cases``), decode attention (the model's own
-flash-decoding kernel, :mod:`.decode_attention_kernel`: ``hello_gpu.ops.attention`` cannot read the
-model's KV cache without copying it, the kernel's header says why) and a prompt's attention (the model's
-own flash-attention kernel over the cache and the device mask, :mod:`.prefill_attention_kernel`).
+each projection shape of the model on the model's own weights, no copy: ``Replacement.model_cases``),
+decode attention (the model's own flash-decoding kernel, :mod:`.decode_attention_kernel`:
+``hello_gpu.ops.attention`` cannot read the model's KV cache without copying it, the kernel's header says
+why) and a prompt's attention (the model's own flash-attention kernel over the cache and the device mask,
+:mod:`.prefill_attention_kernel`).
 
 The rule: **a kernel we do not beat is not swapped in, and the report says which were used.**
 :func:`choose_replacements` takes that decision per replacement from what it can establish here:
@@ -69,6 +70,11 @@ class Replacement:
     # The float64 answer from the arguments, where the eager operation on float64 copies of them would
     # hold too much memory at once (the 8B's head: 4.2 GB of float64 weight); else that
     reference: Callable | None = None
+    # ``cases`` on the model's own tensors where the operation reads tensors as large as the model's (linear:
+    # its weights): (model, batch) -> {label: (arguments, calls a decode step makes)}. Used when the caller
+    # hands the model (make_runner does), so that choosing copies no weight: ``cases`` draws one of every
+    # projection shape, 1.49 GB on the 8B, all alive while they are checked and timed.
+    model_cases: Callable[[Llama, int], dict] | None = None
 
     @property
     def category(self) -> str:
@@ -201,19 +207,45 @@ def _hello_gpu_linear() -> Callable:
     return decode_linear
 
 
+def _projection_shapes(config: LlamaConfig) -> dict:
+    """{projection: (N, K, calls a decode step makes)} of every weight a decode step multiplies by."""
+    return {"qkv_proj": (config.q_size + 2 * config.kv_size, config.hidden_size, config.num_layers),
+            "o_proj": (config.hidden_size, config.q_size, config.num_layers),
+            "gate_up_proj": (2 * config.intermediate_size, config.hidden_size, config.num_layers),
+            "down_proj": (config.hidden_size, config.intermediate_size, config.num_layers),
+            "lm_head": (config.vocab_size, config.hidden_size, 1)}
+
+
 def _linear_cases(config: LlamaConfig, batch: int, device, dtype) -> dict:
     """x (B, 1, K) and a weight (N, K) of every projection a decode step runs, with its count a step;
-    weights ~ N(0, 0.02) as build_model draws them, x ~ N(0, 1) as a normed activation."""
+    weights ~ N(0, 0.02) as build_model draws them, x ~ N(0, 1) as a normed activation. Without a model
+    only: the weights drawn here are as large as the model's five shapes (1.49 GB on the 8B)."""
     generator = torch.Generator(device=device).manual_seed(0)
-    shapes = {"qkv_proj": (config.q_size + 2 * config.kv_size, config.hidden_size, config.num_layers),
-              "o_proj": (config.hidden_size, config.q_size, config.num_layers),
-              "gate_up_proj": (2 * config.intermediate_size, config.hidden_size, config.num_layers),
-              "down_proj": (config.hidden_size, config.intermediate_size, config.num_layers),
-              "lm_head": (config.vocab_size, config.hidden_size, 1)}
     cases = {}
-    for label, (n, k, count) in shapes.items():
+    for label, (n, k, count) in _projection_shapes(config).items():
         x = torch.randn(batch, 1, k, device=device, dtype=dtype, generator=generator)
         weight = torch.randn(n, k, device=device, dtype=dtype, generator=generator).mul_(INIT_STD)
+        cases[f"{label} {batch}x{n}x{k}"] = ((x, weight), count)
+    return cases
+
+
+def _linear_model_cases(model: Llama, batch: int) -> dict:
+    """:func:`_linear_cases` on the model's own weights (its first layer's projections and its head, tied
+    or not), x drawn as there: the GEMV is checked and timed on tensors the decode step reads, and no
+    weight is copied (the 8B's five shapes drawn anew were 1.49 GB more than eager holds, the head 1.05 GB
+    of it)."""
+    config, layer = model.config, model.layers[0]
+    weights = {"qkv_proj": layer.self_attn.qkv_proj.weight, "o_proj": layer.self_attn.o_proj.weight,
+               "gate_up_proj": layer.mlp.gate_up_proj.weight, "down_proj": layer.mlp.down_proj.weight,
+               "lm_head": model.head_weight}
+    generator = torch.Generator(device=model.device).manual_seed(0)
+    cases = {}
+    for label, (n, k, count) in _projection_shapes(config).items():
+        weight = weights[label]
+        if tuple(weight.shape) != (n, k):
+            raise ValueError(f"linear cases: the model's {label} weight is {tuple(weight.shape)}, its config says "
+                             f"{(n, k)}")
+        x = torch.randn(batch, 1, k, device=model.device, dtype=model.dtype, generator=generator)
         cases[f"{label} {batch}x{n}x{k}"] = ((x, weight), count)
     return cases
 
@@ -226,16 +258,19 @@ def _linear_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, floa
 
 
 def _linear_float64(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """F.linear in float64, 4096 weight rows at a time: at most 4096 x K float64 elements of the weight
-    at once (470 MB at K = 14336) instead of the whole head's 4.2 GB on the 8B."""
+    """F.linear in float64, a block of weight rows at a time: at most FLOAT64_BLOCK_ELEMENTS (2^24, 128 MiB)
+    float64 elements of the weight at once (1170 rows at K = 14336, 4096 at K = 4096) instead of the whole
+    head's 4.2 GB on the 8B."""
+    from ..ops.matmul.spec import FLOAT64_BLOCK_ELEMENTS
     wide = x.double()
-    return torch.cat([F.linear(wide, rows.double()) for rows in weight.split(4096)], dim=-1)
+    block = max(1, FLOAT64_BLOCK_ELEMENTS // max(1, weight.shape[1]))
+    return torch.cat([F.linear(wide, rows.double()) for rows in weight.split(block)], dim=-1)
 
 
 register_replacement(Replacement(
     "linear", "decode GEMV of every projection by hello_gpu.ops.linear (the rung its rule picks; prefill stays "
               "F.linear)", load=_hello_gpu_linear, cases=_linear_cases, tolerance_of=_linear_tolerance,
-    reference=_linear_float64))
+    reference=_linear_float64, model_cases=_linear_model_cases))
 # endregion linear-replacement
 
 
@@ -341,18 +376,22 @@ class Choice:
         return asdict(self)
 
 
-def decode_cases(replacement: Replacement, config: LlamaConfig, batch: int, device, dtype: torch.dtype) -> dict:
-    """{label: (arguments, calls a decode step makes)} of ``replacement`` for this model (see Replacement.cases)."""
+def decode_cases(replacement: Replacement, config: LlamaConfig, batch: int, device, dtype: torch.dtype, *,
+                 model: Llama | None = None) -> dict:
+    """{label: (arguments, calls a decode step makes)} of ``replacement`` for this model (see Replacement.cases);
+    given the ``model``, on its own tensors where the replacement says how (Replacement.model_cases)."""
+    if model is not None and replacement.model_cases is not None:
+        return replacement.model_cases(model, batch)
     if replacement.cases is not None:
         return replacement.cases(config, batch, device, dtype)
     return {"decode": (replacement.example(config, batch, device, dtype), 1)}
 
 
 def check_replacement(replacement: Replacement, function: Callable, config: LlamaConfig, batch: int, device,
-                      dtype: torch.dtype) -> str | None:
+                      dtype: torch.dtype, *, model: Llama | None = None) -> str | None:
     """None when the kernel matches the eager operation computed in float64 at every decode shape of
     this model, else the problem (the shape, the worst element and the bound it broke)."""
-    cases = decode_cases(replacement, config, batch, device, dtype)
+    cases = decode_cases(replacement, config, batch, device, dtype, model=model)
     for label, (arguments, _count) in cases.items():
         problem = _check_case(replacement, function, arguments, dtype)
         if problem:
@@ -388,14 +427,20 @@ def _check_case(replacement: Replacement, function: Callable, arguments: tuple, 
 
 
 def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch.dtype, force=(),
-                        timer=None, replacements: dict[str, Replacement] | None = None) -> list[Choice]:
+                        timer=None, replacements: dict[str, Replacement] | None = None,
+                        model: Llama | None = None) -> list[Choice]:
     """One :class:`Choice` per replacement of ``replacements`` (default: the registry, :data:`REPLACEMENTS`;
     the agent passes the registry with its own kernel in place of one) under the module's rule. ``timer(eager, kernel)``
     returns a :class:`hello_gpu.bench.Comparison` (default: :func:`hello_gpu.bench.compare`, device
     times with warm caches: at decode the operation's input was written by the previous kernel and is
     in L2). Without a GPU nothing is timed unless a ``timer`` is given (the CPU tests time on the wall
-    clock to test the decision itself)."""
+    clock to test the decision itself). Given the ``model`` (make_runner gives it), a replacement that reads
+    tensors as large as the model's is checked and timed on the model's own (Replacement.model_cases): the
+    choice then holds no copy of a weight next to the model."""
     device = torch.device(device)
+    if model is not None and (model.config != config or model.device.type != device.type or model.dtype != dtype):
+        raise ValueError(f"choose_replacements: the model is {model.config.name} in {model.dtype} on {model.device}; "
+                         f"the call asks for {config.name} in {dtype} on {device}")
     replacements = REPLACEMENTS if replacements is None else replacements
     unknown = sorted(set(force) - set(replacements))
     if unknown:
@@ -413,7 +458,7 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
             continue
         try:
             function = replacement.load()
-            problem = check_replacement(replacement, function, config, batch, device, dtype)
+            problem = check_replacement(replacement, function, config, batch, device, dtype, model=model)
         except Exception as error:  # noqa: BLE001 - an unusable kernel is reported and left out, not fatal
             choice.reason = f"unusable here: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
             continue
@@ -424,14 +469,15 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
             choice.used, choice.reason = True, "forced (checked against float64 eager, not timed)"
             continue
         choice.used, choice.reason, choice.speedup, choice.ci95 = _timed_decision(
-            replacement, function, config, batch, device, dtype, timer)
+            replacement, function, config, batch, device, dtype, timer, model)
     return choices
 
 
 # region swap-rule
-def _timed_decision(replacement, function, config, batch, device, dtype, timer):
+def _timed_decision(replacement, function, config, batch, device, dtype, timer, model=None):
     from ..bench import compare
-    cases = [(arguments, count) for arguments, count in decode_cases(replacement, config, batch, device, dtype).values()]
+    cases = [(arguments, count)
+             for arguments, count in decode_cases(replacement, config, batch, device, dtype, model=model).values()]
     eager = getattr(EAGER_OPS, replacement.name)
     timer = timer or (lambda a, b: compare(a, b, cache="warm"))
 
@@ -526,7 +572,7 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
             notes.append("reduce-overhead replays CUDA graphs: on the CPU it is the default mode")
     elif backend == "hello-gpu":
         choices = choose_replacements(model.config, batch=batch, device=model.device, dtype=model.dtype,
-                                      force=force, timer=timer, replacements=replacements)
+                                      force=force, timer=timer, replacements=replacements, model=model)
         ops = ops_with(choices, replacements=replacements)
         if on_gpu:
             decode = captured_decode(decode, batch, model.device)

@@ -126,11 +126,26 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a.to(torch.float64) @ b.to(torch.float64)
 
 
+# float64 elements largest_row_norm widens at once (128 MiB): the 8B's head, 128256 x 4096 in bf16 (1.05 GB),
+# would be 4.2 GB of float64 widened whole, the hello-gpu backend's peak memory over eager's (its linear check).
+FLOAT64_BLOCK_ELEMENTS = 2**24
+
+
+def largest_row_norm(rows: torch.Tensor) -> float:
+    """``max_i ||rows_i||`` of a 2-D tensor, computed in float64, a block of rows at a time: never a float64
+    copy of the whole matrix (at most FLOAT64_BLOCK_ELEMENTS elements, or one row where a row is longer)."""
+    if rows.shape[0] == 0:
+        return float(rows.to(torch.float64).norm(dim=1).max())      # raises, as a reduction over nothing does
+    block = max(1, FLOAT64_BLOCK_ELEMENTS // max(1, rows.shape[1]))
+    # one float64 maximum a block, the maximum of those taken by torch: a NaN anywhere stays NaN
+    return float(torch.stack([part.to(torch.float64).norm(dim=1).max() for part in rows.split(block)]).max())
+
+
 def error_scale(a: torch.Tensor, b_columns: torch.Tensor) -> tuple[float, int]:
     """``(max_i ||a_i|| * max_j ||b_j||, K)``: by Cauchy-Schwarz no |C_ij| and no sum of |a_ik b_kj| is
-    larger. ``b_columns`` holds the columns of B as rows (B.t() for matmul, the weight for linear)."""
-    a64, b64 = a.to(torch.float64), b_columns.to(torch.float64)
-    return float(a64.norm(dim=1).max()) * float(b64.norm(dim=1).max()), a.shape[1]
+    larger. ``b_columns`` holds the columns of B as rows (B.t() for matmul, the weight for linear). The
+    norms are float64, taken a block of rows at a time (:func:`largest_row_norm`)."""
+    return largest_row_norm(a) * largest_row_norm(b_columns), a.shape[1]
 
 
 def tolerance_for(scale: float, k: int, dtype: str) -> tuple[float, float]:
