@@ -324,6 +324,60 @@ def test_compare_finds_the_bigger_block_faster_in_the_interpreter():
     assert tools.accept(result).accepted
 
 
+# ============================================================================ the parent's timing memory
+# Session 14 (the GPU tier on an 80 GB H100): the parent, which holds every timing's input sets and outputs and
+# lends them to the children, ran out of device memory in the tier's last tests (76.55 GiB held where one timing
+# holds at most session.TIMING_BYTES, 16 GiB). Lent CUDA buffers were never freed (their IPC counters waited for
+# children that never release them: shared.release_ipc_counter), a timing that failed in the parent left its
+# session open, and the timings running at once in threads were bounded one by one, never together.
+
+
+def test_a_lent_cuda_buffers_ipc_counter_is_set_to_zero():
+    """torch counts a lent CUDA allocation in a shared-memory file (a 64-byte header, then an int64 slot per
+    allocation) and keeps the allocation while its slot is above zero; the child never brings it down (it ends
+    with os._exit or a kill). release_ipc_counter zeroes the slot, and that slot alone (a file of that layout
+    here; the layout itself: the next test)."""
+    import secrets
+
+    from hello_gpu.agent import shared
+    name = f"/hg_test_counter_{os.getpid()}_{secrets.token_hex(4)}"
+    path = Path("/dev/shm") / name.lstrip("/")
+    slots = [1, 1, 5, 2**64 - 1]                  # lent once; once; five times; released twice (wrapped around)
+    header = bytes(range(64))
+    path.write_bytes(header + b"".join(value.to_bytes(8, "little") for value in slots))
+    try:
+        for slot in (1, 3):
+            assert shared.release_ipc_counter(name, slot)
+        data = path.read_bytes()
+        assert data[:64] == header
+        assert [int.from_bytes(data[64 + 8 * i:72 + 8 * i], "little") for i in range(4)] == [1, 0, 5, 0]
+    finally:
+        path.unlink()
+    assert not shared.release_ipc_counter(name, 0)        # the file is gone: nothing to release
+
+
+def test_torchs_ipc_counter_layout_is_the_one_the_parent_writes():
+    """What release_ipc_counter assumes of the installed torch, checked without a GPU: its shared-memory files are
+    mapped with a 64-byte header before the data (a CPU storage shared by file name goes through the same
+    RefcountedMapAllocator as the CUDA counters' file), and rebuild_cuda_tensor names its counter's arguments
+    ref_counter_handle and ref_counter_offset (read by name, ipc_counter_of)."""
+    import torch
+    from torch.multiprocessing import reductions
+
+    from hello_gpu.agent import shared
+    storage = torch.arange(5, dtype=torch.int64).add_(7).untyped_storage()
+    _, file, size = storage._share_filename_cpu_()
+    data = (Path("/dev/shm") / file.decode().lstrip("/")).read_bytes()
+    start = shared.IPC_COUNTER_HEADER_BYTES
+    assert [int.from_bytes(data[start + 8 * i:start + 8 * i + 8], "little") for i in range(5)] == [7, 8, 9, 10, 11]
+    import inspect
+    parameters = list(inspect.signature(reductions.rebuild_cuda_tensor).parameters)
+    arguments = [None] * len(parameters)
+    arguments[parameters.index("ref_counter_handle")] = b"/torch_1_2_3"
+    arguments[parameters.index("ref_counter_offset")] = 17
+    assert shared.ipc_counter_of(reductions.rebuild_cuda_tensor, tuple(arguments)) == ("/torch_1_2_3", 17)
+
+
 # ============================================================================================ accept
 
 
