@@ -950,3 +950,5 @@ def test_a_finished_step_gives_its_device_memory_back():
                                                                    everything_said(checked))
     held = {"after the bench": after_bench - before, "after the compare and the check": after - before}
     assert all(grown < one_set for grown in held.values()), (held, timed.raw["input_sets"])
+    from hello_gpu.agent.session import TIMING_MEMORY
+    assert TIMING_MEMORY.granted() == 0
