@@ -324,6 +324,181 @@ def test_compare_finds_the_bigger_block_faster_in_the_interpreter():
     assert tools.accept(result).accepted
 
 
+# ============================================================================ the parent's timing memory
+# Session 14 (the GPU tier on an 80 GB H100): the parent, which holds every timing's input sets and outputs and
+# lends them to the children, ran out of device memory in the tier's last tests (76.80 GiB allocated during a
+# single bench, which holds at most session.TIMING_BYTES, 16 GiB). Lent CUDA buffers were never freed (their IPC
+# counters waited for children that never release them: shared.release_ipc_counter), a timing that failed in the
+# parent left its session open, and the timings running at once in threads were bounded one by one, never together.
+
+
+def _lent_buffer_names(monkeypatch) -> list[str]:
+    """The shared-memory blocks the parent allocates for its children from now on (CPU buffers: /dev/shm)."""
+    from hello_gpu.agent import session, shared
+    names = []
+
+    def recording(*arguments, **keywords):
+        buffer = shared.allocate(*arguments, **keywords)
+        names.append(buffer.handle["name"])
+        return buffer
+    monkeypatch.setattr(session, "allocate", recording)
+    return names
+
+
+def _children_of_this_process() -> list[int]:
+    """Worker children of this process still running (their /proc entries: parent and command line)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == os.getpid() and b"hello_gpu.agent.worker" in command:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("step", ["bench", "compare"])
+def test_a_timing_that_fails_in_the_parent_gives_its_children_and_buffers_back(monkeypatch, step):
+    """An error of the parent's own in the middle of a timing (session 14: torch.OutOfMemoryError while checking a
+    timed output, or while growing the sets) ends the step as crashed, and takes its children, its lent buffers and
+    its memory grant with it. Before, the session stayed open: its blocks stayed in /dev/shm (on a GPU, its
+    device memory stayed allocated), its child waited until garbage collection closed its socket."""
+    from hello_gpu.agent import session
+    names = _lent_buffer_names(monkeypatch)
+    batch, calls = session.TimedSide.batch, []
+
+    def failing(self, inputs, check):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("out of memory, as torch would say it")
+        return batch(self, inputs, check)
+    monkeypatch.setattr(session.TimedSide, "batch", failing)
+    if step == "bench":
+        result = tools.bench(triton(), toy_task(), max_seconds=0.3)
+    else:
+        result = tools.compare(triton(), triton(), toy_task(), max_seconds=0.5)
+    assert result.status == "crashed" and "out of memory, as torch would say it" in result.raw["detail"], result.raw
+    assert len(calls) == 3 and names, (calls, names)
+    assert [name for name in names if (Path("/dev/shm") / name.lstrip("/")).exists()] == []
+    assert _children_of_this_process() == []
+    assert session.TIMING_MEMORY.granted() == 0
+
+
+def test_a_timing_holds_no_more_sets_than_the_device_has_room_for(monkeypatch):
+    """The sets a timing makes fit TIMING_FREE_SHARE of the device's free memory, not TIMING_BYTES alone: with room
+    for 2.5 sets of the toy bench (4096 float32: two inputs and an output, 48 KiB a set), it makes two where it
+    would make INPUT_SETS; and its grant is given back when it ends."""
+    from hello_gpu.agent import session
+    per_set = 3 * 4096 * 4
+    monkeypatch.setattr(session, "_device_free_bytes", lambda device: int(2.5 * per_set / session.TIMING_FREE_SHARE))
+    result = tools.bench(triton(), toy_task(), max_seconds=0.3)
+    assert result.ok, result.raw
+    assert result.raw["input_sets"] == session.MIN_INPUT_SETS == 2 < session.INPUT_SETS, result.raw["input_sets"]
+    assert session.TIMING_MEMORY.granted() == 0
+
+
+def test_timings_running_at_once_share_the_device_memory(monkeypatch):
+    """Two benches at once in one process (as the GPU tier runs them, in threads) on a device with room for 12 sets:
+    together they are granted at most TIMING_FREE_SHARE of it (6 sets); the second waits for the first to end,
+    where the minimum of two sets would not fit beside it, and both finish."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hello_gpu.agent import session
+    per_set = 3 * 4096 * 4
+    device_bytes = 12 * per_set
+    ledger = session.TIMING_MEMORY
+    granted_at_once = []
+
+    def free(device):                     # what the timings hold is no longer free, as on a device
+        held = sum(grant.used for grant in ledger._grants)
+        return device_bytes - held
+    monkeypatch.setattr(session, "_device_free_bytes", free)
+    reserve = ledger.reserve
+
+    def recording(*arguments, **keywords):
+        grant = reserve(*arguments, **keywords)
+        granted_at_once.append(ledger.granted())
+        return grant
+    monkeypatch.setattr(ledger, "reserve", recording)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: tools.bench(triton(), toy_task(), max_seconds=0.3), range(2)))
+    assert all(result.ok for result in results), [result.raw for result in results]
+    assert len(granted_at_once) == 2 and max(granted_at_once) <= session.TIMING_FREE_SHARE * device_bytes, \
+        (granted_at_once, device_bytes)
+    assert ledger.granted() == 0
+
+
+def test_the_memory_grant_waits_for_others_only_until_the_deadline(monkeypatch):
+    """A timing whose minimum does not fit beside the others' grants waits for them, but no longer than its step's
+    deadline: then it is granted its minimum (it may still fit: free memory is counted with a margin); a timing
+    alone is granted its minimum whatever is free (a large problem on a small device fails as it did before)."""
+    from hello_gpu.agent import session
+    monkeypatch.setattr(session, "_device_free_bytes", lambda device: 100)
+    ledger = session.TimingMemory()
+    alone = ledger.reserve("cuda", wanted=400, minimum=200, deadline=time.perf_counter() + 60)
+    assert alone.granted == 200
+    began = time.perf_counter()
+    late = ledger.reserve("cuda", wanted=400, minimum=200, deadline=time.perf_counter() + 0.3)
+    assert late.granted == 200 and 0.25 <= time.perf_counter() - began < 5
+    late.release()
+    alone.release()
+    assert ledger.granted() == 0
+    monkeypatch.setattr(session, "_device_free_bytes", lambda device: 1000)
+    roomy = ledger.reserve("cuda", wanted=400, minimum=200)
+    assert roomy.granted == 400 and ledger.available("cuda") == 100
+    roomy.release()
+
+
+def test_a_lent_cuda_buffers_ipc_counter_is_set_to_zero():
+    """torch counts a lent CUDA allocation in a shared-memory file (a 64-byte header, then an int64 slot per
+    allocation) and keeps the allocation while its slot is above zero; the child never brings it down (it ends
+    with os._exit or a kill). release_ipc_counter zeroes the slot, and that slot alone (a file of that layout
+    here; the layout itself: the next test)."""
+    import secrets
+
+    from hello_gpu.agent import shared
+    name = f"/hg_test_counter_{os.getpid()}_{secrets.token_hex(4)}"
+    path = Path("/dev/shm") / name.lstrip("/")
+    slots = [1, 1, 5, 2**64 - 1]                  # lent once; once; five times; released twice (wrapped around)
+    header = bytes(range(64))
+    path.write_bytes(header + b"".join(value.to_bytes(8, "little") for value in slots))
+    try:
+        for slot in (1, 3):
+            assert shared.release_ipc_counter(name, slot)
+        data = path.read_bytes()
+        assert data[:64] == header
+        assert [int.from_bytes(data[64 + 8 * i:72 + 8 * i], "little") for i in range(4)] == [1, 0, 5, 0]
+    finally:
+        path.unlink()
+    assert not shared.release_ipc_counter(name, 0)        # the file is gone: nothing to release
+
+
+def test_torchs_ipc_counter_layout_is_the_one_the_parent_writes():
+    """What release_ipc_counter assumes of the installed torch, checked without a GPU: its shared-memory files are
+    mapped with a 64-byte header before the data (a CPU storage shared by file name goes through the same
+    RefcountedMapAllocator as the CUDA counters' file), and rebuild_cuda_tensor names its counter's arguments
+    ref_counter_handle and ref_counter_offset (read by name, ipc_counter_of)."""
+    import torch
+    from torch.multiprocessing import reductions
+
+    from hello_gpu.agent import shared
+    storage = torch.arange(5, dtype=torch.int64).add_(7).untyped_storage()
+    _, file, size = storage._share_filename_cpu_()
+    data = (Path("/dev/shm") / file.decode().lstrip("/")).read_bytes()
+    start = shared.IPC_COUNTER_HEADER_BYTES
+    assert [int.from_bytes(data[start + 8 * i:start + 8 * i + 8], "little") for i in range(5)] == [7, 8, 9, 10, 11]
+    import inspect
+    parameters = list(inspect.signature(reductions.rebuild_cuda_tensor).parameters)
+    arguments = [None] * len(parameters)
+    arguments[parameters.index("ref_counter_handle")] = b"/torch_1_2_3"
+    arguments[parameters.index("ref_counter_offset")] = 17
+    assert shared.ipc_counter_of(reductions.rebuild_cuda_tensor, tuple(arguments)) == ("/torch_1_2_3", 17)
+
+
 # ============================================================================================ accept
 
 

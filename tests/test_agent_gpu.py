@@ -925,3 +925,30 @@ def test_the_context_event_leaves_an_honest_speedup_where_it_was():
     low, high = max(with_event["ci95"][0], without["ci95"][0]), min(with_event["ci95"][1], without["ci95"][1])
     assert low <= high, (with_event["speedup"], with_event["ci95"], without["speedup"], without["ci95"])
 
+
+
+# ============================================================================ the parent's device memory
+
+def test_a_finished_step_gives_its_device_memory_back():
+    """The parent lends every timed input set and output to the children (CUDA IPC, agent/shared.py). On the H100
+    (session 14) none of it was ever freed: torch keeps a lent allocation until the child releases its copy, and
+    the children never do (os._exit, kills); the tier's 22nd test, a single bench, found 76.80 GiB allocated in
+    this process, and the last three tests ran out of memory. After a bench, a compare and a check at 2^24 (a set
+    of the vector add: 192 MiB; a bench makes 4-64 of them), what this process holds is back where it was, within
+    one set."""
+    task = triton_task(bench_shape=2**24)
+    one_set = 3 * 4 * 2**24
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    timed = tools.bench(rung_candidate(task), task, max_seconds=0.5, timeout_s=CHECK_TIMEOUT_S)
+    after_bench = torch.cuda.memory_allocated()
+    compared = tools.compare(rung_candidate(task), rung_candidate(task), task, max_seconds=1.0,
+                             timeout_s=CHECK_TIMEOUT_S)
+    checked = tools.check(rung_candidate(task), task, timeout_s=CHECK_TIMEOUT_S)
+    after = torch.cuda.memory_allocated()
+    assert timed.ok and compared.ok and checked.status == "ok", (everything_said(timed), compared.raw.get("detail"),
+                                                                   everything_said(checked))
+    held = {"after the bench": after_bench - before, "after the compare and the check": after - before}
+    assert all(grown < one_set for grown in held.values()), (held, timed.raw["input_sets"])
+    from hello_gpu.agent.session import TIMING_MEMORY
+    assert TIMING_MEMORY.granted() == 0

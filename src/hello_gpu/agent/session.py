@@ -82,6 +82,15 @@ from .shared import allocate, guards_changed, new_pool, release
 INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
 MIN_INPUT_SETS = 2            # ... fewer where the problem is large: two still alternate, and every batch
 TIMING_BYTES = 16 * 2**30     # gets fresh values; the sets and both sides' outputs stay within this (or 2 sets)
+# ... and within what the device has: every timing of this process together (the verdicts of several steps run in
+# threads of one process, each timing with its own sets) holds at most this share of the device memory free when
+# its sets are made, counting what those timings already hold as free (TimingMemory). The other half is for the
+# children (~0.94 GiB each on the H100 before a candidate allocates anything: session 14's OOM messages), the
+# parent's checks of timed outputs (fresh inputs and float64 references, ~1 GiB at 2^24 float32) and the
+# allocator's rounding. A timing alone on an 80 GB H100 (~77 GiB free) gets ~38 GiB: KernelBench's 6.4 GB softmax
+# (two sets, two sides' outputs: 35.8 GiB) still fits; three 2^24 vector-add benches at once (session 14: up to
+# 64 sets of 192 MiB, 12 GiB each) share it.
+TIMING_FREE_SHARE = 0.5
 RUNTIME_CHECK_MAX_BYTES = 2**31   # the anti-cheat probes (several input sets and float64 references held at
                               # once) run at check shapes whose inputs and output fit this; larger shapes are
                               # checked at the benchmark shape instead, with fresh sets and chunked references
@@ -874,6 +883,10 @@ class TimedSide:
         self.outputs += [self.session.buffer(f"timed_output{index}", self.output_shape, self.torch_dtype, self.device)
                          for index in range(len(self.outputs), sets)]
 
+    def close(self) -> None:
+        """The outputs are no longer the parent's to read (the child ended); what was timed and seen stays."""
+        self.outputs = []
+
     def restart(self) -> None:
         """Count from here: what was timed so far was a warm-up (it compiled) or batches too short to judge."""
         self.per_call.clear()
@@ -1161,16 +1174,84 @@ def judge_batches(counted: list[tuple[float, float]], floor: float) -> tuple[dic
     return summary, problems
 
 
+def _device_free_bytes(device: str) -> int | None:
+    """Device memory free now (all processes counted), or None where nothing bounds it but TIMING_BYTES (the CPU:
+    the sets are shared-memory blocks in host memory)."""
+    if not device.startswith("cuda"):
+        return None
+    return int(_torch().cuda.mem_get_info(device)[0])
+
+
+class TimingGrant:
+    """What one timing may hold of the device (TimingMemory.reserve): ``granted`` bytes, ``used`` so far."""
+
+    def __init__(self, ledger: "TimingMemory", granted: int):
+        self.ledger, self.granted, self.used = ledger, granted, 0
+
+    def release(self) -> None:
+        self.ledger.release(self)
+
+
+class TimingMemory:
+    """The device memory the timings of this process hold together (TIMING_FREE_SHARE): the verdict of every step
+    runs in the parent, several at once in threads (tools.bench and tools.check side by side), and each timing's
+    input sets and outputs are the parent's. Each timing is granted its bytes when its sets are made: at most
+    TIMING_BYTES, at most what is left of TIMING_FREE_SHARE of (the device's free memory + what the timings already
+    hold) after every other timing's grant; a timing whose MIN_INPUT_SETS do not fit waits for others to end (until
+    its deadline; alone on the device it is granted its minimum whatever is free, as before)."""
+
+    def __init__(self):
+        self._changed = threading.Condition()
+        self._grants: list[TimingGrant] = []
+
+    def reserve(self, device: str, wanted: int, minimum: int, deadline: float | None = None) -> TimingGrant:
+        with self._changed:
+            while True:
+                available = self.available(device)
+                if (available is None or available >= minimum or not self._grants
+                        or deadline is None or time.perf_counter() >= deadline):
+                    granted = wanted if available is None else max(minimum, min(wanted, available))
+                    grant = TimingGrant(self, granted)
+                    self._grants.append(grant)
+                    return grant
+                self._changed.wait(timeout=min(1.0, max(0.0, deadline - time.perf_counter())))
+
+    def available(self, device: str) -> int | None:
+        """Bytes a new timing may be granted now (None: no bound but TIMING_BYTES)."""
+        free = _device_free_bytes(device)
+        if free is None:
+            return None
+        held = sum(grant.used for grant in self._grants)
+        return int(TIMING_FREE_SHARE * (free + held)) - sum(grant.granted for grant in self._grants)
+
+    def release(self, grant: TimingGrant) -> None:
+        with self._changed:
+            if grant in self._grants:
+                self._grants.remove(grant)
+            self._changed.notify_all()
+
+    def granted(self) -> int:
+        """Bytes granted to the timings running now."""
+        with self._changed:
+            return sum(grant.granted for grant in self._grants)
+
+
+TIMING_MEMORY = TimingMemory()
+
+
 class TimedInputs:
     """The input sets of a timing, the parent's: fresh values (a new seed) before every batch.
 
-    INPUT_SETS sets where they fit TIMING_BYTES with every side's outputs, never fewer than MIN_INPUT_SETS
-    (a KernelBench softmax input is 6.4 GB: two sets and two sides' outputs are 38 GB, four would be 77);
-    grown (:meth:`grow`) up to ``capacity`` (MAX_INPUT_SETS, within TIMING_BYTES) where batches of one call
+    INPUT_SETS sets where they fit the timing's grant (TIMING_MEMORY: within TIMING_BYTES and the device's free
+    memory, shared with the other timings of this process) with every side's outputs, never fewer than
+    MIN_INPUT_SETS (a KernelBench softmax input is 6.4 GB: two sets and two sides' outputs are 38 GB, four would
+    be 77); grown (:meth:`grow`) up to ``capacity`` (MAX_INPUT_SETS, within the grant) where batches of one call
     per set span less than BATCH_SPAN_S. The parent keeps each set's seed, not a copy: the values a call was
-    given are made again from it when its output is checked (the child may have written into the shared ones)."""
+    given are made again from it when its output is checked (the child may have written into the shared ones).
+    :meth:`close` gives the sets and the grant back (the timing keeps its numbers)."""
 
-    def __init__(self, sessions: list[WorkerSession], spec, shape, dtype: str, device: str, repeat_sets: bool = False):
+    def __init__(self, sessions: list[WorkerSession], spec, shape, dtype: str, device: str, repeat_sets: bool = False,
+                 deadline: float | None = None):
         self.spec, self.shape, self.dtype, self.device = spec, shape, dtype, device
         self.repeat_sets = repeat_sets        # some side declares determinism: batches may repeat a set's values
         self.repeated: tuple[int, int] | None = None
@@ -1178,25 +1259,40 @@ class TimedInputs:
         first = _fresh_inputs(spec, shape, dtype, device, fresh_seeds(1)[0])
         self.expected_shape = expected_shape(spec, first)
         self.torch_dtype = first[0].dtype
-        per_set = _footprint(first, self.expected_shape) + (len(sessions) - 1) * \
-            numel(self.expected_shape) * first[0].element_size()
-        self.capacity = max(MIN_INPUT_SETS, min(MAX_INPUT_SETS, TIMING_BYTES // max(1, per_set)))
+        self.per_set = max(1, _footprint(first, self.expected_shape) + (len(sessions) - 1) *
+                           numel(self.expected_shape) * first[0].element_size())
+        wanted = max(MIN_INPUT_SETS, min(MAX_INPUT_SETS, TIMING_BYTES // self.per_set))
+        self.grant = TIMING_MEMORY.reserve(device, wanted * self.per_set, MIN_INPUT_SETS * self.per_set, deadline)
+        self.capacity = max(MIN_INPUT_SETS, min(wanted, self.grant.granted // self.per_set))
         # Per set: the call's arguments (shared buffers' keys, options' values: see lend) and the buffers' tensors.
         self.sets: list[tuple[list, tuple]] = []
         self.seeds: list[int] = []
-        self._add_sets(min(INPUT_SETS, self.capacity), first)
-        del first
-        self.refresh()
+        self.made = 0                         # sets made (count, once close gave them back)
+        try:
+            self._add_sets(min(INPUT_SETS, self.capacity), first)
+            del first
+            self.refresh()
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def count(self) -> int:
-        return len(self.sets)
+        return self.made
+
+    def close(self) -> None:
+        """The sets' buffers are no longer the parent's to read (their children ended): the views go, and the grant
+        with them. Idempotent."""
+        self.sets = []
+        self.grant.release()
 
     def _add_sets(self, count: int, values: tuple) -> None:
         owner = self.sessions[0]
         for index in range(len(self.sets), count):
             arguments = lend(owner, values, f"timed_input{index}_", self.device, owners=self.sessions[1:])
             self.sets.append((arguments, tuple(owner.buffers[key].tensor for key in buffer_keys(arguments))))
+            self.made = len(self.sets)
+            self.grant.used = self.made * self.per_set
 
     def grow(self, count: int) -> None:
         """Sets up to ``count`` (at most ``capacity``), every set's values fresh."""
@@ -1249,6 +1345,21 @@ def resize(inputs: TimedInputs, sides: list[TimedSide], span_s: float) -> bool:
         side.grow(inputs.count)
         side.restart()
     return True
+
+
+def close_timing(sessions: list[WorkerSession], inputs: TimedInputs | None, sides: list) -> None:
+    """End a timing, however it ended (an answer, a dead child, a candidate's error, an error of the parent's own such
+    as a CUDA out-of-memory): every child first, so that no buffer is given back while a child can still reach it;
+    then the parent's views of the sets and outputs and the timing's memory grant; then the buffers (their IPC
+    counters set to zero, shared.SharedBuffer.close) and each session's pool. Before session 14 an error of the
+    parent's own left the session open (its child, its buffers, their pool)."""
+    for session in sessions:
+        session.kill()
+    for held in [inputs, *sides]:
+        if held is not None:
+            held.close()
+    for session in sessions:
+        session.close()
 
 
 def _ceilings_for(device: str):
@@ -1328,11 +1439,12 @@ def _bench_once(payload: dict, timeout_s: float, environment: dict | None = None
         dtype = _pick_dtype(payload, dtypes_of(task, op), [rung])
         shape = bench_shape_of(task, op)
         session = WorkerSession(payload["task"], payload["candidate"], deadline, environment, limit_s=timeout_s)
+        inputs = side = None
         try:
             session.load()
             device = _device(session)
             deterministic = _declares_determinism(spec, rung)
-            inputs = TimedInputs([session], spec, shape, dtype, device, repeat_sets=deterministic)
+            inputs = TimedInputs([session], spec, shape, dtype, device, repeat_sets=deterministic, deadline=deadline)
             side = TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device, inputs.count,
                              deterministic, task.side_streams)
             side.batch(inputs, check=True)              # warm-up: compiles, first touch; checked
@@ -1365,16 +1477,15 @@ def _bench_once(payload: dict, timeout_s: float, environment: dict | None = None
                 side.batch(inputs, check=True)
             consistency = side.consistency(inputs)
             finished = session.finish()
+            tails = (session.tail("stdout"), session.tail("stderr"))
         except WorkerEnded as ended:
-            session.close()
             return {"status": ended.status, "detail": ended.detail}
         except CandidateFailed as error:
             tails = (session.tail("stdout"), session.tail("stderr"))
-            session.close()
             return {"status": "crashed", "detail": f"the candidate failed while timed: {error}",
                     "stdout_tail": tails[0], "stderr_tail": tails[1]}
-        tails = (session.tail("stdout"), session.tail("stderr"))
-        session.close()
+        finally:
+            close_timing([session], inputs, [side])
     summary = summarize(side.per_call)
     work = spec.work(shape, dtype)
     ceilings = _ceilings_for(device)
@@ -1419,6 +1530,7 @@ def _compare_once(payload: dict, timeout_s: float, environment: dict | None = No
         dtype = _pick_dtype(payload, dtypes_of(task, op), [candidate_rung, baseline_rung])
         shape = bench_shape_of(task, op)
         sessions: dict[str, WorkerSession] = {}
+        inputs, sides = None, {}
         try:
             sessions["A"] = WorkerSession(payload["task"], payload["baseline"], deadline, environment, "baseline", timeout_s)
             sessions["B"] = WorkerSession(payload["task"], payload["candidate"], deadline, environment, "candidate", timeout_s)
@@ -1427,7 +1539,7 @@ def _compare_once(payload: dict, timeout_s: float, environment: dict | None = No
             device = _device(sessions["B"])
             declared = {"A": _declares_determinism(spec, baseline_rung), "B": _declares_determinism(spec, candidate_rung)}
             inputs = TimedInputs([sessions["A"], sessions["B"]], spec, shape, dtype, device,
-                                 repeat_sets=any(declared.values()))
+                                 repeat_sets=any(declared.values()), deadline=deadline)
             sides = {label: TimedSide(session, spec, dtype, inputs.expected_shape, inputs.torch_dtype, device,
                                       inputs.count, declared[label], task.side_streams)
                      for label, session in sessions.items()}
@@ -1469,17 +1581,13 @@ def _compare_once(payload: dict, timeout_s: float, environment: dict | None = No
                     sides[label].batch(inputs, check=True)
             consistency = {label: sides[label].consistency(inputs) for label in "AB"}
             finished = {label: sessions[label].finish() for label in "AB"}
+            tails = (sessions["B"].tail("stdout"), sessions["B"].tail("stderr"))
         except WorkerEnded as ended:
-            for session in sessions.values():
-                session.close()
             return {"status": ended.status, "detail": ended.detail}
         except CandidateFailed as error:
-            for session in sessions.values():
-                session.close()
             return {"status": "crashed", "detail": f"a side failed while timed: {error}"}
-        tails = (sessions["B"].tail("stdout"), sessions["B"].tail("stderr"))
-        for session in sessions.values():
-            session.close()
+        finally:
+            close_timing(list(sessions.values()), inputs, list(sides.values()))
     ratio = paired_ratio(rounds["A"], rounds["B"])
     baseline_summary, candidate_summary = summarize(sides["A"].per_call), summarize(sides["B"].per_call)
     work = spec.work(shape, dtype)

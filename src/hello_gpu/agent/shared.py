@@ -11,6 +11,16 @@ Nothing the child reports about correctness is believed: the parent looks at the
 - On the CPU (the Triton interpreter) it is a POSIX shared-memory block (``multiprocessing.shared_memory``)
   the child opens by name.
 
+A CUDA buffer's memory outlives the parent's last reference while torch thinks a child still holds it: sharing
+wraps the allocation in a reference counter (torch's CudaIPCSentData) that only the child's release of its
+tensor brings back to zero, and until then the freed allocation waits in torch's limbo, still counted as
+allocated. The child never releases it (it ends with ``os._exit``, or is killed), so every buffer ever lent
+stayed allocated in the parent until the parent ended: on the H100 (session 14), the GPU tier's 22nd test, a
+single bench (at most TIMING_BYTES, 16 GiB), found 76.80 GiB allocated in the pytest process, and its end said
+"Producer process has been terminated before all shared CUDA tensors released". So the parent, once the child
+that opened a buffer is gone, sets the buffer's counter to zero itself (:meth:`SharedBuffer.close`,
+:func:`release_ipc_counter`).
+
 Each buffer is laid out as ``[guard | data | guard]``. The guards hold random bytes the parent drew;
 after every call the parent compares them: a kernel that writes past either end of its output (a last
 tile without its mask, an off-by-one grid) changed them, and is rejected under :data:`GUARD`, even
@@ -23,6 +33,7 @@ import math
 import os
 import pickle
 from dataclasses import dataclass
+from pathlib import Path
 
 # 16 KiB a side: a whole unmasked tile past the end (1024 float32 = 4 KiB, 2048 float64 = 16 KiB) lands
 # inside the guard instead of beyond it. A multiple of 256, so the data keeps the allocator's alignment.
@@ -44,6 +55,7 @@ class SharedBuffer:
     guard_pattern: object             # the guards' expected bytes (parent memory, never shared)
     handle: dict
     owner: object = None              # the SharedMemory block (CPU), kept open while the buffer lives
+    ipc_counter: tuple | None = None  # (CUDA) torch's reference counter of the lent allocation: (file, slot)
 
     def guards_intact(self) -> str | None:
         """None, or what changed: "3 bytes before and 0 after the output were written"."""
@@ -61,6 +73,13 @@ class SharedBuffer:
         self.raw[-GUARD_BYTES:] = self.guard_pattern[GUARD_BYTES:]
 
     def close(self) -> None:
+        """The parent is done with the buffer, and every child it was lent to has ended: a CUDA buffer's memory
+        goes back to the allocator as soon as the parent's last view of it goes (its IPC counter set to zero,
+        whatever the child did), a CPU block is unlinked."""
+        if self.ipc_counter is not None:
+            release_ipc_counter(*self.ipc_counter)
+            self.ipc_counter = None
+            self.tensor = self.raw = None
         if self.owner is not None:
             try:
                 self.owner.unlink()
@@ -100,13 +119,40 @@ def new_pool():
 
 
 def release() -> None:
-    """Return the parent's unused CUDA memory to the driver (pools no longer referenced included), so
-    the next candidate's child can have it."""
+    """Return the parent's unused CUDA memory to the driver (pools no longer referenced included, and lent
+    allocations whose counters :meth:`SharedBuffer.close` set to zero after their views were gone), so the
+    next candidate's child can have it."""
     torch = _torch()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         import gc
         gc.collect()
+        torch.cuda.ipc_collect()
         torch.cuda.empty_cache()
+
+
+# torch keeps the counters of lent CUDA allocations in POSIX shared-memory files it maps with its
+# RefcountedMapAllocator: a 64-byte header of the allocator's own (at::map_alloc_alignment), then one int64
+# slot per allocation (CudaIPCRefCountersFile). Checked against the installed torch in the CPU tier
+# (tests/test_agent_core.py: a CPU storage shared by file name is mapped the same way).
+IPC_COUNTER_HEADER_BYTES = 64
+IPC_COUNTER_BYTES = 8
+
+
+def release_ipc_counter(file: str, slot: int) -> bool:
+    """Set torch's reference counter of a lent CUDA allocation to zero: the child it was lent to has ended, and
+    what it did with its copy (released it, never did: ``os._exit``, a kill; released it twice, which wraps the
+    unsigned counter) no longer matters. The allocation is then freed with the parent's last view of it, or by
+    the next ``torch.cuda.ipc_collect()`` where that view is already gone. False where the file is gone."""
+    path = Path("/dev/shm") / file.lstrip("/")
+    try:
+        descriptor = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        os.pwrite(descriptor, bytes(IPC_COUNTER_BYTES), IPC_COUNTER_HEADER_BYTES + IPC_COUNTER_BYTES * int(slot))
+    finally:
+        os.close(descriptor)
+    return True
 
 
 def allocate(shape, dtype, device: str, pool=None) -> SharedBuffer:
@@ -127,7 +173,8 @@ def allocate(shape, dtype, device: str, pool=None) -> SharedBuffer:
         else:
             raw = torch.empty(total, dtype=torch.uint8, device=device)
         pattern = pattern.to(device)
-        handle = {"kind": "cuda", "pickled": _pickle_cuda(raw), "offset": GUARD_BYTES, "numel": numel,
+        pickled, counter = _pickle_cuda(raw)
+        handle = {"kind": "cuda", "pickled": pickled, "offset": GUARD_BYTES, "numel": numel,
                   "dtype": str(dtype).removeprefix("torch."), "shape": list(shape)}
         owner = None
     else:
@@ -139,18 +186,36 @@ def allocate(shape, dtype, device: str, pool=None) -> SharedBuffer:
     raw[:GUARD_BYTES] = pattern[:GUARD_BYTES]
     raw[-GUARD_BYTES:] = pattern[GUARD_BYTES:]
     tensor = raw[GUARD_BYTES:GUARD_BYTES + numel * itemsize].view(dtype).view(shape)
-    return SharedBuffer(tensor, raw, pattern, handle, owner)
+    return SharedBuffer(tensor, raw, pattern, handle, owner, counter if device.startswith("cuda") else None)
 
 
-def _pickle_cuda(raw) -> bytes:
-    """CUDA IPC: torch.multiprocessing's reduction of the tensor (a memory handle, not the bytes)."""
-    import io
-    from multiprocessing.reduction import ForkingPickler
+class _Reduced:
+    """Pickles as the reduction it holds: the child rebuilds what torch.multiprocessing would have sent."""
 
-    import torch.multiprocessing  # noqa: F401 - registers the CUDA tensor reductions with ForkingPickler
-    buffer = io.BytesIO()
-    ForkingPickler(buffer, pickle.HIGHEST_PROTOCOL).dump(raw)
-    return buffer.getvalue()
+    def __init__(self, reduced: tuple):
+        self.reduced = reduced
+
+    def __reduce__(self):
+        return self.reduced
+
+
+def _pickle_cuda(raw) -> tuple[bytes, tuple[str, int]]:
+    """CUDA IPC: torch.multiprocessing's reduction of the tensor (a memory handle, not the bytes), and the
+    reference counter that reduction made for it ((file, slot): :func:`release_ipc_counter`). One reduction, so
+    one counter: each reduction of a tensor makes another."""
+    from torch.multiprocessing.reductions import reduce_tensor
+    rebuild, arguments = reduce_tensor(raw)
+    named = ipc_counter_of(rebuild, arguments)
+    return pickle.dumps(_Reduced((rebuild, arguments)), pickle.HIGHEST_PROTOCOL), named
+
+
+def ipc_counter_of(rebuild, arguments) -> tuple[str, int]:
+    """(file, slot) of the reference counter among a CUDA reduction's arguments, read by the names of
+    ``rebuild``'s parameters (torch.multiprocessing.reductions.rebuild_cuda_tensor's)."""
+    import inspect
+    named = dict(zip(inspect.signature(rebuild).parameters, arguments))
+    file = named["ref_counter_handle"]
+    return (file.decode() if isinstance(file, bytes) else str(file)), int(named["ref_counter_offset"])
 
 
 def open_handle(handle: dict):
