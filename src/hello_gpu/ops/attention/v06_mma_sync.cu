@@ -323,7 +323,7 @@ __device__ __forceinline__ void attend_block(const T* __restrict__ q, const T* _
     copy_rows_async<T, D, kTileKeys>(v_tiles, v_head, 0, kv_len);
   }
   cp_async_commit();
-  cp_async_wait<0>();
+  cp_async_wait_all();
   __syncthreads();
   WarpRows<D> rows;
   if constexpr (kHoldQ<D>) {
@@ -366,7 +366,7 @@ __device__ __forceinline__ void attend_block(const T* __restrict__ q, const T* _
         attend_keys<true>(rows, q_tile, k_rows, v_rows, warp, row0, first, kv_len, offset, causal, scale_log2);
       }
     }
-    cp_async_wait<0>();                             // tile + 1 has landed (this thread's copies) ...
+    cp_async_wait_all();                             // tile + 1 has landed (this thread's copies) ...
     __syncthreads();                                 // ... everyone's, and every warp is done with this stage
   }
   write_rows(rows, out + static_cast<int64_t>(bh) * q_len * D, row0, q_len);
