@@ -7,7 +7,7 @@ import pytest
 
 from hello_gpu.bench import Work, WorkModelError, rates, summarize
 from hello_gpu.bench.compare import round_order
-from hello_gpu.bench.stats import paired_ratio, relative_standard_error, verdict
+from hello_gpu.bench.stats import paired_ratio, relative_standard_error, unpaired_ratio, verdict
 
 
 def test_bootstrap_interval_covers_the_true_median_about_95_percent_of_the_time():
@@ -51,6 +51,23 @@ def test_paired_ratio_and_verdicts():
     assert verdict(paired_ratio(candidate, baseline), 0.02) == "slower"
     with pytest.raises(ValueError, match="same non-zero length"):
         paired_ratio([1.0, 2.0], [1.0])
+
+
+def test_unpaired_ratio_covers_the_true_ratio_about_95_percent_of_the_time():
+    """Two lognormal samples of different sizes (two backends' decode steps), medians 6 ms and 5 ms: the
+    interval of the ratio of medians covers 1.2 about as often as it says; a ratio with no noise is exact."""
+    rng = np.random.default_rng(21)
+    covered, trials = 0, 200
+    for trial in range(trials):
+        slow, fast = 6e-3 * np.exp(rng.normal(0, 0.05, 255)), 5e-3 * np.exp(rng.normal(0, 0.05, 200))
+        ratio = unpaired_ratio(slow, fast, resamples=400, seed=trial)
+        covered += ratio.ci95[0] <= 1.2 <= ratio.ci95[1]
+        assert ratio.pairs == 200
+    assert 0.88 <= covered / trials <= 0.995
+    exact = unpaired_ratio([2.0] * 10, [1.0] * 7)
+    assert exact.value == 2.0 and exact.ci95 == (2.0, 2.0)
+    with pytest.raises(ValueError, match="both samples need values"):
+        unpaired_ratio([], [1.0])
 
 
 def test_abba_order_alternates():

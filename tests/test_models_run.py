@@ -45,6 +45,12 @@ def test_run_on_the_cpu_times_each_backend_and_says_what_it_cannot_measure():
     logits = result.runs[1].logits
     assert logits["ok"] and logits["near_ties"] and len(logits["gaps"]) == 6 and max(logits["gaps"]) == 0.0
     assert logits["worst_ratio"] <= 1.0 and logits["errors"] == logits["reference_errors"]    # eager's own error
+    # each decode step timed (new - 1 of them), and the step-time ratio against eager with its interval
+    for run in result.runs:
+        assert len(run.step_seconds) == 5 and all(seconds > 0 for seconds in run.step_seconds), run.step_seconds
+    (ratio,) = result.to_dict()["step_ratios"]
+    assert (ratio["candidate"], ratio["baseline"], ratio["steps"]) == ("hello-gpu", "eager", 5)
+    assert ratio["ci95"][0] <= ratio["speedup"] <= ratio["ci95"][1], ratio
     assert result.bound.tokens_per_s is None and "unavailable on the cpu" in result.bound.note
     assert result.device == "cpu"
     with pytest.raises(ValueError, match="--new must be at least 2"):

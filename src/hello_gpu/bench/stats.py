@@ -90,6 +90,19 @@ def paired_ratio(numerator, denominator, resamples: int = DEFAULT_RESAMPLES, see
     return Ratio(float(np.median(ratios)), (float(low), float(high)), int(ratios.size))
 
 
+def unpaired_ratio(baseline, candidate, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> Ratio:
+    """median(baseline) / median(candidate) (a speedup of the candidate), with a bootstrap interval that
+    resamples each side on its own: for two samples not taken in pairs (two backends of a model run, one
+    after the other). The interval covers the noise inside each sample, not a drift between them."""
+    first, second = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    if first.size == 0 or second.size == 0:
+        raise ValueError(f"both samples need values, got {first.size} and {second.size}")
+    ratios = bootstrap_medians(first, resamples, seed) / bootstrap_medians(second, resamples, seed + 1)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return Ratio(float(np.median(first) / np.median(second)), (float(low), float(high)),
+                 int(min(first.size, second.size)))
+
+
 def verdict(speedup: Ratio, margin: float) -> str:
     """"faster" when the whole interval is above 1 + margin, "slower" when below 1 - margin."""
     low, high = speedup.ci95

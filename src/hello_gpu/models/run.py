@@ -26,6 +26,7 @@ runner is reused). ``--no-check-logits`` leaves it out.
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -109,6 +110,7 @@ class BackendRun:
     tokens: list[list[int]] = field(default_factory=list)
     agreement: str = ""                            # greedy tokens against the first backend's
     logits: dict | None = None                     # teacher-forced logits against eager (LogitComparison.to_dict)
+    step_seconds: list[float] = field(default_factory=list)   # each decode step's time (see run_backend)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -140,12 +142,13 @@ def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, b
     runner = make_runner(model, backend, batch=batch, max_seq=length + new, force=force, replacements=replacements)
     greedy_tokens(runner, prompt, min(new, 4))              # warm-up: compiles, graph recordings
     _synchronize(device)
-    marks = {}
+    marks, stamps = {}, []
 
     def step(index: int) -> None:
         if index == 0:
             _synchronize(device)                            # the prefill, up to its token, is done
             marks["prefill"] = time.perf_counter()
+        stamps.append(_stamp(device))
         if on_step is not None:
             on_step(index)
 
@@ -164,7 +167,46 @@ def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, b
         "weights + KV cache + workspace, torch.cuda.max_memory_allocated" if on_gpu
         else f"not measured on the {device.type} (torch.cuda.max_memory_allocated is per GPU)",
         runner.used(), [c.to_dict() for c in runner.choices], list(runner.notes), tokens.cpu().tolist(),
-        logits=logits)
+        logits=logits, step_seconds=_intervals(stamps))
+
+
+def _stamp(device: torch.device):
+    """A mark of "now" where the work runs: an event queued on the GPU's stream (no synchronisation, so the
+    decode loop runs as it would untimed; ~2 us of host time against a step of milliseconds), the host's
+    clock on the CPU (where every operation has finished when it returns)."""
+    if device.type != "cuda":
+        return time.perf_counter()
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def _intervals(stamps: list) -> list[float]:
+    """Seconds between consecutive stamps: each decode step as the device ran it, gaps waiting for the host
+    included (what a user pays). Read after the run has synchronised."""
+    if stamps and isinstance(stamps[0], float):
+        return [later - earlier for earlier, later in zip(stamps, stamps[1:])]
+    return [earlier.elapsed_time(later) / 1e3 for earlier, later in zip(stamps, stamps[1:])]
+
+
+# The step-time ratios a run reports: every backend against eager, and ours against each compiled one.
+def step_ratios(runs: list[BackendRun]) -> list[dict]:
+    """{candidate, baseline, speedup, ci95, medians}: median decode step of the baseline over the candidate's,
+    with a bootstrap interval over the steps (hello_gpu.bench.stats.unpaired_ratio: the backends run one after
+    another, so the interval is each run's own noise, not a drift between them)."""
+    from ..bench.stats import unpaired_ratio
+    by_name = {run.backend: run for run in runs if run.step_seconds}
+    pairs = [(name, "eager") for name in by_name if name != "eager"]
+    pairs += [("hello-gpu", name) for name in by_name if name.startswith("compile")]
+    found = []
+    for candidate, baseline in pairs:
+        if candidate in by_name and baseline in by_name:
+            ratio = unpaired_ratio(by_name[baseline].step_seconds, by_name[candidate].step_seconds)
+            found.append({"candidate": candidate, "baseline": baseline, "speedup": ratio.value,
+                          "ci95": list(ratio.ci95), "steps": ratio.pairs,
+                          "median_step_s": {name: statistics.median(by_name[name].step_seconds)
+                                            for name in (candidate, baseline)}})
+    return found
 
 
 def logits_verdict(logits: dict | None) -> str:
@@ -204,7 +246,8 @@ class ModelRun:
     def to_dict(self) -> dict:
         return {"kind": "model-run", "config": self.config, "device": self.device, "dtype": self.dtype,
                 "batch": self.batch, "prompt": self.prompt, "new": self.new, "seed": self.seed,
-                "bound": self.bound.to_dict(), "runs": [run.to_dict() for run in self.runs]}
+                "bound": self.bound.to_dict(), "runs": [run.to_dict() for run in self.runs],
+                "step_ratios": step_ratios(self.runs)}
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -262,6 +305,12 @@ def render_run(result: ModelRun, console) -> None:
             say(f"  {run.backend}: {note}")
         if run.logits is not None:
             say(f"  {run.backend} logits: {run.logits['summary']}")
+    for ratio in step_ratios(result.runs):
+        low, high = ratio["ci95"]
+        medians = ratio["median_step_s"]
+        say(f"decode step: {ratio['candidate']} {ratio['speedup']:.3f}x {ratio['baseline']} [{low:.3f}, {high:.3f}] "
+            f"(median step {medians[ratio['candidate']] * 1e3:.3f} ms against {medians[ratio['baseline']] * 1e3:.3f} "
+            f"ms, {ratio['steps']} steps each; the backends ran one after another)")
     memory = next((run.memory_note for run in result.runs if run.peak_memory_bytes is None), None)
     if memory:
         say(f"peak memory: {memory}")
