@@ -190,7 +190,11 @@ def test_a_model_run_record_renders_a_row_per_backend_and_every_decision(tiny_re
         assert row[1] == f"{run['prefill_tokens_per_s']:,.1f}" and row[2] == f"{run['decode_tokens_per_s']:,.1f}"
         assert row[3] == "—" and row[4] == "—"                        # no bound, no GPU memory on the CPU
     assert cells(table, "hello-gpu")[5] == "none" and cells(table, "hello-gpu")[6] == "same"
-    assert table.count("hello-gpu, ") == len(data["runs"][1]["choices"])   # every replacement and why
+    # every replacement and why, and the logit verdict
+    assert table.count("hello-gpu, ") == len(data["runs"][1]["choices"]) + 1
+    assert f"hello-gpu, logits: {data['runs'][1]['logits']['summary']}" in table
+    (ratio,) = data["step_ratios"]                                  # the decode step against eager, with its interval
+    assert f"Decode step: hello-gpu {ratio['speedup']:.3f}x eager [{ratio['ci95'][0]:.3f}, " in table
     assert "not available" in table and "do not edit by hand" in table
 
 

@@ -416,6 +416,15 @@ def render_model_run(arguments: list[str], root: Path, where: str) -> str:
         for choice in run.get("choices", []):
             lines += ["", f"{run['backend']}, {choice['name']}: {'used' if choice['used'] else 'not used'}: "
                           f"{choice['reason']}"]
+        if run.get("logits"):
+            lines += ["", f"{run['backend']}, logits: {run['logits']['summary']}"]
+    for ratio in data.get("step_ratios", []):          # records from before session 14 have none
+        low, high = ratio["ci95"]
+        medians = ratio["median_step_s"]
+        lines += ["", f"Decode step: {ratio['candidate']} {ratio['speedup']:.3f}x {ratio['baseline']} [{low:.3f}, "
+                      f"{high:.3f}] (median step {medians[ratio['candidate']] * 1e3:.3f} ms against "
+                      f"{medians[ratio['baseline']] * 1e3:.3f} ms, {ratio['steps']} steps each, one backend after "
+                      f"the other)."]
     config = data["config"]
     lines += ["", f"Record `{name}` (`hello-gpu model run`): {config['name']}, {data['device']} {data['dtype']}, batch "
                   f"{data['batch']}, prompt {data['prompt']}, {data['new']} new tokens, seed {data['seed']}. {NOTE}"]
