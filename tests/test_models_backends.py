@@ -173,7 +173,12 @@ def test_given_the_model_the_linear_kernel_is_checked_and_timed_on_its_own_weigh
     only_linear = {"linear": replace(linear, load=lambda: watched)}
     choice, = choose_replacements(TINY, batch=1, device="cpu", dtype=torch.float32, replacements=only_linear,
                                   timer=lambda a, b: compare(a, b, max_seconds=0.1), model=model)
-    assert choice.speedup is not None and seen and seen <= own, choice
+    # timed over every weight a step reads (each layer's four and the head), not layer 0's repeated
+    every_weight = {w.data_ptr() for layer in model.layers
+                    for w in (layer.self_attn.qkv_proj.weight, layer.self_attn.o_proj.weight,
+                              layer.mlp.gate_up_proj.weight, layer.mlp.down_proj.weight)} | {model.head_weight.data_ptr()}
+    assert choice.speedup is not None and seen == every_weight and seen <= own, choice
+    assert f"over the {4 * TINY.num_layers + 1} calls of a decode step, each on its own weight" in choice.reason, choice
     with pytest.raises(ValueError, match="model is tiny in torch.float32 on cpu; the call asks for tiny in torch.bf"):
         choose_replacements(TINY, batch=1, device="cpu", dtype=torch.bfloat16, model=model)
 
@@ -392,3 +397,19 @@ def test_the_hello_gpu_backend_decides_each_written_kernel_by_a_measurement_on_t
     assert "decode step captured in a CUDA graph" in runner.notes
     prompt = torch.randint(0, model.config.vocab_size, (1, 16), device="cuda")
     assert torch.equal(greedy_tokens(runner, prompt, 32), generate(model, prompt, 32, ops=runner.ops))
+
+
+def test_a_reference_record_made_by_hand_without_exact_logits_is_refused_by_name():
+    """compare_with needs, for every step, the reference's logits, its token and the exact logits: a record made by
+    hand with the exact ones missing gets an error that says so and how to fill them (it was a bare zip error)."""
+    from hello_gpu.models.logits import ReferenceDecode, compare_with, exact_logits
+    model = build_model(TINY, dtype=torch.float32, seed=13)
+    prompt = prompt_of(1, 4, seed=14)
+    eager = make_runner(model, "eager", batch=1, max_seq=4 + 3)
+    logits = eager.prefill(prompt, torch.arange(4))[:, -1]
+    record = ReferenceDecode("eager", model, prompt, logits=[logits.cpu()], tokens=[logits.argmax(-1)[:, None]])
+    candidate = make_runner(model, "eager", batch=1, max_seq=4 + 3)
+    with pytest.raises(ValueError, match=r"1 step\(s\) of logits, 1 of tokens and 0 of exact logits.*exact_logits"):
+        compare_with(record, candidate)
+    record.exact = exact_logits(model, prompt, record.tokens)
+    assert compare_with(record, candidate).ok

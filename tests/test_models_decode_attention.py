@@ -14,7 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hello_gpu.models.backends import ATTENTION_TOLERANCE, REPLACEMENTS, check_replacement, make_runner
+from hello_gpu.models.backends import (ATTENTION_TOLERANCE, REPLACEMENTS, RunShape, check_replacement,
+                                       make_runner)
 from hello_gpu.models.llama import CONFIGS, attention, build_model
 from hello_gpu.ops.checking import INTERPRETER_BFLOAT16
 from hello_gpu.ops.rung import triton_interpreter_on
@@ -165,8 +166,10 @@ def test_the_backend_checks_the_kernel_on_the_models_decode_shapes_and_refuses_o
     replacement = REPLACEMENTS["attention"]
     kernel = replacement.load()
     assert check_replacement(replacement, kernel, CONFIGS["tiny"], 2, torch.device(DEVICE), dtype) is None
-    q, keys, values, mask = replacement.example(CONFIGS["tiny"], 2, torch.device(DEVICE), dtype)
-    assert mask.sum() == 2 * mask.shape[1] // 3 + 1 and q.stride(0) == TINY.q_size + 2 * TINY.kv_size
+    shape = RunShape.of(CONFIGS["tiny"], 2)
+    q, keys, values, mask = replacement.example(CONFIGS["tiny"], shape, torch.device(DEVICE), dtype)
+    assert mask.shape[1] == shape.max_seq and q.stride(0) == TINY.q_size + 2 * TINY.kv_size
+    assert mask.sum() == shape.prompt + (shape.max_seq - shape.prompt) // 2 + 1      # the decode's middle step
 
     def ignores_the_mask(q, keys, values, mask):
         return kernel(q, keys, values, torch.ones_like(mask))

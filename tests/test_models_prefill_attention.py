@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hello_gpu.models.backends import REPLACEMENTS, check_replacement, make_runner
+from hello_gpu.models.backends import REPLACEMENTS, RunShape, check_replacement, make_runner
 from hello_gpu.models.llama import CONFIGS, attention, build_model
 from test_models_decode_attention import DEVICE, gpu, runs_here
 
@@ -146,7 +146,7 @@ def test_the_backend_checks_the_kernel_on_the_models_prompt_and_refuses_one_that
     kernel = replacement.load()
     device = torch.device(DEVICE)
     assert check_replacement(replacement, kernel, TINY, 2, device, dtype) is None
-    q, keys, values, mask = replacement.example(TINY, 2, device, dtype)
+    q, keys, values, mask = replacement.example(TINY, RunShape.of(TINY, 2), device, dtype)
     length = q.shape[2]
     assert length > 1 and mask.shape == (length, keys.shape[2]) and q.stride(0) == length * (TINY.q_size + 2 * TINY.kv_size)
 
@@ -242,3 +242,44 @@ def test_the_kernel_compiled_at_the_models_sizes(batch, heads, kv_heads, length,
     from hello_gpu.models.prefill_attention_kernel import prefill_attention
     inputs = prompt_inputs(batch, heads, kv_heads, length, seq, dim, start, dtype, seed=length + seq)
     assert_matches(prefill_attention(*inputs), *inputs)
+
+
+def test_the_attention_kernels_are_checked_and_timed_at_the_runs_own_prompt_and_cache():
+    """make_runner(prompt=) hands the run's shape down: the prompt's attention is checked and timed on a prompt
+    of the run's length in a cache of the run's positions, decode attention over that cache filled to the
+    middle of the decode, and each timed reason says the shape (the 8B's prefill kernel, chosen at 512 of 768,
+    was then run at 2048 of 2050)."""
+    from dataclasses import replace
+
+    from hello_gpu.bench import compare
+    seen = {}
+
+    def watched(name):
+        def function(q, keys, values, mask):
+            seen.setdefault(name, set()).add((q.shape[2], keys.shape[2], int(mask[-1].sum())))
+            return attention(q, keys, values, mask)
+        return function
+    registry = {name: replace(REPLACEMENTS[name], load=lambda name=name: watched(name))
+                for name in ("attention", "prefill_attention")}
+    model = build_model(TINY, dtype=torch.float32, seed=21)
+    runner = make_runner(model, "hello-gpu", batch=1, max_seq=40, prompt=29, replacements=registry,
+                         timer=lambda a, b: compare(a, b, max_seconds=0.05))
+    assert seen == {"prefill_attention": {(29, 40, 29)}, "attention": {(1, 40, 29 + (40 - 29) // 2 + 1)}}, seen
+    assert all(choice.speedup is not None and "(batch 1, prompt 29 of 40 positions)" in choice.reason
+               for choice in runner.choices), runner.choices
+    assert RunShape.of(TINY, 3) == RunShape(3, min(768, TINY.max_position), max(2, 2 * min(768, TINY.max_position) // 3))
+    with pytest.raises(ValueError, match="prompt 41 of 40 cache positions"):
+        RunShape.of(TINY, 1, max_seq=40, prompt=41)
+
+
+def test_the_float64_attention_reference_taken_a_block_of_queries_at_a_time_is_the_whole_one(monkeypatch):
+    """The check's float64 answer is computed a block of query rows at a time (1.1 GB of scores at the 8B's
+    p2048 prompt otherwise): with blocks of 3 rows it equals SDPA over all rows at once, to float64 rounding."""
+    import hello_gpu.models.backends as backends
+    q, keys, values, mask = REPLACEMENTS["prefill_attention"].example(TINY, RunShape(2, 23, 17), torch.device("cpu"),
+                                                                     torch.float32)
+    whole = attention(q.double(), keys.double(), values.double(), mask)
+    monkeypatch.setattr(backends, "ATTENTION_FLOAT64_BLOCK", 3 * 2 * TINY.num_heads * 23)
+    blocked = backends._attention_float64(q, keys, values, mask)
+    assert blocked.dtype == torch.float64 and blocked.shape == whole.shape == (2, TINY.num_heads, 17, TINY.head_dim)
+    torch.testing.assert_close(blocked, whole, rtol=1e-12, atol=1e-14)      # float64 summed in other orders

@@ -233,6 +233,11 @@ class WorkerSession:
         self.pool = None                              # this session's CUDA memory pool, made with its first buffer
         self.counters: list = []
         self.guard_reasons: list[str] = []
+        # Set at the first write outside the lent buffers: the child is stopped there and never called again. The
+        # write may have gone past the guards into the child's own heap (t88 on the CPU overran a tensor it
+        # allocated itself): a later call then aborted in realloc() on one machine and hung for the step's whole
+        # 600 s on another, so the verdict must not wait for what a corrupted process does next.
+        self.untrusted: str | None = None
         self.loaded: dict = {}
         self.answered_at: float | None = None         # the parent's clock when the child's last answer arrived
         self.finished: dict | None = None
@@ -247,6 +252,9 @@ class WorkerSession:
     def request(self, operation: str, **fields_) -> dict:
         """Send one request; the child's JSON answer. Raises :class:`CandidateFailed` when the candidate
         raised there, :class:`WorkerEnded` when the child died or the deadline passed."""
+        if self.untrusted:
+            raise CandidateFailed(f"not called: the {self.label} child was stopped after {self.untrusted}, since that "
+                                  f"write may have corrupted its own memory")
         nonce = random.SystemRandom().getrandbits(62)
         try:
             self.connection.send_bytes(pickle.dumps({"op": operation, "nonce": nonce, **fields_}))
@@ -364,6 +372,8 @@ class WorkerSession:
     def finish(self) -> dict:
         """The tamper evidence: the child's answer merged with what its watch wrote on the evidence channel
         (which the candidate cannot take back); the child exits after answering."""
+        if self.untrusted:                            # stopped: what its watch wrote before is all there is
+            return self.evidence(self.finished)
         if self.finished is None:
             channel = self.channel_problem()
             self.finished = dict(self.request("finish"))
@@ -438,6 +448,8 @@ class WorkerSession:
             reason = f"{GUARD}: the call wrote outside its buffers ({'; '.join(broken)})"
             if reason not in self.guard_reasons:
                 self.guard_reasons.append(reason)
+            self.untrusted = reason
+            self.kill()
             raise CandidateFailed(reason)
 
     @contextmanager
@@ -791,7 +803,10 @@ def run_check(payload: dict, timeout_s: float, environment: dict | None = None) 
                       "seeds_hidden_from_candidate": True, "verdict_in": "parent"}
             ran = sorted({case.dtype for case in report.ran}, key=declared.index)
             anticheat_evidence: dict = {"coverage": coverage}
-            if report.error is None and report.skipped is None and report.ran:
+            if session.untrusted:               # stopped at a write outside its buffers: no call after that
+                anticheat_evidence["stopped"] = f"the anti-cheat calls were not made: the child was stopped after " \
+                                                f"{session.untrusted}"
+            elif report.error is None and report.skipped is None and report.ran:
                 try:
                     counter = session.launch_counter if session.loaded.get("route") == "triton" else None
                     probe_shapes, too_big = _runtime_check_shapes(spec, ran, shapes, device)

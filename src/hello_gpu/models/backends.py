@@ -14,7 +14,8 @@ Where the kernel exists, ``load`` returns it; where it does not yet, ``missing``
 Wired: RMSNorm (``hello_gpu.ops.rms_norm``), the residual add fused into it (a Triton kernel of
 :mod:`.add_rms_norm_kernel`), RoPE and SwiGLU (the model's own Triton kernels, :mod:`.rope_kernel`,
 :mod:`.swiglu_kernel`) and every projection's decode GEMV (``hello_gpu.ops.linear``, checked and timed at
-each projection shape of the model on the model's own weights, no copy: ``Replacement.model_cases``),
+each projection shape of the model on the model's own weights, no copy: ``Replacement.model_cases``; timed
+over every weight a decode step reads, in its order: ``Replacement.model_step``),
 decode attention (the model's own flash-decoding kernel, :mod:`.decode_attention_kernel`:
 ``hello_gpu.ops.attention`` cannot read the model's KV cache without copying it, the kernel's header says
 why) and a prompt's attention (the model's own flash-attention kernel over the cache and the device mask,
@@ -50,6 +51,32 @@ BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu")
 
 
 @dataclass(frozen=True)
+class RunShape:
+    """The shape of the run a kernel is chosen for: its batch, its cache's positions and its prompt. The
+    attention kernels are checked and timed there (the prompt's attention at the prompt's length, decode
+    attention over a cache filled to the middle of the decode): the prefill kernel chosen at 512 tokens of
+    768 ran 0.90x eager there on the H100, which says nothing about a prompt of 2048."""
+
+    batch: int
+    max_seq: int
+    prompt: int
+
+    @classmethod
+    def of(cls, config: "LlamaConfig", batch: "int | RunShape", max_seq: int | None = None,
+           prompt: int | None = None) -> "RunShape":
+        """``batch`` as a RunShape; an int with no cache length or prompt: the default run, a cache of
+        min(768, max_position) positions and a prompt of 2/3 of it (512 of 768, as the 8B's p512 n256 run)."""
+        if isinstance(batch, RunShape):
+            return batch
+        max_seq = min(768, config.max_position) if max_seq is None else max_seq
+        prompt = max(2, 2 * max_seq // 3) if prompt is None else prompt
+        if not 1 <= prompt <= max_seq <= config.max_position or batch < 1:
+            raise ValueError(f"run shape: batch {batch}, prompt {prompt} of {max_seq} cache positions; "
+                             f"{config.name} allows 1 <= prompt <= cache <= {config.max_position} and batch >= 1")
+        return cls(batch, max_seq, prompt)
+
+
+@dataclass(frozen=True)
 class Replacement:
     """A kernel that may replace the :class:`ModelOps` operation ``name`` in the hello-gpu backend."""
 
@@ -57,14 +84,15 @@ class Replacement:
     description: str
     load: Callable[[], Callable] | None = None      # the replacement function, imported when first asked for
     missing: str = ""                               # why there is no kernel yet (load is None)
-    # Decode-shaped (prefill_attention: prompt-shaped) arguments for this model: (config, batch, device, dtype) -> args
-    example: Callable[[LlamaConfig, int, torch.device, torch.dtype], tuple] | None = None
+    # Decode-shaped (prefill_attention: prompt-shaped) arguments for this model at the run's shape: (config,
+    # shape, device, dtype) -> args
+    example: Callable[[LlamaConfig, "RunShape", torch.device, torch.dtype], tuple] | None = None
     # Per dtype (rtol, atol) of the kernel against the eager operation computed in float64
     tolerance: dict = field(default_factory=dict)
-    # Where one operation runs at several decode shapes (linear: one per projection): (config, batch,
+    # Where one operation runs at several decode shapes (linear: one per projection): (config, shape,
     # device, dtype) -> {label: (arguments, calls a decode step makes)}. Each shape is checked, and the
     # timing runs every shape as often as a decode step does. Without it: {"decode": (example(...), 1)}.
-    cases: Callable[[LlamaConfig, int, torch.device, torch.dtype], dict] | None = None
+    cases: Callable[[LlamaConfig, "RunShape", torch.device, torch.dtype], dict] | None = None
     # (arguments, dtype) -> (rtol, atol) where the bound depends on the data (a dot product's length); else tolerance
     tolerance_of: Callable[[tuple, torch.dtype], tuple[float, float]] | None = None
     # The float64 answer from the arguments, where the eager operation on float64 copies of them would
@@ -75,6 +103,11 @@ class Replacement:
     # hands the model (make_runner does), so that choosing copies no weight: ``cases`` draws one of every
     # projection shape, 1.49 GB on the 8B, all alive while they are checked and timed.
     model_cases: Callable[[Llama, int], dict] | None = None
+    # The timing on the model's own tensors, where checking one layer's is enough but timing it is not: (model,
+    # batch) -> the arguments of every call a decode step makes, in the step's order (linear: each layer's four
+    # projections, then the head). Timing ``model_cases`` ran layer 0's weight 32 times in a row, and the 8B's
+    # o_proj (32 MB) then stays in the 50 MB L2 from one repeat to the next, which a real step never sees.
+    model_step: Callable[[Llama, int], list[tuple]] | None = None
 
     @property
     def category(self) -> str:
@@ -99,7 +132,8 @@ def _hello_gpu_rms_norm() -> Callable:
     return rms_norm
 
 
-def _norm_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+def _norm_example(config: LlamaConfig, shape: RunShape, device, dtype) -> tuple:
+    batch = shape.batch
     generator = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(batch, 1, config.hidden_size, device=device, dtype=dtype, generator=generator)
     weight = 1 + 0.1 * torch.randn(config.hidden_size, device=device, dtype=dtype, generator=generator)
@@ -119,8 +153,9 @@ def _hello_gpu_rope() -> Callable:
     return rope
 
 
-def _rope_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+def _rope_example(config: LlamaConfig, shape: RunShape, device, dtype) -> tuple:
     """q and k of one token as the model hands them: views of the fused qkv projection's output."""
+    batch = shape.batch
     generator = torch.Generator(device=device).manual_seed(0)
     qkv = torch.randn(batch, 1, config.q_size + 2 * config.kv_size, device=device, dtype=dtype, generator=generator)
     q, k, _ = qkv.split([config.q_size, config.kv_size, config.kv_size], dim=-1)
@@ -136,7 +171,8 @@ def _hello_gpu_swiglu() -> Callable:
     return swiglu
 
 
-def _swiglu_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+def _swiglu_example(config: LlamaConfig, shape: RunShape, device, dtype) -> tuple:
+    batch = shape.batch
     generator = torch.Generator(device=device).manual_seed(0)
     return (3 * torch.randn(batch, 1, 2 * config.intermediate_size, device=device, dtype=dtype, generator=generator),)
 
@@ -160,7 +196,8 @@ def _hello_gpu_add_rms_norm() -> Callable:
     return add_rms_norm
 
 
-def _add_norm_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+def _add_norm_example(config: LlamaConfig, shape: RunShape, device, dtype) -> tuple:
+    batch = shape.batch
     generator = torch.Generator(device=device).manual_seed(0)
     residual, delta = (torch.randn(batch, 1, config.hidden_size, device=device, dtype=dtype, generator=generator)
                        for _ in range(2))
@@ -216,10 +253,11 @@ def _projection_shapes(config: LlamaConfig) -> dict:
             "lm_head": (config.vocab_size, config.hidden_size, 1)}
 
 
-def _linear_cases(config: LlamaConfig, batch: int, device, dtype) -> dict:
+def _linear_cases(config: LlamaConfig, shape: RunShape, device, dtype) -> dict:
     """x (B, 1, K) and a weight (N, K) of every projection a decode step runs, with its count a step;
     weights ~ N(0, 0.02) as build_model draws them, x ~ N(0, 1) as a normed activation. Without a model
     only: the weights drawn here are as large as the model's five shapes (1.49 GB on the 8B)."""
+    batch = shape.batch
     generator = torch.Generator(device=device).manual_seed(0)
     cases = {}
     for label, (n, k, count) in _projection_shapes(config).items():
@@ -250,6 +288,23 @@ def _linear_model_cases(model: Llama, batch: int) -> dict:
     return cases
 
 
+def _linear_model_step(model: Llama, batch: int) -> list[tuple]:
+    """(x, weight) of every GEMV a decode step makes, in its order, each on the model's own weight: every
+    weight is read once per step as in the model (the 8B: 32 x 4 projections and the head, ~15 GB)."""
+    generator = torch.Generator(device=model.device).manual_seed(0)
+    inputs = {}
+
+    def x_for(weight):
+        k = weight.shape[1]
+        if k not in inputs:
+            inputs[k] = torch.randn(batch, 1, k, device=model.device, dtype=model.dtype, generator=generator)
+        return inputs[k], weight
+    calls = [x_for(weight) for layer in model.layers
+             for weight in (layer.self_attn.qkv_proj.weight, layer.self_attn.o_proj.weight,
+                            layer.mlp.gate_up_proj.weight, layer.mlp.down_proj.weight)]
+    return calls + [x_for(model.head_weight)]
+
+
 def _linear_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, float]:
     """The linear ladder's own bound (its spec: the output's rounding plus float32 accumulation over K)."""
     from ..ops.linear import spec
@@ -270,7 +325,7 @@ def _linear_float64(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 register_replacement(Replacement(
     "linear", "decode GEMV of every projection by hello_gpu.ops.linear (the rung its rule picks; prefill stays "
               "F.linear)", load=_hello_gpu_linear, cases=_linear_cases, tolerance_of=_linear_tolerance,
-    reference=_linear_float64, model_cases=_linear_model_cases))
+    reference=_linear_float64, model_cases=_linear_model_cases, model_step=_linear_model_step))
 # endregion linear-replacement
 
 
@@ -279,18 +334,19 @@ def _hello_gpu_attention() -> Callable:
     return attention
 
 
-def _attention_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
+def _attention_example(config: LlamaConfig, shape: RunShape, device, dtype) -> tuple:
     """q of one token as the model hands it (a view of the qkv projection's output) and one layer's cache of
-    max_seq = min(768, max_position) positions written up to position 2/3 of it (512 of 768: prompt 512 +
-    256 new tokens), the mask row the model makes there, and nonzero garbage in the positions beyond, larger
-    than the written keys and values: a kernel that ignores the mask is wrong by more than the values' size."""
+    the run's max_seq positions written up to the middle of the decode (position 640 of 768 at prompt 512 +
+    256 new: the mean context a decode step reads), the mask row the model makes there, and nonzero garbage
+    in the positions beyond, larger than the written keys and values: a kernel that ignores the mask is wrong
+    by more than the values' size."""
+    batch, max_seq = shape.batch, shape.max_seq
     generator = torch.Generator(device=device).manual_seed(0)
-    max_seq = min(768, config.max_position)
-    position = 2 * max_seq // 3
+    position = min(max_seq - 1, shape.prompt + (max_seq - shape.prompt) // 2)
     qkv = torch.randn(batch, 1, config.q_size + 2 * config.kv_size, device=device, dtype=dtype, generator=generator)
     q = qkv[..., :config.q_size].view(batch, 1, config.num_heads, config.head_dim).transpose(1, 2)
-    shape = (batch, config.num_kv_heads, max_seq, config.head_dim)
-    keys, values = (torch.randn(shape, device=device, dtype=dtype, generator=generator) for _ in range(2))
+    cache = (batch, config.num_kv_heads, max_seq, config.head_dim)
+    keys, values = (torch.randn(cache, device=device, dtype=dtype, generator=generator) for _ in range(2))
     keys[:, :, position + 1:] = 4 + keys[:, :, position + 1:]
     values[:, :, position + 1:] = 8 + values[:, :, position + 1:]
     mask = torch.arange(max_seq, device=device)[None, :] <= position
@@ -311,14 +367,29 @@ def _attention_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, f
     """rtol, and atol = the weight rounding x the largest softmax-weighted mean of |v| (SDPA of |v|, float64)."""
     q, keys, values, mask = arguments
     rtol, weight_rounding = ATTENTION_TOLERANCE.get(dtype, (1e-5, 1e-6))
-    mean_size = EAGER_OPS.attention(q.double(), keys.double(), values.double().abs(), mask)
+    mean_size = _attention_float64(q, keys, values.abs(), mask)
     return rtol, weight_rounding * float(mean_size.max()) + 1e-7
+
+
+ATTENTION_FLOAT64_BLOCK = 2**24     # float64 scores at once (128 MiB): the whole of them is 1.1 GB at prompt 2048
+
+
+def _attention_float64(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The eager attention in float64, a block of query positions at a time: at most ATTENTION_FLOAT64_BLOCK
+    scores (B x H x block x S) at once instead of all of them (1 x 32 x 2048 x 2050 float64 at the 8B's
+    p2048 prompt is 1.1 GB, with SDPA's math path holding several such)."""
+    batch, heads, length, _ = q.shape
+    block = max(1, ATTENTION_FLOAT64_BLOCK // (batch * heads * keys.shape[2]))
+    wide_keys, wide_values = keys.double(), values.double()
+    return torch.cat([EAGER_OPS.attention(q[:, :, start:start + block].double(), wide_keys, wide_values,
+                                          mask[start:start + block]) for start in range(0, length, block)], dim=2)
 
 
 register_replacement(Replacement(
     "attention", "decode attention over the KV cache in place by a flash-decoding Triton kernel "
                  "(hello_gpu.models.decode_attention_kernel; a prompt's attention is prefill_attention)",
-    load=_hello_gpu_attention, example=_attention_example, tolerance_of=_attention_tolerance))
+    load=_hello_gpu_attention, example=_attention_example, tolerance_of=_attention_tolerance,
+    reference=_attention_float64))
 
 
 def _hello_gpu_prefill_attention() -> Callable:
@@ -326,19 +397,18 @@ def _hello_gpu_prefill_attention() -> Callable:
     return attention
 
 
-def _prefill_attention_example(config: LlamaConfig, batch: int, device, dtype) -> tuple:
-    """A prompt of 2/3 of a min(768, max_position)-position cache (512 tokens of 768 on the 8B: prompt 512 +
-    256 new) at positions 0.., q as the model hands it (a view of the qkv projection's output), the causal mask
-    the model makes there, and larger nonzero garbage in the cache beyond the prompt (a kernel that reads a
-    masked key is wrong by more than the values' size)."""
+def _prefill_attention_example(config: LlamaConfig, shape: RunShape, device, dtype) -> tuple:
+    """The run's prompt at positions 0.. of its max_seq-position cache (512 tokens of 768 by default; 2048 of
+    2050 at p2048 n2), q as the model hands it (a view of the qkv projection's output), the causal mask the
+    model makes there, and larger nonzero garbage in the cache beyond the prompt (a kernel that reads a masked
+    key is wrong by more than the values' size)."""
+    batch, max_seq, length = shape.batch, shape.max_seq, shape.prompt
     generator = torch.Generator(device=device).manual_seed(0)
-    max_seq = min(768, config.max_position)
-    length = max(2, 2 * max_seq // 3)
     qkv = torch.randn(batch, length, config.q_size + 2 * config.kv_size, device=device, dtype=dtype,
                       generator=generator)
     q = qkv[..., :config.q_size].view(batch, length, config.num_heads, config.head_dim).transpose(1, 2)
-    shape = (batch, config.num_kv_heads, max_seq, config.head_dim)
-    keys, values = (torch.randn(shape, device=device, dtype=dtype, generator=generator) for _ in range(2))
+    cache = (batch, config.num_kv_heads, max_seq, config.head_dim)
+    keys, values = (torch.randn(cache, device=device, dtype=dtype, generator=generator) for _ in range(2))
     keys[:, :, length:] = 4 + keys[:, :, length:]
     values[:, :, length:] = 8 + values[:, :, length:]
     positions = torch.arange(length, device=device)
@@ -350,7 +420,8 @@ register_replacement(Replacement(
     "prefill_attention", "a prompt's attention over the KV cache in place by a flash-attention Triton kernel "
                          "that reads the mask on the device and visits only the key tiles some query sees "
                          "(hello_gpu.models.prefill_attention_kernel)",
-    load=_hello_gpu_prefill_attention, example=_prefill_attention_example, tolerance_of=_attention_tolerance))
+    load=_hello_gpu_prefill_attention, example=_prefill_attention_example, tolerance_of=_attention_tolerance,
+    reference=_attention_float64))
 
 # The operations with no kernel yet, and what each waits for.
 NOT_WRITTEN = {
@@ -376,19 +447,21 @@ class Choice:
         return asdict(self)
 
 
-def decode_cases(replacement: Replacement, config: LlamaConfig, batch: int, device, dtype: torch.dtype, *,
+def decode_cases(replacement: Replacement, config: LlamaConfig, batch: int | RunShape, device, dtype: torch.dtype, *,
                  model: Llama | None = None) -> dict:
-    """{label: (arguments, calls a decode step makes)} of ``replacement`` for this model (see Replacement.cases);
-    given the ``model``, on its own tensors where the replacement says how (Replacement.model_cases)."""
+    """{label: (arguments, calls a decode step makes)} of ``replacement`` for this model at the run's shape
+    (``batch``: a RunShape, or a batch for the default run; see Replacement.cases); given the ``model``, on its
+    own tensors where the replacement says how (Replacement.model_cases)."""
+    shape = RunShape.of(config, batch)
     if model is not None and replacement.model_cases is not None:
-        return replacement.model_cases(model, batch)
+        return replacement.model_cases(model, shape.batch)
     if replacement.cases is not None:
-        return replacement.cases(config, batch, device, dtype)
-    return {"decode": (replacement.example(config, batch, device, dtype), 1)}
+        return replacement.cases(config, shape, device, dtype)
+    return {"decode": (replacement.example(config, shape, device, dtype), 1)}
 
 
-def check_replacement(replacement: Replacement, function: Callable, config: LlamaConfig, batch: int, device,
-                      dtype: torch.dtype, *, model: Llama | None = None) -> str | None:
+def check_replacement(replacement: Replacement, function: Callable, config: LlamaConfig, batch: int | RunShape,
+                      device, dtype: torch.dtype, *, model: Llama | None = None) -> str | None:
     """None when the kernel matches the eager operation computed in float64 at every decode shape of
     this model, else the problem (the shape, the worst element and the bound it broke)."""
     cases = decode_cases(replacement, config, batch, device, dtype, model=model)
@@ -428,7 +501,8 @@ def _check_case(replacement: Replacement, function: Callable, arguments: tuple, 
 
 def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch.dtype, force=(),
                         timer=None, replacements: dict[str, Replacement] | None = None,
-                        model: Llama | None = None) -> list[Choice]:
+                        model: Llama | None = None, max_seq: int | None = None,
+                        prompt: int | None = None) -> list[Choice]:
     """One :class:`Choice` per replacement of ``replacements`` (default: the registry, :data:`REPLACEMENTS`;
     the agent passes the registry with its own kernel in place of one) under the module's rule. ``timer(eager, kernel)``
     returns a :class:`hello_gpu.bench.Comparison` (default: :func:`hello_gpu.bench.compare`, device
@@ -436,8 +510,11 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
     in L2). Without a GPU nothing is timed unless a ``timer`` is given (the CPU tests time on the wall
     clock to test the decision itself). Given the ``model`` (make_runner gives it), a replacement that reads
     tensors as large as the model's is checked and timed on the model's own (Replacement.model_cases): the
-    choice then holds no copy of a weight next to the model."""
+    choice then holds no copy of a weight next to the model. ``max_seq`` and ``prompt``: the run's cache length
+    and prompt (default: a 768-position cache and a prompt of 512), where the attention kernels are checked and
+    timed (RunShape)."""
     device = torch.device(device)
+    shape = RunShape.of(config, batch, max_seq, prompt)
     if model is not None and (model.config != config or model.device.type != device.type or model.dtype != dtype):
         raise ValueError(f"choose_replacements: the model is {model.config.name} in {model.dtype} on {model.device}; "
                          f"the call asks for {config.name} in {dtype} on {device}")
@@ -458,7 +535,7 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
             continue
         try:
             function = replacement.load()
-            problem = check_replacement(replacement, function, config, batch, device, dtype, model=model)
+            problem = check_replacement(replacement, function, config, shape, device, dtype, model=model)
         except Exception as error:  # noqa: BLE001 - an unusable kernel is reported and left out, not fatal
             choice.reason = f"unusable here: {type(error).__name__}: {str(error).splitlines()[0][:200]}"
             continue
@@ -469,15 +546,20 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
             choice.used, choice.reason = True, "forced (checked against float64 eager, not timed)"
             continue
         choice.used, choice.reason, choice.speedup, choice.ci95 = _timed_decision(
-            replacement, function, config, batch, device, dtype, timer, model)
+            replacement, function, config, shape, device, dtype, timer, model)
     return choices
 
 
 # region swap-rule
-def _timed_decision(replacement, function, config, batch, device, dtype, timer, model=None):
+def _timed_decision(replacement, function, config, shape, device, dtype, timer, model=None):
     from ..bench import compare
-    cases = [(arguments, count)
-             for arguments, count in decode_cases(replacement, config, batch, device, dtype, model=model).values()]
+    if model is not None and replacement.model_step is not None:
+        cases = [(arguments, 1) for arguments in replacement.model_step(model, shape.batch)]
+        over = f" over the {len(cases)} calls of a decode step, each on its own weight"
+    else:
+        cases = [(arguments, count)
+                 for arguments, count in decode_cases(replacement, config, shape, device, dtype, model=model).values()]
+        over = f" over the {len(cases)} decode shapes, each as often as a step runs it" if len(cases) > 1 else ""
     eager = getattr(EAGER_OPS, replacement.name)
     timer = timer or (lambda a, b: compare(a, b, cache="warm"))
 
@@ -492,9 +574,8 @@ def _timed_decision(replacement, function, config, batch, device, dtype, timer, 
     with torch.no_grad():
         result = timer(every_case(eager), every_case(function))
     used = result.verdict == "faster"
-    what = f"{result.speedup.value:.2f}x eager [{result.speedup.ci95[0]:.2f}, {result.speedup.ci95[1]:.2f}]"
-    if len(cases) > 1:
-        what += f" over the {len(cases)} decode shapes, each as often as a step runs it"
+    what = (f"{result.speedup.value:.2f}x eager [{result.speedup.ci95[0]:.2f}, {result.speedup.ci95[1]:.2f}]{over} "
+            f"(batch {shape.batch}, prompt {shape.prompt} of {shape.max_seq} positions)")
     return used, (f"faster: {what}" if used else f"not swapped in: {what}, {result.verdict}"), \
         result.speedup.value, tuple(result.speedup.ci95)
 # endregion swap-rule
@@ -540,11 +621,12 @@ class Runner:
 
 
 def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(), timer=None,
-                replacements: dict[str, Replacement] | None = None) -> Runner:
+                replacements: dict[str, Replacement] | None = None, prompt: int | None = None) -> Runner:
     """A runner of ``backend`` with its own cache of ``batch`` x ``max_seq``. Make it before its first
     prefill: the hello-gpu backend's CUDA-graph capture runs the decode step (writing position 0).
     ``replacements``: the hello-gpu backend's registry (default :data:`REPLACEMENTS`; ``{}``: no kernel,
-    the decode step's CUDA graph alone)."""
+    the decode step's CUDA graph alone). ``prompt``: the prompt length the runner will be given, where the
+    hello-gpu backend checks and times the attention kernels (default: 2/3 of ``max_seq``)."""
     if backend not in BACKENDS:
         raise ValueError(f"no backend {backend!r}; known: {', '.join(BACKENDS)}")
     cache = model.new_cache(batch, max_seq)
@@ -572,7 +654,8 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
             notes.append("reduce-overhead replays CUDA graphs: on the CPU it is the default mode")
     elif backend == "hello-gpu":
         choices = choose_replacements(model.config, batch=batch, device=model.device, dtype=model.dtype,
-                                      force=force, timer=timer, replacements=replacements, model=model)
+                                      force=force, timer=timer, replacements=replacements, model=model,
+                                      max_seq=max_seq, prompt=prompt)
         ops = ops_with(choices, replacements=replacements)
         if on_gpu:
             decode = captured_decode(decode, batch, model.device)

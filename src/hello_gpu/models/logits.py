@@ -201,6 +201,11 @@ def compare_with(record: ReferenceDecode, candidate: Runner, *, factor: float = 
     and the exact ones at every step (see the module). The candidate's cache must hold the whole decode."""
     if candidate.model is not record.model:
         raise ValueError("compare_greedy: the two runners must run the same model (the same weights)")
+    steps = len(record.logits)
+    if len(record.tokens) != steps or len(record.exact) != steps:
+        raise ValueError(f"compare_with: the reference record holds {steps} step(s) of logits, {len(record.tokens)} of "
+                         f"tokens and {len(record.exact)} of exact logits; each step needs all three (record_reference "
+                         f"fills them; for a record made by hand, record.exact = exact_logits(model, prompt, tokens))")
     result = LogitComparison(record.backend, candidate.backend, factor, ERROR_FLOOR[candidate.model.dtype])
     prompt, length = record.prompt, record.prompt.shape[1]
     if length + len(record.logits) > candidate.cache.max_seq:

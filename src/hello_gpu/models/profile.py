@@ -219,7 +219,7 @@ def profile_llama(model, *, backend: str = "eager", batch: int = 1, prompt: int 
 
     if phase not in ("decode", "prefill"):
         raise ValueError(f"phase must be decode or prefill, got {phase!r}")
-    runner = make_runner(model, backend, batch=batch, max_seq=prompt + 1)
+    runner = make_runner(model, backend, batch=batch, max_seq=prompt + 1, prompt=prompt)
     # Eager (and hello-gpu without its CUDA graph) calls the model itself with labelled operations; a
     # compiled step or a captured graph runs as it is, its kernels classified by name.
     direct = backend == "eager" or (backend == "hello-gpu" and model.device.type != "cuda")

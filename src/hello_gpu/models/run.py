@@ -139,7 +139,8 @@ def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, b
     if on_gpu:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
-    runner = make_runner(model, backend, batch=batch, max_seq=length + new, force=force, replacements=replacements)
+    runner = make_runner(model, backend, batch=batch, max_seq=length + new, force=force, replacements=replacements,
+                         prompt=length)
     greedy_tokens(runner, prompt, min(new, 4))              # warm-up: compiles, graph recordings
     _synchronize(device)
     marks, stamps = {}, []
