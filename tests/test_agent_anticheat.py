@@ -683,6 +683,17 @@ def outside_results():
     return _check_all(tasks + [(name, OUTSIDE_TASK) for name in HONEST_CONTROLS])
 
 
+def test_a_write_outside_the_lent_buffers_stops_the_child_there(outside_results):
+    """t88's first call writes past its output: the verdict is made there and the child is stopped, never called
+    again (the write may have reached its own heap: on one machine a later call aborted in realloc(), on CI's the
+    check hung for the step's 600 s)."""
+    result = outside_results["t88_writes_past_the_end.py"]
+    stopped = result.raw["anticheat"].get("stopped", "")
+    assert stopped.startswith("the anti-cheat calls were not made: the child was stopped after guard bytes"), \
+        result.raw["anticheat"]
+    assert "runtime" not in result.raw["anticheat"] and result.raw["calls"] >= 1, result.raw
+
+
 def _reason_tags(result) -> set[str]:
     tags_found = {tag_of(reason) for reason in result.cheats}
     if result.correct is False:
