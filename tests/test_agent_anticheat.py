@@ -1719,3 +1719,20 @@ def test_the_flush_before_each_profiled_call_is_the_harnesss_own():
     traced["traceEvents"] = [e for e in traced["traceEvents"] if e.get("name") != f"{anticheat.FLUSH_LABEL}#0"]
     assert anticheat.evidence_from_trace(traced, ours=["vector_add"])["stray_kernels"] == \
         ["vectorized_elementwise_kernel<zero>"]         # the same kernel outside the harness's range: a stray
+
+
+def test_a_timing_whose_child_held_no_window_says_so():
+    """worker.CallWindow (cuCtxWaitEvent after each call's flush) is made on a GPU whose driver has it; where it is
+    not, the load answer says why and the bench's or compare's notes say what that leaves open, once per reason.
+    On the CPU there is nothing to hold (no device stream a call could queue work on): no note."""
+    from types import SimpleNamespace
+
+    from hello_gpu.agent.session import _window_notes
+    held = SimpleNamespace(loaded={"window_unheld": None})
+    unheld = SimpleNamespace(loaded={"window_unheld": "AttributeError: module has no attribute 'cuCtxWaitEvent'"})
+    assert _window_notes([held, held]) == []
+    notes = _window_notes([held, unheld, unheld])
+    assert notes == ["a call's work on another stream could start before the call (no window held: AttributeError: "
+                     "module has no attribute 'cuCtxWaitEvent')"], notes
+    raw = _bench_with_worker(candidate_of(HONEST), SMALL_TASK, 0.3)
+    assert raw.get("status", "ok") == "ok" and raw["notes"] == [], raw

@@ -733,20 +733,31 @@ def run(a, b, out=None):
 """
 
 
+def assert_the_side_work_is_timed_or_named(timed, honest) -> None:
+    """A candidate that queued part of its work on a stream of its own: with each call held behind its start
+    (worker.CallWindow) that part starts with the call, so either it ended inside the call's time (the claim is
+    no faster than the honest kernel's, timed alone just before: hiding an eighth read ~0.875x of it) or it ran
+    on past the call's end event and the bench names it (ContextDrain). The H100 (session 14, before the window)
+    saw neither: the eighth ran beside the flush, before the start event."""
+    named = "left work running on the device after they returned" in (timed.suspect or "")
+    in_time = timed.median_s >= 0.95 * honest.median_s
+    assert named or in_time, (timed.median_s / honest.median_s, timed.suspect, timed.raw["consistency"])
+
+
 def test_work_hidden_beside_the_flush_is_caught_on_the_device():
-    """FLUSH_HIDING, named where it is timed (each timed call's launches, with their streams) and where it is
-    checked (the profiled calls, behind the same flush, show its side-stream kernel)."""
+    """FLUSH_HIDING, named where it is timed (each timed call's launches, with their streams), in the time or named
+    as left running there, and caught where it is checked (the profiled calls, behind the same flush, show its
+    side-stream kernel)."""
     source = (CHEATS / HONEST).read_text(encoding="utf-8")
     candidate = Candidate(None, None, "triton", source[:source.index("def run(")] + FLUSH_HIDING)
     task = triton_task(bench_shape=2**24)
-    with ThreadPoolExecutor(2) as pool:
-        timed = pool.submit(tools.bench, candidate, task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
-        checked = pool.submit(tools.check, candidate, task, timeout_s=CHECK_TIMEOUT_S)
-        timed, checked = timed.result(), checked.result()
-    assert timed.ok, everything_said(timed)
+    checked = tools.check(candidate, task, timeout_s=CHECK_TIMEOUT_S)
+    honest = tools.bench(rung_candidate(task), task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+    timed = tools.bench(candidate, task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+    assert timed.ok and honest.ok, (everything_said(timed), everything_said(honest))
     assert timed.suspect and CONCURRENCY in timed.suspect and "another stream than the timed one" in timed.suspect, \
         (timed.suspect, timed.median_s)
-    assert "left work running on the device after they returned" in timed.suspect, timed.raw["consistency"]
+    assert_the_side_work_is_timed_or_named(timed, honest)
     assert checked.status == "ok" and not checked.passed, everything_said(checked)
     assert any(CONCURRENCY in reason and "off the timed stream" in reason for reason in checked.cheats), checked.cheats
 
@@ -825,20 +836,18 @@ def test_device_work_left_running_while_the_baseline_is_timed_is_caught(device_h
 HIDES_UNPROFILED = "v55_hides_work_unprofiled.hip"
 
 
-def test_work_left_running_through_our_runtime_is_named_where_it_is_timed():
-    """v55 passes its check (its profiled calls are honest; nothing else in a check looks at a HIP launch's stream)
-    and its bench names its calls' work left running; v01, honest and launched the same way, leaves none."""
+def test_work_left_running_through_our_runtime_is_timed_or_named_where_it_is_timed():
+    """v55 passes its check (its profiled calls are honest; nothing else in a check looks at a HIP launch's stream),
+    and its bench either times its side eighth or names it as left running; v01, honest and launched the same way,
+    leaves none."""
     task = hip_task(bench_shape=2**24)
     cheat = cheat_candidate(CHEATS / HIDES_UNPROFILED)
-    with ThreadPoolExecutor(3) as pool:
-        checked = pool.submit(tools.check, cheat, task, timeout_s=CHECK_TIMEOUT_S)
-        timed = pool.submit(tools.bench, cheat, task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
-        honest = pool.submit(tools.bench, rung_candidate(task), task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
-        checked, timed, honest = checked.result(), timed.result(), honest.result()
+    checked = tools.check(cheat, task, timeout_s=CHECK_TIMEOUT_S)
+    honest = tools.bench(rung_candidate(task), task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)
+    timed = tools.bench(cheat, task, max_seconds=1.0, timeout_s=CHECK_TIMEOUT_S)   # timed alone, after it
     assert checked.status == "ok" and checked.passed, everything_said(checked)
-    assert timed.ok and timed.suspect, everything_said(timed)
-    assert CONCURRENCY in timed.suspect and "left work running on the device after they returned" in timed.suspect, \
-        (timed.suspect, timed.raw["consistency"]["left_running"])
+    assert timed.ok, everything_said(timed)
+    assert_the_side_work_is_timed_or_named(timed, honest)
     assert honest.ok and honest.suspect is None, everything_said(honest)
     assert honest.raw["consistency"]["left_running"]["median_s"] < LEFT_RUNNING_MIN_S, honest.raw["consistency"]
 
@@ -924,6 +933,32 @@ def test_the_context_event_leaves_an_honest_speedup_where_it_was():
     # without: 4.5% apart, the intervals overlapping on [2.91, 3.04]).
     low, high = max(with_event["ci95"][0], without["ci95"][0]), min(with_event["ci95"][1], without["ci95"][1])
     assert low <= high, (with_event["speedup"], with_event["ci95"], without["speedup"], without["ci95"])
+
+
+def test_the_window_leaves_an_honest_speedup_where_it_was():
+    """The same pair, compared with each call held behind its start (worker.CallWindow: cuCtxWaitEvent after the
+    flush) and without it (HG_TEST_NO_WINDOW, as on a driver without cuCtxWaitEvent): the window is host work
+    before each call's start event and a wait an honest call's single stream already has, so the two timings'
+    95% intervals overlap; the run without it says so in its notes."""
+    from test_agent_anticheat import WORKER_CLOCK
+
+    from hello_gpu.agent import session
+    from hello_gpu.agent.sandbox import _package_path
+    from hello_gpu.agent.tools import _payload
+    task = hip_task(bench_shape=2**24)
+    payload = _payload(task, baseline=rung_candidate(hip_task("v02_strided_chunks", bench_shape=2**24)),
+                       candidate=rung_candidate(task))
+    payload.update(min_rounds=10, max_seconds=2.0)
+    path = os.pathsep.join(filter(None, [str(WORKER_CLOCK), _package_path(), os.environ.get("PYTHONPATH")]))
+    held = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path})
+    unheld = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path, "HG_TEST_NO_WINDOW": "1"})
+    for raw in (held, unheld):
+        assert raw.get("status", "ok") == "ok" and raw["suspect"] is None, (raw.get("detail"), raw.get("suspect"))
+    assert held["notes"] == [], held["notes"]
+    assert any("no window held: switched off by the test's HG_TEST_NO_WINDOW" in note for note in unheld["notes"]), \
+        unheld["notes"]
+    low, high = max(held["ci95"][0], unheld["ci95"][0]), min(held["ci95"][1], unheld["ci95"][1])
+    assert low <= high, (held["speedup"], held["ci95"], unheld["speedup"], unheld["ci95"])
 
 
 

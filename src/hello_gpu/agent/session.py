@@ -849,6 +849,8 @@ def run_check(payload: dict, timeout_s: float, environment: dict | None = None) 
             result["patched"] = patched
             result["threads_started"] = int((finished or {}).get("threads_running") or 0)
             result["calls"] = remote.calls
+            if session.loaded.get("window_unheld"):  # the check's calls could not hold side work behind them
+                result["window_unheld"] = session.loaded["window_unheld"]
         except WorkerEnded as ended:
             return {"status": ended.status, "detail": ended.detail, "stdout_tail": session.tail("stdout"),
                     "stderr_tail": session.tail("stderr")}
@@ -1104,6 +1106,16 @@ def _unseen_notes(device: str, consistencies: list[dict]) -> list[str]:
     if not device.startswith("cuda") or not unseen:
         return []
     return [f"work left running after the timed calls was not measured: {'; '.join(unseen)}"]
+
+
+def _window_notes(sessions) -> list[str]:
+    """Where a child's device could not hold each call's work behind the call (worker.CallWindow: a driver without
+    cuCtxWaitEvent), the timing says so: work a call queued on a stream of its own could run before the call began,
+    in no call's time."""
+    unheld = sorted({str(session.loaded["window_unheld"]) for session in sessions
+                     if session.loaded.get("window_unheld")})
+    return [f"a call's work on another stream could start before the call (no window held: {'; '.join(unheld)})"] \
+        if unheld else []
 
 
 def left_running_problems(calls: list[tuple[float, float]], floor: float = 0.0) -> tuple[dict, list[str]]:
@@ -1515,7 +1527,8 @@ def _bench_once(payload: dict, timeout_s: float, environment: dict | None = None
             "count": summary.count, "clock": clock, "cache": "cold", "device": device, "stopped_by": stopped_by,
             "work": work.to_dict(), "gb_per_s": measured.gb_per_s, "tflop_per_s": measured.tflop_per_s,
             "bandwidth_fraction": measured.bandwidth_fraction, "compute_fraction": measured.compute_fraction,
-            "suspect": suspect, "notes": _unseen_notes(device, [consistency]), "input_sets": inputs.count,
+            "suspect": suspect, "notes": _unseen_notes(device, [consistency]) + _window_notes([session]),
+            "input_sets": inputs.count,
             "inputs": "fresh values before every batch",
             "timing": timing_from_summary(summary, cache="cold", graph=False, clock=clock),
             "derived": measured.to_dict(), "timed_outputs_checked": side.checked, "consistency": consistency,
@@ -1629,7 +1642,7 @@ def _compare_once(payload: dict, timeout_s: float, environment: dict | None = No
             "determinism": {name: {"declared": sides[label].deterministic,
                                    "repeated_batches_compared": sides[label].repeats_compared}
                             for label, name in (("A", "baseline"), ("B", "candidate"))},
-            "consistency": consistency, "notes": _unseen_notes(device, list(consistency.values())),
+            "consistency": consistency, "notes": _unseen_notes(device, list(consistency.values())) + _window_notes(sessions.values()),
             "problems": problems, "baseline_problems": baseline_problems,
             "patched": patched, "baseline_patched": baseline_patched, "stdout_tail": tails[0],
             "stderr_tail": tails[1]}

@@ -805,6 +805,39 @@ class ContextDrain:
         return max(0.0, reference.elapsed_time(drained) / 1e3)
 
 
+class CallWindow:
+    """No work of a call starts before the call does, on any stream (issue 17).
+
+    Every call begins behind the L2 flush queued on the caller's stream (Worker._prepare_call), and its time is the
+    two events around it on that stream. Work the call queues on a stream of its own waits for nothing: it runs
+    beside the flush, before the start event, in no call's time, and it is over before the end event, so the
+    context event after the call (ContextDrain) sees nothing left running. FLUSH_HIDING (tests/test_agent_gpu.py)
+    put an eighth of its add there; v55 did the same through our runtime, which records no launch's stream; on the
+    H100 (session 14, fd61933) neither bench named it. So after the flush, before the call, on every call (checked,
+    profiled, timed: they must begin alike): ``opened`` recorded on the caller's stream, then ``cuCtxWaitEvent`` of
+    the primary context on it, which makes all work submitted to the context afterwards, on any stream, green
+    contexts included, wait for it. Work on a side stream then starts with the call: inside its time where it ends
+    before the end event, named by ContextDrain where it ends after. Host work before the start event only: no
+    event of the call moves. Made in Worker._ready_device, before any candidate code runs; where the driver has no
+    cuCtxWaitEvent it is not made, and the load answer says so (``window_unheld``)."""
+
+    def __init__(self):
+        import torch
+        from cuda.bindings import driver
+        error, context = driver.cuCtxGetCurrent()
+        _driver_ok(error, "cuCtxGetCurrent")
+        self.context, self.wait_context, self.event_of = context, driver.cuCtxWaitEvent, driver.CUevent
+        self.opened = torch.cuda.Event()                  # no timing: only waited for; one event, recorded anew
+        self.hold(torch.cuda.default_stream())            # once now: a driver without it fails here
+        torch.cuda.synchronize()
+
+    def hold(self, stream) -> None:
+        """All work the context is given from now on waits for what ``stream`` holds now."""
+        self.opened.record(stream)
+        (error,) = self.wait_context(self.context, self.event_of(self.opened.cuda_event))
+        _driver_ok(error, "cuCtxWaitEvent")
+
+
 def mark_spin_cycles(hold_s: float, marks: int) -> int:
     """The spin before each of a probe's ``marks`` marks: the longest that lets all of them end within the probe's own
     host time (the marks are queued first, then the host holds ``hold_s``: spins of 3/4 of it at 2 GHz still end in
@@ -893,6 +926,8 @@ class Worker:
         self.timing_events: list = []     # device events of the timed batches, made once and reused
         self.drain = None                 # ContextDrain: work a timed call left running (GPU)
         self.drain_unavailable = None     # ... or why the device cannot show it
+        self.window = None                # CallWindow: no work of a call starts before the call (GPU)
+        self.window_unheld = None         # ... or why the device cannot hold it
 
     # ------------------------------------------------------------------ requests
     def load(self, request: dict) -> dict:
@@ -931,7 +966,7 @@ class Worker:
             own_triton = list(self.launch_counter.kernel_names)
         return {"skip": None, "accepts_out": bool(self.built.accepts_out), "interpreted": interpreted, "device": self.device,
                 "triton_kernels": own_triton, "route": self.rung.route,
-                "interpreter": triton_interpreter_on(), "rung": names["candidate"]}
+                "interpreter": triton_interpreter_on(), "rung": names["candidate"], "window_unheld": self.window_unheld}
 
     def register(self, request: dict) -> dict:
         from .shared import open_handle
@@ -977,11 +1012,16 @@ class Worker:
             self.drain = ContextDrain()
         except Exception as error:  # noqa: BLE001 - an older driver: said in every time answer, not hidden
             self.drain_unavailable = f"{type(error).__name__}: {error}"
+        try:
+            self.window = CallWindow()
+        except Exception as error:  # noqa: BLE001 - an older driver: said in the load answer, not hidden
+            self.window_unheld = f"{type(error).__name__}: {error}"
 
     def _prepare_call(self, flush: bool = True) -> None:
         """What comes just before every call of the candidate: the timed stream made current (a stream a call
         left current is not the caller's), then the L2 flush queued on it (``flush``: not in the warm batch),
-        behind a spin of CALL_HOLD_CYCLES where the stream was idle.
+        behind a spin of CALL_HOLD_CYCLES where the stream was idle, then the CallWindow held behind it all (on a
+        GPU whose driver has cuCtxWaitEvent): the context's work from here on, on any stream, starts after it.
 
         The spin: a timed call after the first of its batch finds its stream busy with the calls queued before it
         whatever the host does, but a checked or profiled call (the parent and the child synchronise around each)
@@ -998,6 +1038,8 @@ class Worker:
             if self.timed_stream is not None and self.timed_stream.query():
                 torch.cuda._sleep(CALL_HOLD_CYCLES)   # noqa: SLF001 - torch's own spin kernel
             self.flush()
+        if self.window is not None:
+            self.window.hold(self.timed_stream)       # nothing the call queues, on any stream, starts before it
 
     def _counted(self):
         """The launch counter around one call (a context whose value has ``count`` and ``streams``); a null
