@@ -903,11 +903,10 @@ def test_a_graph_replayed_on_a_side_stream_is_named_where_it_is_timed():
     assert "left work running on the device after they returned" in result.suspect, result.raw["consistency"]
 
 
-def test_the_context_event_leaves_an_honest_speedup_where_it_was():
-    """v02_strided_chunks against v01 (HIP, 2^24), compared with the context event after each counted call and
-    without it (tests/fixtures/agent/worker_clock's HG_TEST_NO_DRAIN, as on a driver without cuCtxRecordEvent): the
-    event's host work comes after each call's end event, so the two timings agree within their own noise (their 95%
-    intervals overlap); the run without it says so instead of measuring nothing silently."""
+def compared_with_and_without(variable: str) -> tuple[dict, dict]:
+    """v02_strided_chunks against v01 (HIP, 2^24) compared twice: as the agent runs it, and with the test switch
+    ``variable`` set in the children (tests/fixtures/agent/worker_clock: HG_TEST_NO_DRAIN, HG_TEST_NO_WINDOW, as on
+    a driver without cuCtxRecordEvent or cuCtxWaitEvent). Both must be clean."""
     from test_agent_anticheat import WORKER_CLOCK
 
     from hello_gpu.agent import session
@@ -918,47 +917,43 @@ def test_the_context_event_leaves_an_honest_speedup_where_it_was():
                        candidate=rung_candidate(task))
     payload.update(min_rounds=10, max_seconds=2.0)
     path = os.pathsep.join(filter(None, [str(WORKER_CLOCK), _package_path(), os.environ.get("PYTHONPATH")]))
-    with_event = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path})
-    without = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path, "HG_TEST_NO_DRAIN": "1"})
-    for raw in (with_event, without):
+    with_it = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path})
+    without = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path, variable: "1"})
+    for raw in (with_it, without):
         assert raw.get("status", "ok") == "ok" and raw["suspect"] is None, (raw.get("detail"), raw.get("suspect"))
+    assert with_it["notes"] == [], with_it["notes"]
+    return with_it, without
+
+
+def assert_the_intervals_overlap(first: dict, second: dict) -> None:
+    """Two timings of the same pair, each with its own 95% interval: a bias would move one off the other's interval,
+    noise keeps them overlapping. Not report.AGREEMENT (3%) on the medians: two intervals of these widths differ by
+    more by chance (the H100, session 12: 3.05x [2.91, 3.06] with the context event, 2.92x [2.76, 3.04] without:
+    4.5% apart, the intervals overlapping on [2.91, 3.04])."""
+    low, high = max(first["ci95"][0], second["ci95"][0]), min(first["ci95"][1], second["ci95"][1])
+    assert low <= high, (first["speedup"], first["ci95"], second["speedup"], second["ci95"])
+
+
+def test_the_context_event_leaves_an_honest_speedup_where_it_was():
+    """The pair compared with the context event after each counted call and without it: the event's host work comes
+    after each call's end event, so the two timings agree within their own noise; the run without it says so
+    instead of measuring nothing silently."""
+    with_event, without = compared_with_and_without("HG_TEST_NO_DRAIN")
     assert with_event["consistency"]["B"]["left_running"]["calls"] > 0, with_event["consistency"]["B"]
     assert "HG_TEST_NO_DRAIN" in without["consistency"]["B"]["left_running"]["unseen"], without["consistency"]["B"]
     assert any("work left running after the timed calls was not measured" in note for note in without["notes"]), \
         without["notes"]
-    assert with_event["notes"] == [], with_event["notes"]
-    # Two timings of the same pair, each with its own 95% interval: a bias from the event would move one off the
-    # other's interval, noise keeps them overlapping. Not report.AGREEMENT (3%) on the medians: two intervals of these
-    # widths differ by more by chance (the H100, session 12: 3.05x [2.91, 3.06] with the event, 2.92x [2.76, 3.04]
-    # without: 4.5% apart, the intervals overlapping on [2.91, 3.04]).
-    low, high = max(with_event["ci95"][0], without["ci95"][0]), min(with_event["ci95"][1], without["ci95"][1])
-    assert low <= high, (with_event["speedup"], with_event["ci95"], without["speedup"], without["ci95"])
+    assert_the_intervals_overlap(with_event, without)
 
 
 def test_the_window_leaves_an_honest_speedup_where_it_was():
-    """The same pair, compared with each call held behind its start (worker.CallWindow: cuCtxWaitEvent after the
-    flush) and without it (HG_TEST_NO_WINDOW, as on a driver without cuCtxWaitEvent): the window is host work
-    before each call's start event and a wait an honest call's single stream already has, so the two timings'
-    95% intervals overlap; the run without it says so in its notes."""
-    from test_agent_anticheat import WORKER_CLOCK
-
-    from hello_gpu.agent import session
-    from hello_gpu.agent.sandbox import _package_path
-    from hello_gpu.agent.tools import _payload
-    task = hip_task(bench_shape=2**24)
-    payload = _payload(task, baseline=rung_candidate(hip_task("v02_strided_chunks", bench_shape=2**24)),
-                       candidate=rung_candidate(task))
-    payload.update(min_rounds=10, max_seconds=2.0)
-    path = os.pathsep.join(filter(None, [str(WORKER_CLOCK), _package_path(), os.environ.get("PYTHONPATH")]))
-    held = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path})
-    unheld = session.run_compare(payload, CHECK_TIMEOUT_S, {"PYTHONPATH": path, "HG_TEST_NO_WINDOW": "1"})
-    for raw in (held, unheld):
-        assert raw.get("status", "ok") == "ok" and raw["suspect"] is None, (raw.get("detail"), raw.get("suspect"))
-    assert held["notes"] == [], held["notes"]
+    """The pair compared with each call held behind its start (worker.CallWindow: cuCtxWaitEvent after the flush)
+    and without it: the window is host work before each call's start event and a wait an honest call's single
+    stream already has, so the two timings agree within their own noise; the run without it says so."""
+    held, unheld = compared_with_and_without("HG_TEST_NO_WINDOW")
     assert any("no window held: switched off by the test's HG_TEST_NO_WINDOW" in note for note in unheld["notes"]), \
         unheld["notes"]
-    low, high = max(held["ci95"][0], unheld["ci95"][0]), min(held["ci95"][1], unheld["ci95"][1])
-    assert low <= high, (held["speedup"], held["ci95"], unheld["speedup"], unheld["ci95"])
+    assert_the_intervals_overlap(held, unheld)
 
 
 
