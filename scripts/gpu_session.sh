@@ -26,8 +26,8 @@
 #           notebooks (every course notebook executed; the executed .ipynb files in $OUT/notebooks/, to commit
 #           over notebooks/; needs jupytext, nbformat, nbclient and ipykernel: wheels in .whl/ where the machine lacks them);
 #           "all" = every stage but cpu-tests
-#   Peer wheels (pure-Python packages such as Liger-Kernel, fetched with `pip download --no-deps -d .whl`)
-#   travel in .whl/ (the device tool's carry) and are installed into a private folder on PYTHONPATH.
+#   Peer wheels (Liger-Kernel, jsonschema, the notebook kernel: fetched by scripts/fetch_peers.sh on the machine
+#   that sends the call) travel in .whl/ (the device tool's carry) and are installed into a private folder on PYTHONPATH.
 #   HG_SESSION_SECONDS: the budget for the stages (default 540 s, under the tool's 600 s per call)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
