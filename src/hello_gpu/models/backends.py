@@ -69,7 +69,7 @@ class RunShape:
         if isinstance(batch, RunShape):
             return batch
         max_seq = min(768, config.max_position) if max_seq is None else max_seq
-        prompt = max(2, 2 * max_seq // 3) if prompt is None else prompt
+        prompt = min(max_seq, max(2, 2 * max_seq // 3)) if prompt is None else prompt
         if not 1 <= prompt <= max_seq <= config.max_position or batch < 1:
             raise ValueError(f"run shape: batch {batch}, prompt {prompt} of {max_seq} cache positions; "
                              f"{config.name} allows 1 <= prompt <= cache <= {config.max_position} and batch >= 1")
