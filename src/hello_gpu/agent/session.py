@@ -1642,7 +1642,8 @@ def _compare_once(payload: dict, timeout_s: float, environment: dict | None = No
             "determinism": {name: {"declared": sides[label].deterministic,
                                    "repeated_batches_compared": sides[label].repeats_compared}
                             for label, name in (("A", "baseline"), ("B", "candidate"))},
-            "consistency": consistency, "notes": _unseen_notes(device, list(consistency.values())) + _window_notes(sessions.values()),
+            "consistency": consistency,
+            "notes": _unseen_notes(device, list(consistency.values())) + _window_notes(sessions.values()),
             "problems": problems, "baseline_problems": baseline_problems,
             "patched": patched, "baseline_patched": baseline_patched, "stdout_tail": tails[0],
             "stderr_tail": tails[1]}
