@@ -87,7 +87,9 @@ gpu_tests() {   # gpu_tests [FILE[::TEST]...]: the GPU tier (default: all of tes
     [[ $1 == *::* ]] && test=".${1#*::}" && test=${test//[^A-Za-z0-9_.]/_}
     junit=(--junitxml="$DEVICE_RECORDS/gpu-tests.$stem$test.xml")
   fi
-  python3 -m pytest -m gpu -q -p no:cacheprovider "${junit[@]}" "${@:-tests}" 2>&1 | tail -n 30
+  # The whole output is kept beside the junit record (tracebacks of a failure); the call prints its tail.
+  local log=${junit[0]#--junitxml=}
+  python3 -m pytest -m gpu -q -p no:cacheprovider "${junit[@]}" "${@:-tests}" 2>&1 | tee "${log%.xml}.log" | tail -n 30
   return "${PIPESTATUS[0]}"
 }
 gpu_tests_k() {   # gpu_tests_k FILE EXPRESSION: the GPU tier of one file, only the tests `-k EXPRESSION` selects
@@ -98,7 +100,7 @@ gpu_tests_k() {   # gpu_tests_k FILE EXPRESSION: the GPU tier of one file, only 
   name=${2//[^A-Za-z0-9_]/_}
   name="${name:0:60}.$(printf %s "$2" | sha1sum | cut -c1-8)"
   python3 -m pytest -m gpu -q -p no:cacheprovider --junitxml="$DEVICE_RECORDS/gpu-tests.$stem.$name.xml" \
-    "$1" -k "$2" 2>&1 | tail -n 30
+    "$1" -k "$2" 2>&1 | tee "$DEVICE_RECORDS/gpu-tests.$stem.$name.log" | tail -n 30
   return "${PIPESTATUS[0]}"
 }
 kernelbench() {   # the KernelBench-sized problems end to end, each run's report kept under kernelbench/
