@@ -77,7 +77,7 @@ from ..ops.rung import Rung
 from ..ops.shapes import numel, shape_label
 from .anticheat import (CONCURRENCY, COVERAGE, GUARD, LIBRARY, NO_LAUNCH, NONDETERMINISTIC, TAMPER, TIMED_OUTPUT,
                         TIMING, _second_poison, input_signature)
-from .shared import allocate, guards_changed, new_pool, release
+from .shared import allocate, end_pool, guards_changed, new_pool
 
 INPUT_SETS = 4                # input sets (and outputs) per timed batch: each call of a batch reads its own
 MIN_INPUT_SETS = 2            # ... fewer where the problem is large: two still alternate, and every batch
@@ -415,8 +415,7 @@ class WorkerSession:
         os.close(self.evidence_fd)
         self.folder.cleanup()
         if self.pool is not None:
-            self.pool = None
-            release()
+            end_pool(self)
 
     # ------------------------------------------------------------------ buffers
     def buffer(self, name: str, shape, dtype, device: str):

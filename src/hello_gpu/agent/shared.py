@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,14 +109,30 @@ def guards_changed(buffers: list[SharedBuffer]) -> list[str | None]:
     return [buffer.describe_change(before, after) for buffer, (before, after) in zip(buffers, changed)]
 
 
+# One lock for every session's pool in this process. torch's caching allocator counts a thread inside
+# ``use_mem_pool`` as a capture underway, and emptying a cache (a pool's end, ``empty_cache``) asserts that
+# none is: on the H100 (session 16) one session's pool ended while another thread allocated in its own,
+# and the assert, raised inside the pool's destructor, aborted the whole process (the GPU tier's six
+# checks at once). So allocating into a pool and ending one never overlap.
+_POOL_LOCK = threading.RLock()
+
+
 def new_pool():
     """A memory pool for one session's shared buffers (None where this torch has none). Per session, so
-    that closing the session gives the memory back (:func:`release`): a pool that lives on keeps its
+    that closing the session gives the memory back (:func:`end_pool`): a pool that lives on keeps its
     segments reserved, and after a 6.4 GB problem the next child would find the GPU full."""
     torch = _torch()
     if hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool"):
         return torch.cuda.MemPool()
     return None
+
+
+def end_pool(holder, attribute: str = "pool") -> None:
+    """Drop ``holder.<attribute>`` (a pool from :func:`new_pool`) and give the memory back (:func:`release`),
+    while no thread allocates into any pool (:data:`_POOL_LOCK`)."""
+    with _POOL_LOCK:
+        setattr(holder, attribute, None)
+        release()
 
 
 def release() -> None:
@@ -125,9 +142,10 @@ def release() -> None:
     torch = _torch()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         import gc
-        gc.collect()
-        torch.cuda.ipc_collect()
-        torch.cuda.empty_cache()
+        with _POOL_LOCK:
+            gc.collect()
+            torch.cuda.ipc_collect()
+            torch.cuda.empty_cache()
 
 
 # torch keeps the counters of lent CUDA allocations in POSIX shared-memory files it maps with its
@@ -168,7 +186,7 @@ def allocate(shape, dtype, device: str, pool=None) -> SharedBuffer:
     numel = math.prod(shape)
     if device.startswith("cuda"):
         if pool is not None:
-            with torch.cuda.use_mem_pool(pool):
+            with _POOL_LOCK, torch.cuda.use_mem_pool(pool):
                 raw = torch.empty(total, dtype=torch.uint8, device=device)
         else:
             raw = torch.empty(total, dtype=torch.uint8, device=device)
