@@ -46,6 +46,7 @@ from hello_gpu.agent.anticheat import (
     TIMER,
 )
 from hello_gpu.agent.candidate import FINAL_STATES, Candidate
+from hello_gpu.agent.report import AGREEMENT
 from hello_gpu.agent.session import LEFT_RUNNING_MIN_S
 from hello_gpu.agent.task import Task
 
@@ -925,13 +926,15 @@ def compared_with_and_without(variable: str) -> tuple[dict, dict]:
     return with_it, without
 
 
-def assert_the_intervals_overlap(first: dict, second: dict) -> None:
-    """Two timings of the same pair, each with its own 95% interval: a bias would move one off the other's interval,
-    noise keeps them overlapping. Not report.AGREEMENT (3%) on the medians: two intervals of these widths differ by
-    more by chance (the H100, session 12: 3.05x [2.91, 3.06] with the context event, 2.92x [2.76, 3.04] without:
-    4.5% apart, the intervals overlapping on [2.91, 3.04])."""
+def assert_the_timings_agree(first: dict, second: dict) -> None:
+    """Two timings of the same pair, each with its own 95% interval, agree where the intervals overlap (wide ones:
+    the H100, session 12: 3.05x [2.91, 3.06] with the context event, 2.92x [2.76, 3.04] without, 4.5% apart) or the
+    medians are within report.AGREEMENT (narrow ones: the H200, session 16: 3.19x [3.19, 3.20] with the event,
+    3.25x [3.23, 3.26] without, 1.7% apart: two processes' runs differ by more than one run's interval). A bias
+    the agent would carry into a verdict moves the speedup past both."""
     low, high = max(first["ci95"][0], second["ci95"][0]), min(first["ci95"][1], second["ci95"][1])
-    assert low <= high, (first["speedup"], first["ci95"], second["speedup"], second["ci95"])
+    apart = abs(first["speedup"] / second["speedup"] - 1)
+    assert low <= high or apart <= AGREEMENT, (first["speedup"], first["ci95"], second["speedup"], second["ci95"])
 
 
 def test_the_context_event_leaves_an_honest_speedup_where_it_was():
@@ -943,7 +946,7 @@ def test_the_context_event_leaves_an_honest_speedup_where_it_was():
     assert "HG_TEST_NO_DRAIN" in without["consistency"]["B"]["left_running"]["unseen"], without["consistency"]["B"]
     assert any("work left running after the timed calls was not measured" in note for note in without["notes"]), \
         without["notes"]
-    assert_the_intervals_overlap(with_event, without)
+    assert_the_timings_agree(with_event, without)
 
 
 def test_the_window_leaves_an_honest_speedup_where_it_was():
@@ -953,7 +956,7 @@ def test_the_window_leaves_an_honest_speedup_where_it_was():
     held, unheld = compared_with_and_without("HG_TEST_NO_WINDOW")
     assert any("no window held: switched off by the test's HG_TEST_NO_WINDOW" in note for note in unheld["notes"]), \
         unheld["notes"]
-    assert_the_intervals_overlap(held, unheld)
+    assert_the_timings_agree(held, unheld)
 
 
 
