@@ -1214,11 +1214,6 @@ class Worker:
                 for index, (start, end) in enumerate(events):
                     if spin:
                         torch.cuda._sleep(spin)      # noqa: SLF001 - torch's own spin kernel
-                    if self.window is not None:
-                        # A call begins behind the window (_prepare_call), so a mark does too: on the H200 (session
-                        # 16) marks without it read a floor that honest 19 us calls, behind it, outran by 3-9 us in
-                        # 40 of 128 calls, and an honest bench was named as leaving work running.
-                        self.window.hold(timed)
                     start.record(timed)
                     end.record(timed)
                     if drain is not None:
