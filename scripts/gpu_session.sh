@@ -6,7 +6,7 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION ('+' for a space: gpu-tests-k:F.py:not+slow) kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
-#           softmax-sweep reduce-sweep rms-sweep dirty-l2 eviction-sweep persistent-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
+#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
 #           ladder-add:OP:DTYPE:SHAPE,SHAPE...[:ROUTE] (the same, merged into the committed record: its other shapes are
 #           kept while their files are unchanged; a ladder split over calls, e.g. ladder-add:attention:bfloat16:1x32x8x1x32768x128);
@@ -194,6 +194,12 @@ persistent_sweep() {   # persistent programs at softmax 4096x1024 and rms_norm 8
     && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print(k, r) for k in ('softmax', 'rms_norm') for r in d[k]['configurations']]" \
        "$DEVICE_RECORDS/persistent-sweep.json"
 }
+window_drain() {   # the drain's readings of an honest add with and without the call window (benchmarks/window_drain.py)
+  python3 benchmarks/window_drain.py >"$DEVICE_RECORDS/window-drain.json.partial" 2>>"$ERRORS" \
+    && mv "$DEVICE_RECORDS/window-drain.json.partial" "$DEVICE_RECORDS/window-drain.json" \
+    && python3 -c "import json,sys; [print(r) for r in json.load(open(sys.argv[1]))['results']]" \
+       "$DEVICE_RECORDS/window-drain.json"
+}
 copy_floor() {   # copies of each missed target's tensor, paired with its peer (benchmarks/copy_floor.py)
   python3 benchmarks/copy_floor.py >"$DEVICE_RECORDS/copy-floor.json.partial" 2>>"$ERRORS" \
     && mv "$DEVICE_RECORDS/copy-floor.json.partial" "$DEVICE_RECORDS/copy-floor.json" \
@@ -285,6 +291,7 @@ for stage in $stages; do
     call-overhead) run_stage call-overhead call_overhead ;;
     reference) run_stage reference sh -c "python3 benchmarks/reference_check.py --records '$RECORDS' 2>>'$ERRORS'" ;;
     flush) run_stage flush flush ;;
+    window-drain) run_stage window-drain window_drain ;;
     profile) run_stage profile profile_capture ;;
     softmax-sweep) run_stage softmax-sweep softmax_sweep ;;
     reduce-sweep) run_stage reduce-sweep reduce_sweep ;;
