@@ -17,9 +17,12 @@ window, start event, an honest 2^24 float32 add, end event, the drain), on 4 bat
   D. the window, and a 20 us spin on the timed stream after the end event, before the drain: reads ~0 if the
      reading is host time between the drain's records on an idle device (the records fire as they are queued);
   E. the window held on a stream of the harness's own (made to wait for the caller's) instead of the caller's:
-     reads ~0 if the context wait costs the first work queued on the stream it was recorded on.
+     reads ~0 if the context wait costs the first work queued on the stream it was recorded on;
+  F. the window, then each of the drain's two streams made to wait for ``opened`` before the call: reads ~0 if
+     the context wait is a dependency each stream takes on with its next work (the drain's ``stream`` would then
+     carry it beside the context event, ``ends`` merged with the end event of the same stream), and is the fix.
 
-Prediction: B reads as the GPU tier did; one of C, D, E reads like A, and that one names the cause.
+Prediction: B reads as the GPU tier did; one of C to F reads like A, and that one names the cause.
 
     python benchmarks/window_drain.py        # prints one JSON object
 """
@@ -73,6 +76,9 @@ def run(variant: str) -> dict:
                 window.hold(own)
             elif window is not None:
                 window.hold(timed)
+            if variant == "F":
+                drain.stream.wait_event(window.opened)
+                drain.ends.wait_event(window.opened)
             start.record(timed)
             torch.add(a, b, out=out)
             end.record(timed)
@@ -101,7 +107,7 @@ def main() -> None:
         print(json.dumps(run(sys.argv[2])))
         return
     results = []
-    for variant in "ABCDE" * 2:
+    for variant in "ABCDEF" * 2:
         done = subprocess.run([sys.executable, __file__, "--variant", variant], capture_output=True, text=True)
         results.append(json.loads(done.stdout) if done.returncode == 0
                        else {"variant": variant, "error": done.stderr.strip().splitlines()[-1:]})
