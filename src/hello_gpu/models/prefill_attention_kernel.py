@@ -33,7 +33,12 @@ prediction: at ~300 TFLOP/s (our attention ladder's t04 reached 433 TFLOP/s caus
   this kernel reads a mask tile a step and its tiles are not tuned), ~0.12 ms a layer, ~3.7 ms of a 2048-token
   prefill, against ~0.5-1 ms a layer for SDPA's math path: ~4-8x the eager operation, ~15-30 ms saved of the 8B's ~70-90 ms eager prefill;
   unmeasured (no GPU in the session that wrote it): the backend swaps it in only if its timing says faster
-outcome: not measured yet
+outcome: slower than eager, by far less than predicted. On the H100 (session 16, in the model runs' own timing of
+  the replacement): 0.91x eager [0.90, 0.92] at the 8B (batch 1, a 512-token prompt in a 768-position cache,
+  records/nvidia-h100-80gb-hbm3/models/run.8b.b1.p512.n256), 0.79x [0.78, 0.79] at the 1B (the same shape,
+  run.1b.b1.p512.n256); never swapped in. A 4-8x prediction missed by 5-10x says its premise is wrong: eager is
+  likely not SDPA's math path here. Next, before any change to this kernel: the kernels eager launches at this
+  shape (`hello-gpu model profile --phase prefill`), then this kernel's own time against its FLOPs.
 deterministic: yes, each program visits its key tiles in order
 """
 
