@@ -94,12 +94,13 @@ def test_a_wrong_kernel_is_refused_even_when_forced(monkeypatch):
     assert not choice.used and choice.reason.startswith("not swapped in: wrong result")
 
 
-def test_a_kernel_we_do_not_beat_is_not_swapped_in(monkeypatch):
-    """The decision from a real paired timing (wall clock on the CPU): 50x the work is 'slower'."""
+def test_a_kernel_we_do_not_beat_is_not_swapped_in():
+    """The decision from a real paired timing (wall clock on the CPU): 50x the work is 'slower'. Only this
+    replacement is chosen: the whole registry, every kernel checked and timed in the Triton interpreter, took
+    917 s of CI's 71-minute test run (session 16) for the one choice asserted here."""
     slow = replace(REPLACEMENTS["rms_norm"], load=lambda: _slow_norm)
-    monkeypatch.setitem(REPLACEMENTS, "rms_norm", slow)
     choices = choose_replacements(TINY, batch=4, device="cpu", dtype=torch.float32,
-                                  timer=lambda a, b: compare(a, b, max_seconds=1.0))
+                                  timer=lambda a, b: compare(a, b, max_seconds=1.0), replacements={"rms_norm": slow})
     choice = next(c for c in choices if c.name == "rms_norm")
     assert not choice.used and choice.speedup < 0.5 and "slower" in choice.reason, choice
     assert choice.reason.startswith("not swapped in: 0.") and choice.ci95[1] < 1
