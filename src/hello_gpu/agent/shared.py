@@ -127,11 +127,11 @@ def new_pool():
     return None
 
 
-def end_pool(holder, attribute: str = "pool") -> None:
-    """Drop ``holder.<attribute>`` (a pool from :func:`new_pool`) and give the memory back (:func:`release`),
-    while no thread allocates into any pool (:data:`_POOL_LOCK`)."""
+def end_pool(holder) -> None:
+    """Drop ``holder.pool`` (from :func:`new_pool`) and give the memory back (:func:`release`), while no thread
+    allocates into any pool (:data:`_POOL_LOCK`)."""
     with _POOL_LOCK:
-        setattr(holder, attribute, None)
+        holder.pool = None
         release()
 
 
