@@ -76,12 +76,12 @@ def test_operations_are_ranked_by_share_and_only_real_ladders_are_named():
     # linear: the backend swaps ops.linear in, but the agent has no map to the linear ladder: no ladder, never faked
     assert by_name["linear"].ladder is None and by_name["linear"].note.startswith("no ladder for the agent yet")
     assert "hello_gpu.ops.linear" in by_name["linear"].note
-    for name, module in (("rope", "rope_kernel"), ("swiglu", "swiglu_kernel"), ("attention", "decode_attention_kernel")):
+    for name, module in (("rope", "rope_kernel"), ("swiglu", "swiglu_kernel"), ("attention", "decode_attention_kernel"),
+                         ("cache_write", "cache_write_kernel")):
         # the model's own kernels: swapped in by the backend, no ladder
         assert by_name[name].ladder is None and by_name[name].note.startswith("no ladder for the agent yet")
         assert f"hello_gpu.models.{module}" in by_name[name].note
-    for name in ("embed", "cache_write"):
-        assert by_name[name].ladder is None and by_name[name].note.startswith("no ladder yet"), by_name[name]
+    assert by_name["embed"].ladder is None and by_name["embed"].note.startswith("no ladder yet"), by_name["embed"]
     assert by_name["rms_norm"].ladder == by_name["add_rms_norm"].ladder == "rms_norm"
     assert "with the residual add a torch add, where the backend's fused add + RMSNorm kernel is not" in by_name["add_rms_norm"].note
 

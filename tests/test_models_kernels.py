@@ -1,4 +1,4 @@
-"""The model's own small kernels (RoPE, SwiGLU) against the eager operations in float64.
+"""The model's own small kernels (RoPE, SwiGLU, the KV-cache write) against the eager operations in float64.
 
 On a machine without a GPU they run in Triton's interpreter (tests/conftest.py sets it before the first
 import); on a GPU, compiled. Fresh random inputs per case, odd sizes, the strided views the model hands
@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from hello_gpu.models.backends import REPLACEMENTS, check_replacement, make_runner
-from hello_gpu.models.llama import CONFIGS, build_model, rope, swiglu
+from hello_gpu.models.cache_write_kernel import cache_write as cache_write_kernel
+from hello_gpu.models.llama import CONFIGS, build_model, cache_write, rope, swiglu
 from hello_gpu.models.logits import compare_greedy
 from hello_gpu.models.rope_kernel import rope as rope_kernel
 from hello_gpu.models.swiglu_kernel import swiglu as swiglu_kernel
@@ -65,6 +66,8 @@ def test_rope_kernel_refuses_what_it_does_not_take():
         rope_kernel(q[0], k, cos, cos)
     with pytest.raises(ValueError, match="the kernel takes float16, bfloat16 or float32"):
         rope_kernel(q.double(), k, cos, cos)
+    with pytest.raises(ValueError, match="must share their batch, tokens, head_dim, dtype"):
+        rope_kernel(q, k.to(torch.float16), cos, cos)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -82,7 +85,59 @@ def test_swiglu_kernel_refuses_an_odd_width_and_float64():
         swiglu_kernel(torch.randn(2, 4, device=DEVICE, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("name", ["rope", "swiglu"])
+def cache_and_rows(batch, heads, max_seq, length, dim, dtype, seed):
+    """Caches full of values (never zeros: a row left unwritten must show), k contiguous as RoPE returns it, and v
+    as the model hands it: a view of the fused projection's output."""
+    generator = torch.Generator(device=DEVICE).manual_seed(seed)
+    keys, values = (torch.randn(batch, heads, max_seq, dim, device=DEVICE, dtype=dtype, generator=generator)
+                    for _ in range(2))
+    kv = torch.randn(batch, length, 2 * heads * dim, device=DEVICE, dtype=dtype, generator=generator)
+    k, v = (x.view(batch, length, heads, dim).transpose(1, 2) for x in kv.split([heads * dim, heads * dim], dim=-1))
+    return keys, values, k.contiguous(), v
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("batch, heads, max_seq, positions", [
+    (1, 2, 11, [7]), (2, 3, 31, [0, 1, 2, 3, 4]), (3, 1, 9, [8]), (1, 8, 40, [5, 39, 17]), (2, 5, 7, [6, 0])])
+def test_cache_write_kernel_writes_eagers_rows_and_nothing_else(dtype, batch, heads, max_seq, positions):
+    dim = 34 if heads % 2 else 16
+    keys, values, k, v = cache_and_rows(batch, heads, max_seq, len(positions), dim, dtype, seed=batch + max_seq)
+    at = torch.tensor(positions, device=DEVICE)
+    want_keys, want_values = cache_write(keys.clone(), values.clone(), at, k, v)
+    got_keys, got_values = cache_write_kernel(keys, values, at, k, v)
+    assert got_keys is keys and got_values is values                    # in place, as eager
+    assert torch.equal(got_keys, want_keys) and torch.equal(got_values, want_values)
+
+
+def test_cache_write_kernel_leaves_a_position_outside_the_cache_unwritten():
+    keys, values, k, v = cache_and_rows(1, 2, 5, 3, 8, torch.float32, seed=3)
+    before = keys.clone(), values.clone()
+    cache_write_kernel(keys, values, torch.tensor([5, -1, 2], device=DEVICE), k, v)
+    rows = torch.arange(5, device=DEVICE) != 2
+    assert torch.equal(keys[:, :, rows], before[0][:, :, rows]) and torch.equal(values[:, :, rows], before[1][:, :, rows])
+    assert torch.equal(keys[:, :, 2], k[:, :, 2]) and torch.equal(values[:, :, 2], v[:, :, 2])
+
+
+def test_cache_write_kernel_refuses_what_it_does_not_take():
+    keys, values, k, v = cache_and_rows(1, 2, 6, 2, 8, torch.float32, seed=4)
+    at = torch.tensor([1, 2], device=DEVICE)
+    with pytest.raises(ValueError, match="of one layout"):
+        cache_write_kernel(keys, values.transpose(2, 3).contiguous().transpose(2, 3), at, k, v)
+    with pytest.raises(ValueError, match=r"k must be \(1, 2, tokens, 8\)"):
+        cache_write_kernel(keys, values, at, k[:, :1], v)
+    with pytest.raises(ValueError, match="must have one shape"):
+        cache_write_kernel(keys, values, at, k, v[:, :, :1])
+    with pytest.raises(ValueError, match=r"positions must be \(2,\) int64"):
+        cache_write_kernel(keys, values, at.float(), k, v)
+    with pytest.raises(ValueError, match=r"positions must be \(2,\)"):
+        cache_write_kernel(keys, values, at[:1], k, v)
+    with pytest.raises(ValueError, match="must share a dtype"):
+        cache_write_kernel(keys, values, at, k.double(), v)
+    with pytest.raises(ValueError, match="head_dim must be contiguous"):
+        cache_write_kernel(keys, values, at, k.transpose(2, 3).contiguous().transpose(2, 3), v)
+
+
+@pytest.mark.parametrize("name", ["rope", "swiglu", "cache_write"])
 def test_the_backend_checks_each_kernel_on_the_models_decode_shapes(name):
     replacement = REPLACEMENTS[name]
     assert check_replacement(replacement, replacement.load(), CONFIGS["tiny"], 3, torch.device(DEVICE),
@@ -96,12 +151,20 @@ def test_a_rope_that_swaps_q_and_k_is_refused_by_the_check():
     assert problem.startswith("output 0: returned"), problem
 
 
-def test_a_greedy_decode_with_both_kernels_forced_in_gives_eagers_logits():
+def test_a_cache_write_that_drops_the_values_is_refused_by_the_check():
+    replacement = REPLACEMENTS["cache_write"]
+    problem = check_replacement(replacement, lambda keys, values, positions, k, v:
+                                (cache_write_kernel(keys, values, positions, k, v)[0], values.clone().fill_(1.5)),
+                                CONFIGS["tiny"], 2, torch.device(DEVICE), torch.float32)
+    assert problem.startswith("output 1: wrong result"), problem
+
+
+def test_a_greedy_decode_with_the_three_kernels_forced_in_gives_eagers_logits():
     model = build_model(CONFIGS["tiny"], dtype=torch.float32, seed=8, device=DEVICE)
     prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (2, 5), generator=torch.Generator().manual_seed(9))
     eager = make_runner(model, "eager", batch=2, max_seq=11)
-    ours = make_runner(model, "hello-gpu", batch=2, max_seq=11, force=["rope", "swiglu"])
-    assert ours.used() == ["rope", "swiglu"]
+    ours = make_runner(model, "hello-gpu", batch=2, max_seq=11, force=["rope", "swiglu", "cache_write"])
+    assert sorted(ours.used()) == ["cache_write", "rope", "swiglu"]
     result = compare_greedy(eager, ours, prompt.to(DEVICE), 6)
     assert result.ok and result.first_divergence is None, result.summary()
     assert 0 < max(result.gaps) < 1e-4 * max(result.scales)        # our kernels ran: not bit-identical

@@ -42,7 +42,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .llama import EAGER_OPS, INIT_STD, OP_CATEGORIES, KVCache, Llama, LlamaConfig, ModelOps, compute_dtype
+from .llama import (EAGER_OPS, INIT_STD, OP_CATEGORIES, KVCache, Llama, LlamaConfig, ModelOps, cache_write,
+                    compute_dtype)
 
 BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu")
 
@@ -164,6 +165,38 @@ def _rope_example(config: LlamaConfig, shape: RunShape, device, dtype) -> tuple:
     angles = 1000 * torch.rand(1, config.head_dim // 2, device=device, generator=generator, dtype=torch.float64)
     table = compute_dtype(dtype)
     return q, k, torch.cos(angles).to(table), torch.sin(angles).to(table)
+
+
+def _hello_gpu_cache_write() -> Callable:
+    from .cache_write_kernel import cache_write
+    return cache_write
+
+
+def _cache_write_example(config: LlamaConfig, shape: RunShape, device, dtype) -> tuple:
+    """The caches of one layer at the run's length, written at the first decode position: k as RoPE returns it
+    (contiguous), v as the model hands it (a view of the fused qkv projection's output)."""
+    batch = shape.batch
+    generator = torch.Generator(device=device).manual_seed(0)
+    cache_shape = (batch, config.num_kv_heads, shape.max_seq, config.head_dim)
+    keys, values = (torch.randn(cache_shape, device=device, dtype=dtype, generator=generator) for _ in range(2))
+    qkv = torch.randn(batch, 1, config.q_size + 2 * config.kv_size, device=device, dtype=dtype, generator=generator)
+    _, k, v = qkv.split([config.q_size, config.kv_size, config.kv_size], dim=-1)
+    k = k.reshape(batch, 1, config.num_kv_heads, config.head_dim).transpose(1, 2).contiguous()
+    v = v.view(batch, 1, config.num_kv_heads, config.head_dim).transpose(1, 2)
+    positions = torch.tensor([min(shape.prompt, shape.max_seq - 1)], device=device)
+    return keys, values, positions, k, v
+
+
+def _cache_write_copied(keys, values, positions, k, v) -> tuple:
+    """Eager's write on copies of the caches, in their own dtype: a copy is exact, and float64 caches at a long
+    run's length would be four times the run's own (2 GB a layer in bf16 at batch 16, 32768 positions)."""
+    return cache_write(keys.clone(), values.clone(), positions, k, v)
+
+
+register_replacement(Replacement(
+    "cache_write", "the KV-cache write of keys and values in one Triton kernel (hello_gpu.models.cache_write_kernel)",
+    load=_hello_gpu_cache_write, example=_cache_write_example, reference=_cache_write_copied,
+    tolerance={dtype: (0.0, 0.0) for dtype in (torch.bfloat16, torch.float16, torch.float32)}))
 
 
 def _hello_gpu_swiglu() -> Callable:
