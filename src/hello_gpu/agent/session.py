@@ -160,12 +160,11 @@ MARK_FLOOR_MAX_S = 1e-5       # 0.4-0.5 ms and ~5 us a call seen on the CPU box 
 # joined, a CUDA graph replayed there, a launch through our runtime or cuda-python on a stream of its own, a spin left
 # to hog the device). Honest calls leave ~0: the drained end is queued before the reference end, so host time between
 # them only lowers a reading, and what a context event takes beyond an ordinary one is the floor below.
-LEFT_RUNNING_MIN_S = 5e-6     # a call left work running when it ran this long past the end event and this share
-LEFT_RUNNING_SHARE = 0.02     # of the call's own time (the acceptance margin's 2%). Events resolve ~0.5 us, but
-                              # behind the call window (worker.CallWindow) honest calls read ~3 us in 27-47% of them
-                              # (session 16: the H200 2.85 us in 40 of 128, the H100 2.66-3.17 us in six benches), and
-                              # the probes' marks do not (their median floor stays ~0); the window moves side work
-                              # into the call's time, so what it lets through is under 5 us a call past the end
+LEFT_RUNNING_MIN_S = 2e-6     # a call left work running when it ran this long past the end event and this share
+LEFT_RUNNING_SHARE = 0.02     # of the call's own time (the acceptance margin's 2%). Events resolve ~0.5 us; with the
+                              # drain's streams behind the call window (worker.ContextDrain.begin) an honest add read
+                              # at most 1.3 us, none of 512 calls over 2 us (benchmarks/window_drain.py, the H100,
+                              # session 17); at 5 us (session 16) a cheat left ~4.7 us a call past its end unnamed
 LEFT_RUNNING_CALLS = 0.25     # ... in this share of the counted calls (at least MIN_SLOW_BATCHES): work hidden in
                               # fewer moves the per-batch medians by a fraction of their spread, as with the clock
 LEFT_RUNNING_FLOOR_MAX_S = 2e-5   # what the measurement itself reads with nothing left running (the probes' marks,
@@ -1131,7 +1130,7 @@ def left_running_problems(calls: list[tuple[float, float]], floor: float = 0.0) 
     of its calls did (at least MIN_SLOW_BATCHES). Whatever
     launched the work (Triton, our runtime, cuda-python, a CUDA graph, torch's _sleep) and on whatever stream: the
     context event holds every stream of the context. Where a task allows side streams they must be joined before
-    the call returns, so the rule is the same there. What passes: up to max(5 us, 2%) a call, or more in fewer than
+    the call returns, so the rule is the same there. What passes: up to max(2 us, 2%) a call, or more in fewer than
     a quarter of the calls (the per-batch medians move by a fraction of their spread)."""
     if not calls:
         return {"calls": 0}, []
