@@ -21,9 +21,9 @@ window, start event, an honest 2^24 float32 add, end event, the drain), on 4 bat
   F. the window, then each of the drain's two streams made to wait for ``opened`` before the call: reads ~0 if
      the context wait is a dependency each stream takes on with its next work (the drain's ``stream`` would then
      carry it beside the context event, ``ends`` merged with the end event of the same stream), and is the fix.
-  G. no window, and the drain's streams made to wait for an event of the drain's own on the timed stream before the
-     call (ContextDrain.begin: the worker's way since F, which holds where no window can be, e.g. a driver without
-     cuCtxWaitEvent): reads like F if the wait itself, not the window's event, is what removes the ~3 us.
+  G. no window, and the drain's streams made to wait for an event of their own on the timed stream before the
+     call (what would hold where no window can be, a driver without cuCtxWaitEvent): reads like F if the wait
+     itself, not the window's event, is what removes the ~3 us.
 
 Prediction: B reads as the GPU tier did; one of C to F reads like A, and that one names the cause.
 
@@ -31,6 +31,8 @@ Outcome (the H100, session 17, records/nvidia-h100-80gb-hbm3/window-drain.json):
 call, 70-73% of calls over 2 us, so the ~3 us is not the window's; B 0 in the median, 30-34% over 2 us; C 1-9%;
 D 21.6 us (the measurement still sees real work); E 55%; F none over 2 us, the largest 1.3 us. F is now the worker's
 (ContextDrain.begin).
+A second run (the H100, session 17, call 4, with G): A 3.1 us median, 73% over 2 us; B 34%; F 1 call in 256 over
+2 us, the largest 3.2 us; G 43% and 69%: a wait of the drain's own does not do what the window's event does.
 
     python benchmarks/window_drain.py        # prints one JSON object
 """
@@ -72,6 +74,7 @@ def run(variant: str) -> dict:
     drain = StreamDrain() if variant == "C" else ContextDrain()
     window = None if variant in "AG" else CallWindow()
     own = torch.cuda.Stream()
+    own_event = torch.cuda.Event()
     readings, times = [], []
     for _ in range(BATCHES):
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(CALLS)]
@@ -88,7 +91,9 @@ def run(variant: str) -> dict:
                 drain.stream.wait_event(window.opened)
                 drain.ends.wait_event(window.opened)
             elif variant == "G":
-                drain.begin(timed)
+                own_event.record(timed)
+                drain.stream.wait_event(own_event)
+                drain.ends.wait_event(own_event)
             start.record(timed)
             torch.add(a, b, out=out)
             end.record(timed)

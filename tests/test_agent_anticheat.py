@@ -1141,6 +1141,22 @@ def test_work_left_running_past_a_timed_call_is_named(case, seed):
     assert left_running_problems(_left_running(seed, 400, lambda index: 3e-5), 1e-3)[1], "a floor past its bound"
 
 
+def test_without_a_call_window_the_rule_allows_what_the_drain_reads_there():
+    """Where the child held no call window (a driver without cuCtxWaitEvent), the drain's streams cannot wait for its
+    event, and honest calls read 2.8-3.1 us in 70-73% of them (benchmarks/window_drain.py's A, the H100, session 17):
+    judged at 2 us they would be named; at LEFT_RUNNING_UNHELD_MIN_S (5 us) they pass, and 7 us a call is named."""
+    import random
+
+    from hello_gpu.agent.session import LEFT_RUNNING_UNHELD_MIN_S, left_running_problems
+    draw = random.Random(7)
+    honest = [(draw.uniform(0, 1e-6) + draw.choice([0.0, 0.0, 0.0] + [draw.uniform(2.5e-6, 3.5e-6)] * 7), 74e-6)
+              for _ in range(400)]
+    assert left_running_problems(honest)[1], "judged as behind a window, ~3 us in 70% of the calls is named"
+    assert not left_running_problems(honest, 0.0, LEFT_RUNNING_UNHELD_MIN_S)[1]
+    hidden = [(left + 7e-6, claimed) for left, claimed in honest]
+    assert left_running_problems(hidden, 0.0, LEFT_RUNNING_UNHELD_MIN_S)[1]
+
+
 def test_every_cheating_candidate_has_a_header_the_framework_reads():
     """Each candidate under tests/agent_cheats/ is loaded as a rung (sandbox.materialize -> parse_header), so a prose
     line of its header that begins ``word:`` is read as a key and an unknown one ends the step before anything is

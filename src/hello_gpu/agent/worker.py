@@ -778,7 +778,6 @@ class ContextDrain:
         self.stream, self.ends = (torch.cuda.ExternalStream(int(raw)) for raw in raws)
         self.record_context, self.event_of = driver.cuCtxRecordEvent, driver.CUevent
         self.slots: list[tuple] = []
-        self.opened = torch.cuda.Event()                      # no timing: only waited for (begin)
         self.after(0, torch.cuda.Event(enable_timing=True))   # once now: a driver without it fails here
         torch.cuda.synchronize()
 
@@ -790,20 +789,19 @@ class ContextDrain:
             self.slots.append((captured, torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
         return self.slots[index]
 
-    def begin(self, stream) -> None:
-        """Before a call, each of the two streams waits for an event recorded now on ``stream`` (the timed one).
+    def begin(self, opened) -> None:
+        """Before a call held behind the window (CallWindow), each of the two streams waits for the window's event.
 
-        Without it an honest 2^24 float32 add (74 us) read work left running (benchmarks/window_drain.py, the H100,
-        session 17, 256 calls twice): 2.8-2.9 us in the median call with no window, 73% and 70% of calls over 2 us;
-        0-2.6 us at p75 behind the window, 30% and 34% over 2 us. With both streams waiting for ``opened``: 0 at
-        p90, the largest 1.3 us, no call over 2 us. The wait is met before the call starts and ``captured`` still
-        holds every stream of the context, so work left running reads as before (a 20 us spin after the end event
-        read 21.6 us). Why a stream that last waited on nothing reads ~3 us more is not known; the fix is measured
-        (there with the window's own event; here an event of the drain's, recorded after it, so that a call held
-        without the window, on a driver without cuCtxWaitEvent, is measured alike; benchmarks/window_drain.py's G)."""
-        self.opened.record(stream)
-        self.stream.wait_event(self.opened)
-        self.ends.wait_event(self.opened)
+        An honest 2^24 float32 add (73-74 us a call) read as work left running (benchmarks/window_drain.py, the H100,
+        session 17, 256 calls in a process, three processes each): with no window 2.8-3.1 us in the median call,
+        70-73% of calls over 2 us; behind the window 0 in the median, 30-34% over 2 us; behind it with both streams
+        waiting for ``opened`` (this), at most 1 call in 256 over 2 us, the largest 1.3-3.2 us. The wait is met
+        before the call starts and ``captured`` still holds every stream of the context, so work left running reads
+        as before (a 20 us spin after the end event read 21.6 us). Waiting for an event of the drain's own on the
+        timed stream instead, with no window, did not help (43-69% over 2 us): what helps is the window's event,
+        why is not known; without a window the parent's rule is looser (session.LEFT_RUNNING_UNHELD_MIN_S)."""
+        self.stream.wait_event(opened)
+        self.ends.wait_event(opened)
 
     def after(self, index: int, end) -> None:
         """Queue the measurement of call ``index``, whose end event ``end`` was just recorded."""
@@ -1056,8 +1054,8 @@ class Worker:
             self.flush()
         if self.window is not None:
             self.window.hold(self.timed_stream)       # nothing the call queues, on any stream, starts before it
-        if self.drain is not None:
-            self.drain.begin(self.timed_stream)       # the drain's streams behind the call's start (ContextDrain.begin)
+            if self.drain is not None:
+                self.drain.begin(self.window.opened)  # the drain's streams behind the window too (ContextDrain.begin)
 
     def _counted(self):
         """The launch counter around one call (a context whose value has ``count`` and ``streams``); a null
