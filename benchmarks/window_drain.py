@@ -27,7 +27,7 @@ window, start event, an honest 2^24 float32 add, end event, the drain), on 4 bat
 
 Prediction: B reads as the GPU tier did; one of C to F reads like A, and that one names the cause.
 
-Outcome (the H100, session 17, records/nvidia-h100-80gb-hbm3/window-drain.json): A read 2.8-2.9 us in the median
+Outcome (the H100, session 17, records/nvidia-h100-80gb-hbm3/window-drain.session17.call2.json): A read 2.8-2.9 us in the median
 call, 70-73% of calls over 2 us, so the ~3 us is not the window's; B 0 in the median, 30-34% over 2 us; C 1-9%;
 D 21.6 us (the measurement still sees real work); E 55%; F none over 2 us, the largest 1.3 us. F is now the worker's
 (ContextDrain.begin).

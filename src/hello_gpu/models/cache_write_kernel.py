@@ -5,6 +5,7 @@ Eager writes the cache with two ``index_copy_`` calls a layer, one for the keys 
 launch of its own for a few kilobytes at decode (the 8B: 8 heads x 128 values = 2 KB in bf16 each). In a CUDA
 graph a launch that small costs its latency, ~1.5-2 us, so the prediction is one launch fewer a layer: ~50-60 us
 of a ~6.2 ms decode step at the 8B (32 layers), ~25-30 us of ~1.5 ms at the 1B (16).
+Outcome: landed with RoPE's one launch (rope_kernel.py says what the two did together, session 17).
 
 One program copies one head of one token, for the keys (program axis 1 = 0) or the values (= 1), to the cache
 row of its position. The positions are read on the device (the model hands a tensor; reading it on the host

@@ -9,6 +9,9 @@ about 18 -> 2 kernels a layer, 512 fewer a step: ~0.6 ms of a ~7.7 ms decode ste
 launch for both (session 16): a layer's q and k are 40 rows of 128 values at the 8B, far too few to fill the GPU
 twice, so the second launch was its latency alone (~1.5-2 us in a CUDA graph): ~50-60 us a step at the 8B
 (32 layers), ~25-30 us at the 1B (16).
+Outcome (the H100, session 17, with the cache-write kernel landed beside it; not one run, so only a rough check):
+the median decode step went 1.488 -> 1.442 ms at the 1B and 6.247 -> 6.108 ms at the 8B; in the same run,
+hello-gpu over compile-reduce-overhead 0.982x (was 0.929x) and 1.040x (was 1.019x).
 
 One program rotates one head of one token (the first programs q's heads, the rest k's): it reads the head's two halves (pair ``i`` is dimensions ``i``
 and ``i + D/2``, Hugging Face's "rotate half") and the position's cos/sin row, computes in float32 as the
