@@ -20,7 +20,7 @@
 #           ladder-profile:OP:ROUTE:SHAPE[:DTYPE] (`ladder --profile` at one shape; its tables kept in
 #           ladder-profile.OP.ROUTE.DTYPE.txt);
 #           model-run:CONFIG:BATCH:PROMPT:NEW:BACKENDS (e.g. model-run:8b:1:512:256:eager,compile-reduce-overhead,hello-gpu);
-#           model-profile:CONFIG:PHASE[:BATCH[:PROMPT]] (e.g. model-profile:8b:decode);
+#           model-profile:CONFIG:PHASE[:BATCH[:PROMPT[:BACKEND]]] (e.g. model-profile:8b:decode, model-profile:1b:decode:1:512:hello-gpu);
 #           model-vision:BATCH:SIZE (the vision model's profile, e.g. model-vision:8:224);
 #           model-agent:CONFIG:PHASE:BATCH:PROMPT:NEW (`hello-gpu agent --model`, e.g. model-agent:1b:decode:1:512:256);
 #           notebooks (every course notebook executed; the executed .ipynb files in $OUT/notebooks/, to commit
@@ -231,7 +231,9 @@ ladder_profile() {   # ladder_profile OP ROUTE SHAPE [DTYPE]: the ladder with it
 }
 agent_rerun() {   # agent_rerun OP.ROUTE: the committed run's own command again (its record's extra.rerun), under today's checks
   local record run_dir="$DEVICE_RECORDS/agent/$1" command
-  record=$(ls "records/$slug"/agent."$1".*.json | head -n 1)
+  # The device's own committed record, else the H200's (the command is the same; the lender may give an H100)
+  record=$(ls "records/$slug"/agent."$1".*.json records/nvidia-h200/agent."$1".*.json 2>/dev/null | head -n 1)
+  [ -n "$record" ] || { echo "no committed agent record for $1 under records/$slug or records/nvidia-h200"; return 1; }
   command=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['extra']['rerun'])" "$record") || return 1
   [[ $command == "hello-gpu agent "* ]] || { echo "unexpected rerun command in $record: $command"; return 1; }
   rm -rf "$run_dir"
@@ -244,11 +246,13 @@ model_run() {   # model_run CONFIG BATCH PROMPT NEW BACKENDS: `hello-gpu model r
   COLUMNS=200 hello-gpu model run --config "$1" --batch "$2" --prompt "$3" --new "$4" --backend "$5" \
     --dtype bfloat16 --out "$folder" 2>>"$ERRORS"
 }
-model_profile() {   # model_profile CONFIG PHASE [BATCH] [PROMPT]: `hello-gpu model profile` (eager, labelled operations)
-  local folder="$DEVICE_RECORDS/models/profile.$1.$2.b${3:-1}.p${4:-512}"
+model_profile() {   # model_profile CONFIG PHASE [BATCH] [PROMPT] [BACKEND]: `hello-gpu model profile` (default eager)
+  local folder="$DEVICE_RECORDS/models/profile.$1.$2.b${3:-1}.p${4:-512}${5:+.$5}"
   mkdir -p "$folder"
   COLUMNS=200 hello-gpu model profile --config "$1" --phase "$2" --batch "${3:-1}" --prompt "${4:-512}" \
-    --dtype bfloat16 --out "$folder" 2>>"$ERRORS"
+    ${5:+--backend "$5"} --dtype bfloat16 --out "$folder" 2>>"$ERRORS"
+  # the trace (10-20 MB) travels back beside the records, not in them
+  [ ! -f "$folder/trace.json" ] || { mkdir -p "$OUT/traces"; mv "$folder/trace.json" "$OUT/traces/$(basename "$folder").trace.json"; }
 }
 model_vision() {   # model_vision BATCH SIZE: `hello-gpu model profile --vision` (the convolutional network)
   local folder="$DEVICE_RECORDS/models/profile.vision.b$1.s$2"
@@ -310,8 +314,8 @@ for stage in $stages; do
       IFS=: read -r _ config batch prompt new backends <<<"$stage"
       run_stage "$stage" model_run "$config" "$batch" "$prompt" "$new" "$backends" ;;
     model-profile:*)
-      IFS=: read -r _ config phase batch prompt <<<"$stage"
-      run_stage "$stage" model_profile "$config" "$phase" "$batch" "$prompt" ;;
+      IFS=: read -r _ config phase batch prompt backend <<<"$stage"
+      run_stage "$stage" model_profile "$config" "$phase" "$batch" "$prompt" "$backend" ;;
     model-vision:*)
       IFS=: read -r _ batch size <<<"$stage"
       run_stage "$stage" model_vision "${batch:-8}" "${size:-224}" ;;

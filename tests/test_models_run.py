@@ -5,6 +5,7 @@ trace categorisation on a real H200 trace, and the GPU tier.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,21 @@ def test_the_model_profile_command_and_the_vision_model(tmp_path, capsys):
     vision = json.loads((tmp_path / "vision" / "model-profile.json").read_text())
     categories = {entry["category"] for entry in vision["categories"]}
     assert {"convolution", "norm", "pooling", "GEMM/GEMV"} <= categories
+
+
+def test_a_step_that_is_one_category_has_an_unbounded_bound(tmp_path, capsys):
+    """A compiled step profiled on the CPU is one unlabelled host range: its category is the whole step, and making
+    it free has no finite bound. The command crashed there (division by zero, session 17); now the table says
+    "unbounded" and the record keeps null (JSON has no infinity)."""
+    from hello_gpu.models.profile import amdahl, bound_text
+    assert amdahl(1.0) == math.inf and amdahl(1.0, 2.0) == pytest.approx(2.0) and amdahl(0.5) == pytest.approx(2.0)
+    assert bound_text(math.inf) == "unbounded" and bound_text(None) == "unbounded" and bound_text(1.3) == "1.30x"
+    assert main(["model", "profile", "--config", "tiny", "--prompt", "10", "--steps", "2",
+                 "--backend", "compile-reduce-overhead", "--out", str(tmp_path)]) == 0
+    assert "unbounded" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "model-profile.json").read_text())
+    whole = [row for row in saved["categories"] if row["share"] >= 1.0]
+    assert whole and all(row["amdahl_bound"] is None for row in whole), saved["categories"]
 
 
 def test_kernels_of_a_real_h200_trace_are_classified_and_the_gaps_counted():

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -40,7 +39,7 @@ import torch
 
 from ..models.backends import REPLACEMENTS
 from ..models.llama import OP_CATEGORIES, Llama
-from ..models.profile import HOST, LAUNCH_GAPS, ModelProfile, profile_llama
+from ..models.profile import HOST, LAUNCH_GAPS, ModelProfile, amdahl, profile_llama
 from ..models.run import BackendRun, ModelRun, agreement, device_label, run_backend, run_model
 from ..models.work import step_work
 from ..ops import INTERPRETER_MAX_ELEMENTS, load_op, numel, shape_label
@@ -103,11 +102,6 @@ def ladder_of(name: str, ops_root=None) -> tuple[LadderMap | None, str]:
     except (KeyError, ValueError, FileNotFoundError) as error:
         return None, f"no ladder yet: the {mapping.ladder} ladder cannot be loaded here ({error})"
     return mapping, ""
-
-
-def amdahl(share: float, faster: float = math.inf) -> float:
-    """The whole model's speed-up bound when a part of share ``share`` runs ``faster`` times faster."""
-    return 1 / (1 - share + share / faster)
 
 
 @dataclass

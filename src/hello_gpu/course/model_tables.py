@@ -435,7 +435,7 @@ def render_model_run(arguments: list[str], root: Path, where: str) -> str:
 
 
 def render_model_profile(arguments: list[str], root: Path, where: str) -> str:
-    from ..models.profile import REPLACEABLE
+    from ..models.profile import REPLACEABLE, bound_text
 
     name, data, options = _model_record(arguments, root, where, "model-profile", ("tables", "top"))
     tables = options.get("tables", list(PROFILE_TABLES))
@@ -454,7 +454,7 @@ def render_model_profile(arguments: list[str], root: Path, where: str) -> str:
                  "what hello-gpu can replace |", "|---|---:|---:|---:|---:|---|"]
         for row in _field(data, "categories", name, where):
             lines.append(f"| {row['category']} | {row['share']:.1%} | {row['seconds'] / steps * 1e3:.3f} | "
-                         f"{row['amdahl_bound']:.2f}× | {row['amdahl_bound_2x']:.2f}× | "
+                         f"{bound_text(row['amdahl_bound'], '×')} | {bound_text(row['amdahl_bound_2x'], '×')} | "
                          f"{REPLACEABLE.get(row['category'], '—')} |")
         parts.append("\n".join(lines))
     if "kernels" in tables:

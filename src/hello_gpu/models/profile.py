@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -66,6 +67,14 @@ class ProfileRow:
         return {"name": self.name, "category": self.category, "calls": self.calls, "seconds": self.seconds}
 
 
+def amdahl(share: float, faster: float = math.inf) -> float:
+    """The whole model's speed-up bound when a part of share ``share`` runs ``faster`` times faster: infinite where
+    that part is the whole step and takes no time (a compiled or graphed step profiled on the CPU is one range)."""
+    share = min(share, 1.0)
+    rest = 1 - share + share / faster
+    return 1 / rest if rest > 0 else math.inf
+
+
 @dataclass
 class ModelProfile:
     title: str
@@ -84,10 +93,9 @@ class ModelProfile:
     def share(self, category: str) -> float:
         return self.categories.get(category, 0.0) / self.wall_seconds if self.wall_seconds else 0.0
 
-    def amdahl(self, category: str, faster: float = float("inf")) -> float:
+    def amdahl(self, category: str, faster: float = math.inf) -> float:
         """The whole model's speed-up bound when ``category`` runs ``faster`` times faster."""
-        share = self.share(category)
-        return 1 / (1 - share + share / faster)
+        return amdahl(self.share(category), faster)
     # endregion amdahl
 
     def ranked_categories(self) -> list[tuple[str, float]]:
@@ -96,8 +104,8 @@ class ModelProfile:
     def to_dict(self) -> dict:
         return {"kind": "model-profile", "title": self.title, "device": self.device, "steps": self.steps,
                 "wall_seconds": self.wall_seconds, "notes": self.notes,
-                "categories": [{"category": c, "seconds": s, "share": self.share(c), "amdahl_bound": self.amdahl(c),
-                                "amdahl_bound_2x": self.amdahl(c, 2.0)} for c, s in self.ranked_categories()],
+                "categories": [{"category": c, "seconds": s, "share": self.share(c), "amdahl_bound": _finite(self.amdahl(c)),
+                                "amdahl_bound_2x": _finite(self.amdahl(c, 2.0))} for c, s in self.ranked_categories()],
                 "rows": [{**row.to_dict(), "share": row.seconds / self.wall_seconds if self.wall_seconds else 0.0}
                          for row in self.rows],
                 "operations": self.operations, "roofline": self.roofline}
@@ -374,6 +382,16 @@ def profile_vision(*, device="cpu", dtype=torch.float32, batch: int = 8, size: i
 # endregion vision-profile
 
 
+def bound_text(bound: float | None, sign: str = "x") -> str:
+    """An Amdahl bound as a table shows it: ``1.31x``, or ``unbounded`` where the part is the whole step (a record
+    keeps that as null: JSON has no infinity)."""
+    return "unbounded" if bound is None or math.isinf(bound) else f"{bound:.2f}{sign}"
+
+
+def _finite(bound: float) -> float | None:
+    return None if math.isinf(bound) else bound
+
+
 def profile_table(profile: ModelProfile, top: int = 15):
     """Rich tables: the categories with their shares and Amdahl bounds, the top rows, and (where the
     operations were labelled) each operation on the roofline."""
@@ -384,7 +402,7 @@ def profile_table(profile: ModelProfile, top: int = 15):
         categories.add_column(column, justify="left" if column in ("category", "hello-gpu replacement") else "right")
     for category, seconds in profile.ranked_categories():
         categories.add_row(category, f"{profile.share(category):.1%}", f"{seconds / max(profile.steps, 1) * 1e3:.3f}",
-                           f"{profile.amdahl(category):.2f}x", f"{profile.amdahl(category, 2.0):.2f}x",
+                           bound_text(profile.amdahl(category)), bound_text(profile.amdahl(category, 2.0)),
                            REPLACEABLE.get(category, ""))
     rows = Table(title=f"top {min(top, len(profile.rows))} {'kernels' if profile.device == 'gpu' else 'operations'} "
                        f"by time share")
