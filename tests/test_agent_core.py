@@ -638,3 +638,46 @@ def test_triton_resources_are_read_after_one_call_on_one_argument_set(monkeypatc
     resources = sandbox._launched_resources(rung, "float32", candidate, first_set)
     assert calls == ["launch", "sync"]
     assert resources["registers_per_thread"] == 26 and resources["spill_bytes"] == 0
+
+
+def test_a_pool_whose_session_was_never_closed_ends_only_in_release(monkeypatch):
+    """A session dropped without close() leaves its memory pool to the garbage collector, which may run inside another
+    thread's allocation into its own pool, where torch asserts that no pool ends (the H100 abort, session 16). So the
+    pool is kept in shared._ORPHANED_POOLS and ends in release(), under the pool lock; a pool ended by end_pool is
+    not kept."""
+    import gc
+    import types
+
+    from hello_gpu.agent import shared
+
+    ended = []
+
+    class Pool:                                           # stands in for torch.cuda.MemPool: records its end
+        def __del__(self):
+            ended.append(self)
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(MemPool=Pool, use_mem_pool=None, is_available=lambda: False))
+    monkeypatch.setattr(shared, "_torch", lambda: fake)
+    monkeypatch.setattr(shared, "_ORPHANED_POOLS", [])
+
+    class Holder:
+        pool = None
+
+    dropped = Holder()
+    shared.new_pool(dropped)
+    assert isinstance(dropped.pool, Pool)
+    del dropped
+    gc.collect()
+    assert not ended and len(shared._ORPHANED_POOLS) == 1, "the dropped session's pool ended outside release()"
+    with shared._POOL_LOCK:
+        shared._ORPHANED_POOLS.clear()                    # what release() does on a GPU, under the lock
+    assert len(ended) == 1
+
+    closed = Holder()
+    shared.new_pool(closed)
+    shared.end_pool(closed)
+    gc.collect()
+    assert closed.pool is None and len(ended) == 2 and not shared._ORPHANED_POOLS
+    del closed
+    gc.collect()
+    assert not shared._ORPHANED_POOLS, "a pool ended by end_pool came back as an orphan"

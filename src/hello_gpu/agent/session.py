@@ -430,7 +430,7 @@ class WorkerSession:
         key = f"{name}:{'x'.join(map(str, shape))}:{str(dtype).removeprefix('torch.')}"
         if key not in self.buffers:
             if device.startswith("cuda") and self.pool is None:
-                self.pool = new_pool()
+                new_pool(self)
             self.buffers[key] = allocate(shape, dtype, device, self.pool)
             self.request("register", buffers={key: self.buffers[key].handle})
         return key, self.buffers[key]

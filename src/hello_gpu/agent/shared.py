@@ -33,6 +33,7 @@ import math
 import os
 import pickle
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,21 +118,34 @@ def guards_changed(buffers: list[SharedBuffer]) -> list[str | None]:
 _POOL_LOCK = threading.RLock()
 
 
-def new_pool():
-    """A memory pool for one session's shared buffers (None where this torch has none). Per session, so
-    that closing the session gives the memory back (:func:`end_pool`): a pool that lives on keeps its
-    segments reserved, and after a 6.4 GB problem the next child would find the GPU full."""
+# Pools whose holder was collected without end_pool (a session dropped without close()): kept alive here, so that
+# the pool's destructor never runs inside a garbage collection that another allocation set off, perhaps inside
+# ``use_mem_pool`` (the assert above), and let go in release(), under the lock.
+_ORPHANED_POOLS: list = []
+
+
+def new_pool(holder):
+    """A memory pool for one session's shared buffers (None where this torch has none), made ``holder.pool``. Per
+    session, so that closing the session gives the memory back (:func:`end_pool`): a pool that lives on keeps its
+    segments reserved, and after a 6.4 GB problem the next child would find the GPU full. Should the holder be
+    collected without end_pool, its pool waits in _ORPHANED_POOLS for the next release()."""
     torch = _torch()
+    pool = None
     if hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool"):
-        return torch.cuda.MemPool()
-    return None
+        pool = torch.cuda.MemPool()
+        holder.pool_orphaned = weakref.finalize(holder, _ORPHANED_POOLS.append, pool)
+    holder.pool = pool
+    return pool
 
 
 def end_pool(holder) -> None:
     """Drop ``holder.pool`` (from :func:`new_pool`) and give the memory back (:func:`release`), while no thread
     allocates into any pool (:data:`_POOL_LOCK`)."""
     with _POOL_LOCK:
-        holder.pool = None
+        orphaned = getattr(holder, "pool_orphaned", None)
+        if orphaned is not None:
+            orphaned.detach()                     # the finalizer's reference to the pool goes with it
+        holder.pool = holder.pool_orphaned = None
         release()
 
 
@@ -144,6 +158,7 @@ def release() -> None:
         import gc
         with _POOL_LOCK:
             gc.collect()
+            _ORPHANED_POOLS.clear()
             torch.cuda.ipc_collect()
             torch.cuda.empty_cache()
 
