@@ -195,6 +195,8 @@ def test_a_model_run_record_renders_a_row_per_backend_and_every_decision(tiny_re
     assert f"hello-gpu, logits: {data['runs'][1]['logits']['summary']}" in table
     (ratio,) = data["step_ratios"]                                  # the decode step against eager, with its interval
     assert f"Decode step: hello-gpu {ratio['speedup']:.3f}x eager [{ratio['ci95'][0]:.3f}, " in table
+    (prefill,) = data["prefill_ratios"]                              # the prefill against eager, from its repeats
+    assert f"Prefill: hello-gpu {prefill['speedup']:.3f}x eager [{prefill['ci95'][0]:.3f}, " in table
     assert "not available" in table and "do not edit by hand" in table
 
 

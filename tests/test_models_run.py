@@ -52,6 +52,15 @@ def test_run_on_the_cpu_times_each_backend_and_says_what_it_cannot_measure():
     (ratio,) = result.to_dict()["step_ratios"]
     assert (ratio["candidate"], ratio["baseline"], ratio["steps"]) == ("hello-gpu", "eager", 5)
     assert ratio["ci95"][0] <= ratio["speedup"] <= ratio["ci95"][1], ratio
+    # the prefill timed once in the generation and PREFILL_REPEATS times after it; its ratio with an interval
+    from hello_gpu.models.run import PREFILL_REPEATS
+    for run in result.runs:
+        assert len(run.prefill_each_s) == 1 + PREFILL_REPEATS and all(s > 0 for s in run.prefill_each_s)
+        assert run.prefill_seconds == pytest.approx(sorted(run.prefill_each_s)[PREFILL_REPEATS // 2])
+        assert run.prefill_tokens_per_s == pytest.approx(2 * 9 / run.prefill_seconds)
+    (prefill,) = result.to_dict()["prefill_ratios"]
+    assert (prefill["candidate"], prefill["baseline"], prefill["prefills"]) == ("hello-gpu", "eager", 1 + PREFILL_REPEATS)
+    assert prefill["ci95"][0] <= prefill["speedup"] <= prefill["ci95"][1], prefill
     assert result.bound.tokens_per_s is None and "unavailable on the cpu" in result.bound.note
     assert result.device == "cpu"
     with pytest.raises(ValueError, match="--new must be at least 2"):
