@@ -59,7 +59,8 @@ def test_every_element_is_written_into_poisoned_outputs():
     residual, delta, weight = inputs(3, 1823, torch.float16, seed=11)
     total = torch.full_like(residual, float("nan"))
     normed = torch.full_like(residual, float("nan"))
-    add_rms_norm_kernel[(3,)](residual, delta, weight, total, normed, 1e-5, HIDDEN=1823, BLOCK=2048, num_warps=4)
+    add_rms_norm_kernel[(3,)](residual, delta, weight, total, normed, 1e-5, HIDDEN=1823, BLOCK=2048, PDL=False,
+                              num_warps=4)
     assert torch.isfinite(total).all() and torch.isfinite(normed).all()
     assert torch.equal(total, residual + delta)
     want = expected(residual, delta, weight, 1e-5, total)
@@ -144,7 +145,7 @@ from hello_gpu.models.add_rms_norm_kernel import add_rms_norm_kernel as kernel
 results = {}
 for dtype, hidden in (("bf16", 4096), ("bf16", 8192), ("fp16", 4096)):
     block = triton.next_power_of_2(hidden)
-    constants = {"HIDDEN": hidden, "BLOCK": block}
+    constants = {"HIDDEN": hidden, "BLOCK": block, "PDL": hidden == 8192}   # one as a dependent launch
     signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else "fp32")
                  for n in kernel.arg_names}
     divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(kernel.arg_names) if n.endswith("_ptr")}
@@ -153,7 +154,9 @@ for dtype, hidden in (("bf16", 4096), ("bf16", 8192), ("fp16", 4096)):
     ptx = compiled.asm["ptx"]
     results[f"{dtype} {hidden}"] = {"round_to_nearest": len(re.findall(r"cvt\.rn\.(bf16|f16)", ptx)),
                                     "truncating": len(re.findall(r"cvt\.rz\.(bf16|f16)", ptx)),
-                                    "local": len(re.findall(r"\b(ld|st)\.local\b", ptx))}
+                                    "local": len(re.findall(r"\b(ld|st)\.local\b", ptx)),
+                                    "waits": len(re.findall(r"griddepcontrol\.wait", ptx)),
+                                    "releases": len(re.findall(r"griddepcontrol\.launch_dependents", ptx))}
 print(json.dumps(results))
 """
 
@@ -163,3 +166,5 @@ def test_the_kernel_compiles_for_sm_90_rounding_to_nearest_without_spills(compil
     are rounded to nearest, as torch's add and the eager norm round, and a 4096 or 8192 row stays in registers."""
     for name, found in compiled_mode(_COMPILE_SCRIPT).items():
         assert found["round_to_nearest"] > 0 and found["truncating"] == 0 and found["local"] == 0, (name, found)
+        # the 8192 row compiled as a programmatic dependent launch (models.dependent_launch): it waits and releases
+        assert (found["waits"], found["releases"]) == ((1, 1) if name.endswith("8192") else (0, 0)), (name, found)

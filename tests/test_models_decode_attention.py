@@ -210,9 +210,12 @@ from hello_gpu.models.decode_attention_kernel import split_kernel, merge_kernel,
 results = {}
 for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("bf16", 1, 128)):
     block_g, block_d = max(16, triton.next_power_of_2(group)), max(16, triton.next_power_of_2(dim))
+    pdl = dtype == "bf16" and group == 4            # the 8B's shape also as a programmatic dependent launch
     for kernel, constants in ((split_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": block_g, "BLOCK_D": block_d,
-                                              "BLOCK_N": BLOCK_N, "PRECISION": "ieee" if dtype == "fp32" else "tf32"}),
-                              (merge_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": block_g, "BLOCK_D": block_d})):
+                                              "BLOCK_N": BLOCK_N, "PRECISION": "ieee" if dtype == "fp32" else "tf32",
+                                              "PDL": pdl}),
+                              (merge_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": block_g, "BLOCK_D": block_d,
+                                              "PDL": pdl})):
         def kind(n):
             if n in constants: return "constexpr"
             if n == "mask_ptr": return "*u8"
@@ -225,7 +228,9 @@ for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("b
         compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
         ptx = compiled.asm["ptx"]
-        results[f"{kernel.__name__} {dtype} G{group} D{dim}"] = {
+        results[f"{kernel.__name__} {dtype} G{group} D{dim}{' pdl' if pdl else ''}"] = {
+            "waits": len(re.findall(r"griddepcontrol\.wait", ptx)),
+            "releases": len(re.findall(r"griddepcontrol\.launch_dependents", ptx)),
             "local": len(re.findall(r"\b(ld|st)\.local\b", ptx)), "mma": len(re.findall(r"\bmma\.|wgmma", ptx)),
             "truncating": len(re.findall(r"cvt\.rz\.(bf16|f16)", ptx)), "round_to_nearest": len(re.findall(r"cvt\.rn\.(bf16|f16)", ptx)),
         }
@@ -239,6 +244,8 @@ def test_the_kernels_compile_for_sm_90_on_tensor_cores_rounding_to_nearest_witho
     shape; the 16-bit dots run on tensor cores (mma), results round to nearest, nothing spills to local memory."""
     for name, found in compiled_mode(_COMPILE_SCRIPT).items():
         assert found["local"] == 0 and found["truncating"] == 0, (name, found)
+        # PDL (models.dependent_launch): the wait and the release where asked for, neither elsewhere
+        assert (found["waits"], found["releases"]) == ((1, 1) if name.endswith(" pdl") else (0, 0)), (name, found)
         if "fp32" not in name:
             assert found["round_to_nearest"] > 0, (name, found)
             assert ("split_kernel" not in name) or found["mma"] > 0, (name, found)

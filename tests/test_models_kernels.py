@@ -168,3 +168,55 @@ def test_a_greedy_decode_with_the_three_kernels_forced_in_gives_eagers_logits():
     result = compare_greedy(eager, ours, prompt.to(DEVICE), 6)
     assert result.ok and result.first_divergence is None, result.summary()
     assert 0 < max(result.gaps) < 1e-4 * max(result.scales)        # our kernels ran: not bit-identical
+
+
+def _our_kernel_ops():
+    """ModelOps with each of our model kernels in its operation (the rest eager)."""
+    from hello_gpu.models.add_rms_norm_kernel import add_rms_norm
+    from hello_gpu.models.decode_attention_kernel import attention
+    from hello_gpu.models.llama import ModelOps
+    return ModelOps(add_rms_norm=add_rms_norm, rope=rope_kernel, cache_write=cache_write_kernel, attention=attention,
+                    swiglu=swiglu_kernel)
+
+
+def test_dependent_launches_are_asked_of_our_kernels_only_and_refused_where_the_device_has_none(monkeypatch):
+    """hello-gpu-pdl (models.dependent_launch): each of our five decode kernels gets ``pdl=True``, nothing else
+    (F.linear, the eager RMSNorm, the prefill attention stay as they are); on the CPU, in the interpreter or before
+    sm_90 the backend says why it is off, and a kernel asked for it directly refuses, naming the reason."""
+    from dataclasses import fields
+
+    from hello_gpu.models import dependent_launch
+    ops, device = _our_kernel_ops(), torch.device(DEVICE)
+    why_not = dependent_launch.usable(device)
+    same, note = dependent_launch.with_dependent_launches(ops, device)
+    if why_not:
+        assert same is ops and note == why_not and "no programmatic dependent launch" in note
+        with pytest.raises(ValueError, match="pdl=True: no programmatic dependent launch"):
+            swiglu_kernel(torch.rand(2, 8, device=DEVICE) + 0.5, pdl=True)
+    monkeypatch.setattr(dependent_launch, "usable", lambda device: None)
+    changed, note = dependent_launch.with_dependent_launches(ops, device)
+    asked = {field.name for field in fields(ops) if getattr(changed, field.name) is not getattr(ops, field.name)}
+    assert asked == {"add_rms_norm", "rope", "cache_write", "attention", "swiglu"}, asked
+    assert all(getattr(changed, name).keywords == {"pdl": True} for name in asked)
+    assert note == "programmatic dependent launch for our kernels of: add_rms_norm, attention, cache_write, rope, swiglu"
+
+
+@pytest.mark.skipif(DEVICE == "cpu", reason="programmatic dependent launch is a CUDA feature: no GPU here")
+def test_a_graphed_decode_with_dependent_launches_gives_eagers_logits():
+    """hello-gpu-pdl's decode step, captured in a CUDA graph with each of our kernels waiting for the one before
+    (griddepcontrol.wait) and releasing the next: eager's logits at every step of a greedy decode, as hello-gpu's."""
+    from hello_gpu.models import dependent_launch
+    why_not = dependent_launch.usable(torch.device(DEVICE))
+    if why_not:
+        pytest.skip(why_not)
+    model = build_model(CONFIGS["tiny"], dtype=torch.float32, seed=8, device=DEVICE)
+    prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (2, 5), generator=torch.Generator().manual_seed(10))
+    eager = make_runner(model, "eager", batch=2, max_seq=11)
+    kernels = ["add_rms_norm", "attention", "cache_write", "rope", "swiglu"]
+    ours = make_runner(model, "hello-gpu-pdl", batch=2, max_seq=11, force=kernels)
+    assert sorted(ours.used()) == kernels
+    assert any(note.startswith("programmatic dependent launch for our kernels of: add_rms_norm, attention")
+               for note in ours.notes), ours.notes
+    result = compare_greedy(eager, ours, prompt.to(DEVICE), 6)
+    assert result.ok and result.first_divergence is None, result.summary()
+    assert 0 < max(result.gaps) < 1e-4 * max(result.scales)

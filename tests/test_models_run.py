@@ -264,3 +264,17 @@ def test_a_gpu_profile_assigns_kernels_to_categories_and_counts_launch_gaps():
 def test_a_gpu_run_names_its_card():
     from hello_gpu.models.run import device_label
     assert device_label(torch.device("cuda:0")) == f"{torch.cuda.get_device_name(0)} (cuda:0)"
+
+
+def test_hello_gpu_pdl_runs_beside_hello_gpu_and_is_compared_with_it_in_the_same_run():
+    """The dependent launches are a backend of their own so that one run times both decode steps: the record has
+    hello-gpu-pdl over hello-gpu (and over eager); on the CPU the backend says why the launches are off."""
+    model = build_model("tiny", dtype=torch.float32, seed=1)
+    result = run_model(model, ["eager", "hello-gpu", "hello-gpu-pdl"], batch=1, prompt_length=6, new=4, seed=2)
+    pdl = result.runs[2]
+    assert pdl.backend == "hello-gpu-pdl" and pdl.agreement == "same" and pdl.logits["ok"]
+    assert any("no programmatic dependent launch on the cpu" in note for note in pdl.notes), pdl.notes
+    pairs = {(ratio["candidate"], ratio["baseline"]) for ratio in result.to_dict()["step_ratios"]}
+    assert {("hello-gpu-pdl", "hello-gpu"), ("hello-gpu-pdl", "eager"), ("hello-gpu", "eager")} <= pairs, pairs
+    prefill_pairs = {(ratio["candidate"], ratio["baseline"]) for ratio in result.to_dict()["prefill_ratios"]}
+    assert ("hello-gpu-pdl", "hello-gpu") in prefill_pairs

@@ -694,7 +694,8 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
         action.add_argument("--json", action="store_true", help="also print the result as JSON")
     run.add_argument("--new", type=int, default=256, help="new tokens (default 256)")
     run.add_argument("--backend", default="eager", help="comma-separated: eager, compile, compile-reduce-overhead, "
-                                                        "hello-gpu (default: eager)")
+                                                        "hello-gpu, hello-gpu-pdl (ours with programmatic dependent "
+                                                        "launches, sm_90+) (default: eager)")
     run.add_argument("--force", nargs="+", metavar="OP", help="hello-gpu: swap these kernels in without timing them "
                                                               "(still checked), e.g. rms_norm")
     run.add_argument("--text", help="a text prompt (needs --checkpoint with tokenizer.json and tokenizers)")

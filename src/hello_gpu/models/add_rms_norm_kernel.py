@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from ..ops.rung import triton_interpreter_on
+from .dependent_launch import checked, wait_then_release
 
 MAX_HIDDEN = 16384          # a row in registers: 16384 float32 over 16 warps is 32 per thread
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -32,7 +33,8 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 @triton.jit
 def add_rms_norm_kernel(residual_ptr, delta_ptr, weight_ptr, total_ptr, out_ptr, eps, HIDDEN: tl.constexpr,
-                        BLOCK: tl.constexpr):
+                        BLOCK: tl.constexpr, PDL: tl.constexpr):
+    wait_then_release(PDL)
     row = tl.program_id(0).to(tl.int64)
     columns = tl.arange(0, BLOCK)
     mask = columns < HIDDEN
@@ -80,20 +82,21 @@ def _check(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, ep
         raise RuntimeError(f"{name} is forward only: call it under torch.no_grad()")
 
 
-def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float):
+def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float, pdl: bool = False):
     """``(residual + delta, rms_norm(residual + delta, weight, eps))`` (hello_gpu.models.llama.add_rms_norm)
     in one kernel. Both results are new contiguous tensors in residual's shape and dtype.
 
     CUDA-graph capture (the hello-gpu backend's decode step): the host work is the checks, two
     torch.empty (from the graph's pool under capture) and one launch; Triton compiles a kernel per
     (HIDDEN, dtype) at its first call, which the backend's check, timing and warm-up steps make
-    before the capture."""
+    before the capture. ``pdl``: launched as a programmatic dependent launch (:mod:`.dependent_launch`)."""
     _check(residual, delta, weight, eps)
+    pdl = checked(pdl, residual.device)
     total, out = torch.empty_like(residual), torch.empty_like(residual)
     hidden = residual.shape[-1]
     rows = residual.numel() // hidden
     if rows:
         block = triton.next_power_of_2(hidden)
         add_rms_norm_kernel[(rows,)](residual, delta, weight, total, out, float(eps), HIDDEN=hidden, BLOCK=block,
-                                     num_warps=min(16, max(1, block // 512)))
+                                     PDL=pdl, num_warps=min(16, max(1, block // 512)), launch_pdl=pdl)
     return total, out

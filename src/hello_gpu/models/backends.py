@@ -45,7 +45,9 @@ import torch.nn.functional as F
 from .llama import (EAGER_OPS, INIT_STD, OP_CATEGORIES, KVCache, Llama, LlamaConfig, ModelOps, cache_write,
                     compute_dtype)
 
-BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu")
+# hello-gpu-pdl: hello-gpu with its own kernels launched as programmatic dependent launches (.dependent_launch),
+# a backend of its own so that one run compares the two decode steps
+BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu", "hello-gpu-pdl")
 
 
 # ------------------------------------------------------------------------------------------ replacements
@@ -685,11 +687,15 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
             decode = compiled
         if mode and not on_gpu:
             notes.append("reduce-overhead replays CUDA graphs: on the CPU it is the default mode")
-    elif backend == "hello-gpu":
+    elif backend.startswith("hello-gpu"):
         choices = choose_replacements(model.config, batch=batch, device=model.device, dtype=model.dtype,
                                       force=force, timer=timer, replacements=replacements, model=model,
                                       max_seq=max_seq, prompt=prompt)
         ops = ops_with(choices, replacements=replacements)
+        if backend == "hello-gpu-pdl":
+            from .dependent_launch import with_dependent_launches
+            ops, note = with_dependent_launches(ops, model.device)
+            notes.append(note)
         if on_gpu:
             decode = captured_decode(decode, batch, model.device)
             notes.append("decode step captured in a CUDA graph")

@@ -21,12 +21,15 @@ import torch
 import triton
 import triton.language as tl
 
+from .dependent_launch import checked, wait_then_release
+
 
 @triton.jit
 def _write_rows(k_ptr, v_ptr, keys_ptr, values_ptr, positions_ptr, heads, length, max_seq,
                 k_batch_stride, k_head_stride, k_token_stride, v_batch_stride, v_head_stride, v_token_stride,
                 cache_batch_stride, cache_head_stride, cache_position_stride,
-                DIM: tl.constexpr, BLOCK: tl.constexpr):
+                DIM: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    wait_then_release(PDL)
     row = tl.program_id(0)                       # (batch, head, token) flattened, token fastest
     token = row % length
     head = (row // length) % heads
@@ -44,9 +47,11 @@ def _write_rows(k_ptr, v_ptr, keys_ptr, values_ptr, positions_ptr, heads, length
         tl.store(values_ptr + target, tl.load(source, mask=inside), mask=inside)
 
 
-def cache_write(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+def cache_write(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                pdl: bool = False):
     """:func:`hello_gpu.models.llama.cache_write` (same arguments and results): ``k`` and ``v`` ``(B, K, T, D)``
-    written at ``positions`` ``(T,)`` of the caches ``(B, K, S, D)``, in one launch; returns the caches."""
+    written at ``positions`` ``(T,)`` of the caches ``(B, K, S, D)``, in one launch; returns the caches.
+    ``pdl``: launched as a programmatic dependent launch (:mod:`.dependent_launch`)."""
     if keys.dim() != 4 or values.shape != keys.shape or values.stride() != keys.stride():
         raise ValueError(f"cache_write: keys and values must be (batch, heads, positions, head_dim) of one layout, got "
                          f"{tuple(keys.shape)} {keys.stride()} and {tuple(values.shape)} {values.stride()}")
@@ -68,9 +73,11 @@ def cache_write(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tenso
         raise ValueError("cache_write: the caches, k, v and positions must be on one device")
     if keys.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
         raise ValueError("cache_write: head_dim must be contiguous in the caches, k and v")
+    pdl = checked(pdl, keys.device)
     if k.numel():
         _write_rows[(batch * heads * length, 2)](
             k, v, keys, values, positions, heads, length, max_seq,
             k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-            keys.stride(0), keys.stride(1), keys.stride(2), DIM=dim, BLOCK=triton.next_power_of_2(dim))
+            keys.stride(0), keys.stride(1), keys.stride(2), DIM=dim, BLOCK=triton.next_power_of_2(dim), PDL=pdl,
+            launch_pdl=pdl)
     return keys, values

@@ -47,6 +47,7 @@ import triton
 import triton.language as tl
 
 from ..ops.rung import triton_interpreter_on
+from .dependent_launch import checked, wait_then_release
 from .llama import attention as eager_attention
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -79,9 +80,10 @@ def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, kv
                  q_batch_stride, q_head_stride, k_batch_stride, k_head_stride, k_seq_stride,
                  v_batch_stride, v_head_stride, v_seq_stride, mask_stride, scale_log2,
                  GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
-                 BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+                 BLOCK_N: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
     """The partial (max, sum, unnormalised output) of one KV head's GROUP query heads over keys
     [split * chunk, (split + 1) * chunk); visible keys only."""
+    wait_then_release(PDL)
     split = tl.program_id(0)
     bkv = tl.program_id(1)
     batch = (bkv // kv_heads).to(tl.int64)
@@ -116,8 +118,9 @@ def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, kv
 
 @triton.jit
 def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr):
+                 BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
     """Merge one KV head's splits in order; divide once, round once; a row that saw no key gets 0."""
+    wait_then_release(PDL)
     bkv = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, BLOCK_G)
     dims = tl.arange(0, BLOCK_D)
@@ -200,13 +203,15 @@ def split_keys(seq: int, heads_in_flight: int, programs: int) -> tuple[int, int]
 
 
 def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                     programs: int | None = None) -> torch.Tensor:
+                     programs: int | None = None, pdl: bool = False) -> torch.Tensor:
     """Attention of one query token (q (B, H, 1, D)) over the cache (B, H_kv, S, D) where the boolean
     ``mask`` (1, S) is True; a new contiguous (B, H, 1, D) tensor in q's dtype. ``programs``: how many
-    programs to aim the split at (default: :func:`programs_wanted`; tests pass more to force many splits)."""
+    programs to aim the split at (default: :func:`programs_wanted`; tests pass more to force many splits).
+    ``pdl``: both kernels launched as programmatic dependent launches (:mod:`.dependent_launch`)."""
     if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] != 1:
         raise ValueError(f"decode attention: q has {q.shape[2]} query tokens; the kernel takes one (decode)")
     check_arguments(q, keys, values, mask, "decode attention")
+    pdl = checked(pdl, q.device)
     batch, heads, _, dim = q.shape
     kv_heads, seq = keys.shape[1], keys.shape[2]
     group = heads // kv_heads
@@ -228,13 +233,14 @@ def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
         q.stride(0), q.stride(1), keys.stride(0), keys.stride(1), keys.stride(2),
         values.stride(0), values.stride(1), values.stride(2), mask_bytes.stride(1), scale_log2,
         GROUP=group, HEAD_DIM=dim, BLOCK_G=block_g, BLOCK_D=block_d, BLOCK_N=BLOCK_N,
-        PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=WARPS)
+        PRECISION="ieee" if q.dtype == torch.float32 else "tf32", PDL=pdl, num_warps=WARPS, launch_pdl=pdl)
     merge_kernel[(heads_in_flight,)](part_acc, part_stats, out, splits, GROUP=group, HEAD_DIM=dim, BLOCK_G=block_g,
-                                     BLOCK_D=block_d, num_warps=WARPS)
+                                     BLOCK_D=block_d, PDL=pdl, num_warps=WARPS, launch_pdl=pdl)
     return out
 
 
-def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+              pdl: bool = False) -> torch.Tensor:
     """:func:`hello_gpu.models.llama.attention` (same arguments and result): the decode step (one query
     token) by the flash-decoding kernel above; a prefill (T > 1 query tokens) by the eager function itself,
     F.scaled_dot_product_attention, as the linear replacement leaves prefill to cuBLAS.
@@ -246,7 +252,7 @@ def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: t
     backend's check, timing and warm-up steps make before the capture."""
     if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] != 1:
         return eager_attention(q, keys, values, mask)
-    return decode_attention(q, keys, values, mask)
+    return decode_attention(q, keys, values, mask, pdl=pdl)
 
 
 __all__ = ["attend_tile", "attention", "check_arguments", "decode_attention", "merge_kernel", "split_kernel", "split_keys"]

@@ -230,7 +230,7 @@ def profile_llama(model, *, backend: str = "eager", batch: int = 1, prompt: int 
     runner = make_runner(model, backend, batch=batch, max_seq=prompt + 1, prompt=prompt)
     # Eager (and hello-gpu without its CUDA graph) calls the model itself with labelled operations; a
     # compiled step or a captured graph runs as it is, its kernels classified by name.
-    direct = backend == "eager" or (backend == "hello-gpu" and model.device.type != "cuda")
+    direct = backend == "eager" or (backend.startswith("hello-gpu") and model.device.type != "cuda")
     ops = labelled_ops(runner.ops)
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, model.config.vocab_size, (batch, prompt), generator=generator).to(model.device)

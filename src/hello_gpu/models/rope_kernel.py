@@ -26,6 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .dependent_launch import checked, wait_then_release
+
 
 @triton.jit
 def _rope_row(x_ptr, out_ptr, cos_ptr, sin_ptr, row, heads, length, x_batch_stride, x_head_stride, x_token_stride,
@@ -49,8 +51,9 @@ def _rope_row(x_ptr, out_ptr, cos_ptr, sin_ptr, row, heads, length, x_batch_stri
 @triton.jit
 def _rope_q_and_k(q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, q_rows, q_heads, k_heads, length,
                   q_batch_stride, q_head_stride, q_token_stride, k_batch_stride, k_head_stride, k_token_stride,
-                  cos_stride, HALF: tl.constexpr, BLOCK: tl.constexpr):
+                  cos_stride, HALF: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
     """One launch for both: the first ``q_rows`` programs rotate q's rows, the rest k's."""
+    wait_then_release(PDL)
     row = tl.program_id(0)
     if row < q_rows:
         _rope_row(q_ptr, q_out_ptr, cos_ptr, sin_ptr, row, q_heads, length,
@@ -75,14 +78,16 @@ def _checked(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, name: str) -
         raise ValueError(f"rope: cos and sin must be float32 (the eager code computes in float32), got {cos.dtype}")
 
 
-def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pdl: bool = False):
     """:func:`hello_gpu.models.llama.rope` (same arguments and results): one launch for q and k together,
-    for 16-bit and float32 q and k on a GPU (float32 cos/sin tables)."""
+    for 16-bit and float32 q and k on a GPU (float32 cos/sin tables). ``pdl``: launched as a programmatic
+    dependent launch (:mod:`.dependent_launch`)."""
     _checked(q, cos, sin, "q")
     _checked(k, cos, sin, "k")
     if k.dtype != q.dtype or k.shape[0] != q.shape[0] or k.shape[2:] != q.shape[2:] or k.device != q.device:
         raise ValueError(f"rope: q {tuple(q.shape)} {q.dtype} and k {tuple(k.shape)} {k.dtype} must share their "
                          f"batch, tokens, head_dim, dtype and device")
+    pdl = checked(pdl, q.device)
     batch, heads, length, dim = q.shape
     q_out, k_out = torch.empty(q.shape, device=q.device, dtype=q.dtype), torch.empty(k.shape, device=k.device,
                                                                                       dtype=k.dtype)
@@ -91,5 +96,5 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         _rope_q_and_k[(rows,)](
             q, k, q_out, k_out, cos, sin, q_rows, heads, k.shape[1], length,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), cos.stride(0),
-            HALF=dim // 2, BLOCK=triton.next_power_of_2(dim // 2))
+            HALF=dim // 2, BLOCK=triton.next_power_of_2(dim // 2), PDL=pdl, launch_pdl=pdl)
     return q_out, k_out

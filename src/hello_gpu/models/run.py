@@ -225,7 +225,8 @@ def _ratios(runs: list[BackendRun], times: str, count: str, median: str) -> list
     from ..bench.stats import unpaired_ratio
     by_name = {run.backend: run for run in runs if getattr(run, times)}
     pairs = [(name, "eager") for name in by_name if name != "eager"]
-    pairs += [("hello-gpu", name) for name in by_name if name.startswith("compile")]
+    pairs += [(ours, name) for ours in ("hello-gpu", "hello-gpu-pdl") for name in by_name if name.startswith("compile")]
+    pairs += [("hello-gpu-pdl", "hello-gpu")]          # the dependent launches alone
     found = []
     for candidate, baseline in pairs:
         if candidate in by_name and baseline in by_name:
@@ -322,8 +323,8 @@ def run_table(result: ModelRun):
         table.add_row(run.backend, f"{run.prefill_tokens_per_s:,.1f}",
                       f"{run.decode_tokens_per_s:,.1f}" if run.decode_tokens_per_s else "-",
                       f"{run.of_bound:.0%}" if run.of_bound is not None else "-", format_bytes(run.peak_memory_bytes),
-                      ", ".join(run.used) if run.backend == "hello-gpu" and run.used else
-                      ("none" if run.backend == "hello-gpu" else ""), run.agreement,
+                      ", ".join(run.used) if run.backend.startswith("hello-gpu") and run.used else
+                      ("none" if run.backend.startswith("hello-gpu") else ""), run.agreement,
                       logits_verdict(run.logits) or ("(reference)" if run.backend == "eager" else "not compared"))
     return table
 

@@ -13,9 +13,12 @@ import torch
 import triton
 import triton.language as tl
 
+from .dependent_launch import checked, wait_then_release
+
 
 @triton.jit
-def _swiglu_rows(gate_up_ptr, out_ptr, width, row_stride, BLOCK: tl.constexpr):
+def _swiglu_rows(gate_up_ptr, out_ptr, width, row_stride, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    wait_then_release(PDL)
     row = tl.program_id(0)
     columns = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     inside = columns < width
@@ -29,9 +32,10 @@ def _swiglu_rows(gate_up_ptr, out_ptr, width, row_stride, BLOCK: tl.constexpr):
 BLOCK = 1024      # 14336 / 1024 = 14 programs a row at 8B: enough to spread one token over the SMs' loads
 
 
-def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
+def swiglu(gate_up: torch.Tensor, pdl: bool = False) -> torch.Tensor:
     """:func:`hello_gpu.models.llama.swiglu`: ``silu(gate) * up`` for ``gate_up = [gate | up]`` on the last
-    dimension, float16, bfloat16 or float32, rows of contiguous values."""
+    dimension, float16, bfloat16 or float32, rows of contiguous values. ``pdl``: launched as a programmatic
+    dependent launch (:mod:`.dependent_launch`)."""
     if gate_up.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise ValueError(f"swiglu: gate_up is {gate_up.dtype}; the kernel takes float16, bfloat16 or float32")
     if gate_up.dim() < 1 or gate_up.shape[-1] % 2:
@@ -40,7 +44,9 @@ def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
     rows = gate_up.reshape(-1, 2 * width)           # a view for the model's contiguous (B, T, 2I)
     if rows.stride(-1) != 1:
         raise ValueError("swiglu: the last dimension must be contiguous")
+    pdl = checked(pdl, gate_up.device)
     out = torch.empty((*gate_up.shape[:-1], width), device=gate_up.device, dtype=gate_up.dtype)
     if out.numel():
-        _swiglu_rows[(rows.shape[0], triton.cdiv(width, BLOCK))](rows, out, width, rows.stride(0), BLOCK=BLOCK)
+        _swiglu_rows[(rows.shape[0], triton.cdiv(width, BLOCK))](rows, out, width, rows.stride(0), BLOCK=BLOCK,
+                                                                 PDL=pdl, launch_pdl=pdl)
     return out
