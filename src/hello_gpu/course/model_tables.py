@@ -420,20 +420,11 @@ def render_model_run(arguments: list[str], root: Path, where: str) -> str:
                           f"{choice['reason']}"]
         if run.get("logits"):
             lines += ["", f"{run['backend']}, logits: {run['logits']['summary']}"]
+    from ..models.run import ratio_sentence
     for ratio in data.get("step_ratios", []):          # records from before session 14 have none
-        low, high = ratio["ci95"]
-        medians = ratio["median_step_s"]
-        lines += ["", f"Decode step: {ratio['candidate']} {ratio['speedup']:.3f}x {ratio['baseline']} [{low:.3f}, "
-                      f"{high:.3f}] (median step {medians[ratio['candidate']] * 1e3:.3f} ms against "
-                      f"{medians[ratio['baseline']] * 1e3:.3f} ms, {ratio['steps']} steps each, one backend after "
-                      f"the other)."]
+        lines += ["", f"Decode step: {ratio_sentence(ratio)}."]
     for ratio in data.get("prefill_ratios", []):       # records from before session 17 timed one prefill, no ratio
-        low, high = ratio["ci95"]
-        medians = ratio["median_prefill_s"]
-        lines += ["", f"Prefill: {ratio['candidate']} {ratio['speedup']:.3f}x {ratio['baseline']} [{low:.3f}, "
-                      f"{high:.3f}] (median prefill {medians[ratio['candidate']] * 1e3:.3f} ms against "
-                      f"{medians[ratio['baseline']] * 1e3:.3f} ms, {ratio['prefills']} prefills each, one backend "
-                      f"after the other)."]
+        lines += ["", f"Prefill: {ratio_sentence(ratio)}."]
     config = data["config"]
     lines += ["", f"Record `{name}` (`hello-gpu model run`): {config['name']}, {data['device']} {data['dtype']}, batch "
                   f"{data['batch']}, prompt {data['prompt']}, {data['new']} new tokens, seed {data['seed']}. {NOTE}"]

@@ -248,6 +248,16 @@ def prefill_ratios(runs: list[BackendRun]) -> list[dict]:
     return _ratios(runs, "prefill_each_s", "prefills", "median_prefill_s")
 
 
+def ratio_sentence(ratio: dict) -> str:
+    """One of :func:`step_ratios` or :func:`prefill_ratios` in words, as the printout and ch18's tables give it."""
+    low, high = ratio["ci95"]
+    what, count = ("step", "steps") if "median_step_s" in ratio else ("prefill", "prefills")
+    medians = ratio[f"median_{what}_s"]
+    return (f"{ratio['candidate']} {ratio['speedup']:.3f}x {ratio['baseline']} [{low:.3f}, {high:.3f}] (median {what} "
+            f"{medians[ratio['candidate']] * 1e3:.3f} ms against {medians[ratio['baseline']] * 1e3:.3f} ms, "
+            f"{ratio[count]} {count} each, one backend after the other)")
+
+
 def logits_verdict(logits: dict | None) -> str:
     """The table's cell for a teacher-forced logit comparison (LogitComparison.to_dict)."""
     if logits is None:
@@ -345,17 +355,9 @@ def render_run(result: ModelRun, console) -> None:
         if run.logits is not None:
             say(f"  {run.backend} logits: {run.logits['summary']}")
     for ratio in step_ratios(result.runs):
-        low, high = ratio["ci95"]
-        medians = ratio["median_step_s"]
-        say(f"decode step: {ratio['candidate']} {ratio['speedup']:.3f}x {ratio['baseline']} [{low:.3f}, {high:.3f}] "
-            f"(median step {medians[ratio['candidate']] * 1e3:.3f} ms against {medians[ratio['baseline']] * 1e3:.3f} "
-            f"ms, {ratio['steps']} steps each; the backends ran one after another)")
+        say(f"decode step: {ratio_sentence(ratio)}")
     for ratio in prefill_ratios(result.runs):
-        low, high = ratio["ci95"]
-        medians = ratio["median_prefill_s"]
-        say(f"prefill: {ratio['candidate']} {ratio['speedup']:.3f}x {ratio['baseline']} [{low:.3f}, {high:.3f}] "
-            f"(median prefill {medians[ratio['candidate']] * 1e3:.3f} ms against {medians[ratio['baseline']] * 1e3:.3f} "
-            f"ms, {ratio['prefills']} prefills each; the backends ran one after another)")
+        say(f"prefill: {ratio_sentence(ratio)}")
     memory = next((run.memory_note for run in result.runs if run.peak_memory_bytes is None), None)
     if memory:
         say(f"peak memory: {memory}")
