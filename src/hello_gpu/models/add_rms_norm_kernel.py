@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from ..ops.rung import triton_interpreter_on
-from .dependent_launch import checked, wait_then_release
+from .dependent_launch import checked, launch_options, wait_then_release
 
 MAX_HIDDEN = 16384          # a row in registers: 16384 float32 over 16 warps is 32 per thread
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -98,5 +98,5 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tens
     if rows:
         block = triton.next_power_of_2(hidden)
         add_rms_norm_kernel[(rows,)](residual, delta, weight, total, out, float(eps), HIDDEN=hidden, BLOCK=block,
-                                     PDL=pdl, num_warps=min(16, max(1, block // 512)), launch_pdl=pdl)
+                                     PDL=pdl, num_warps=min(16, max(1, block // 512)), **launch_options(pdl))
     return total, out

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .dependent_launch import checked, wait_then_release
+from .dependent_launch import checked, launch_options, wait_then_release
 
 
 @triton.jit
@@ -79,5 +79,5 @@ def cache_write(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tenso
             k, v, keys, values, positions, heads, length, max_seq,
             k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
             keys.stride(0), keys.stride(1), keys.stride(2), DIM=dim, BLOCK=triton.next_power_of_2(dim), PDL=pdl,
-            launch_pdl=pdl)
+            **launch_options(pdl))
     return keys, values

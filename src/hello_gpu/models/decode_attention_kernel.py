@@ -47,7 +47,7 @@ import triton
 import triton.language as tl
 
 from ..ops.rung import triton_interpreter_on
-from .dependent_launch import checked, wait_then_release
+from .dependent_launch import checked, launch_options, wait_then_release
 from .llama import attention as eager_attention
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -233,9 +233,9 @@ def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
         q.stride(0), q.stride(1), keys.stride(0), keys.stride(1), keys.stride(2),
         values.stride(0), values.stride(1), values.stride(2), mask_bytes.stride(1), scale_log2,
         GROUP=group, HEAD_DIM=dim, BLOCK_G=block_g, BLOCK_D=block_d, BLOCK_N=BLOCK_N,
-        PRECISION="ieee" if q.dtype == torch.float32 else "tf32", PDL=pdl, num_warps=WARPS, launch_pdl=pdl)
+        PRECISION="ieee" if q.dtype == torch.float32 else "tf32", PDL=pdl, num_warps=WARPS, **launch_options(pdl))
     merge_kernel[(heads_in_flight,)](part_acc, part_stats, out, splits, GROUP=group, HEAD_DIM=dim, BLOCK_G=block_g,
-                                     BLOCK_D=block_d, PDL=pdl, num_warps=WARPS, launch_pdl=pdl)
+                                     BLOCK_D=block_d, PDL=pdl, num_warps=WARPS, **launch_options(pdl))
     return out
 
 

@@ -63,6 +63,12 @@ def checked(pdl: bool, device) -> bool:
     return bool(pdl)
 
 
+def launch_options(pdl: bool) -> dict:
+    """The launch's keyword for Triton: ``launch_pdl=True`` where asked for, nothing otherwise, so that a launch
+    without PDL is the one it was before (whatever the installed Triton makes of the keyword)."""
+    return {"launch_pdl": True} if pdl else {}
+
+
 def with_dependent_launches(ops, device):
     """(``ops`` with each of our kernels that takes ``pdl`` asked for it, a note saying what was done)."""
     import inspect
@@ -84,4 +90,4 @@ def with_dependent_launches(ops, device):
     return replace(ops, **changed), f"programmatic dependent launch for our kernels of: {names}"
 
 
-__all__ = ["checked", "usable", "wait_then_release", "with_dependent_launches"]
+__all__ = ["checked", "launch_options", "usable", "wait_then_release", "with_dependent_launches"]

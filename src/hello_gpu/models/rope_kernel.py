@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .dependent_launch import checked, wait_then_release
+from .dependent_launch import checked, launch_options, wait_then_release
 
 
 @triton.jit
@@ -96,5 +96,5 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         _rope_q_and_k[(rows,)](
             q, k, q_out, k_out, cos, sin, q_rows, heads, k.shape[1], length,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), cos.stride(0),
-            HALF=dim // 2, BLOCK=triton.next_power_of_2(dim // 2), PDL=pdl, launch_pdl=pdl)
+            HALF=dim // 2, BLOCK=triton.next_power_of_2(dim // 2), PDL=pdl, **launch_options(pdl))
     return q_out, k_out

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .dependent_launch import checked, wait_then_release
+from .dependent_launch import checked, launch_options, wait_then_release
 
 
 @triton.jit
@@ -48,5 +48,5 @@ def swiglu(gate_up: torch.Tensor, pdl: bool = False) -> torch.Tensor:
     out = torch.empty((*gate_up.shape[:-1], width), device=gate_up.device, dtype=gate_up.dtype)
     if out.numel():
         _swiglu_rows[(rows.shape[0], triton.cdiv(width, BLOCK))](rows, out, width, rows.stride(0), BLOCK=BLOCK,
-                                                                 PDL=pdl, launch_pdl=pdl)
+                                                                 PDL=pdl, **launch_options(pdl))
     return out
