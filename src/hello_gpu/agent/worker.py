@@ -793,7 +793,7 @@ class ContextDrain:
         """Before a call held behind the window (CallWindow), each of the two streams waits for the window's event.
 
         An honest 2^24 float32 add (73-74 us a call) read as work left running (benchmarks/window_drain.py, the H100,
-        session 17, 256 calls in a process, three processes each): with no window 2.8-3.1 us in the median call,
+        session 17, 256 calls a process, two processes a variant in each of two runs): with no window 2.8-3.1 us in the median call,
         70-73% of calls over 2 us; behind the window 0 in the median, 30-34% over 2 us; behind it with both streams
         waiting for ``opened`` (this), at most 1 call in 256 over 2 us, the largest 1.3-3.2 us. The wait is met
         before the call starts and ``captured`` still holds every stream of the context, so work left running reads
