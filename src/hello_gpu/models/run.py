@@ -12,8 +12,9 @@ the same runner (the same prompt at the same positions: it rewrites the same cac
 synchronised device to its last token's logits on the host's clock, what a user waits for; the prefill tokens
 per second are from the median, and the prefill ratios between backends (:func:`prefill_ratios`) have a
 bootstrap interval over the repeats, as the decode steps' do. One prefill alone, as before session 17, read
-the 1B's eager prefill, whose code did not change, at 29,588 and then 50,915 tokens/s in two runs (H100). Peak GPU memory is read per backend
-(``torch.cuda.max_memory_allocated``, weights included, reset before each backend makes its runner).
+the 1B's eager prefill, whose code did not change, at 29,588 and then 50,915 tokens/s in two runs (H100).
+Peak GPU memory is read per backend (``torch.cuda.max_memory_allocated``, weights included, reset before each
+backend makes its runner).
 
 The logits (``check_logits``, on by default): before the backends, one untimed greedy decode of an
 eager runner is recorded (:func:`hello_gpu.models.logits.record_reference`: logits and tokens per step,
