@@ -201,6 +201,7 @@ def test_dependent_launches_are_asked_of_our_kernels_only_and_refused_where_the_
     assert note == "programmatic dependent launch for our kernels of: add_rms_norm, attention, cache_write, rope, swiglu"
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(DEVICE == "cpu", reason="programmatic dependent launch is a CUDA feature: no GPU here")
 def test_a_graphed_decode_with_dependent_launches_gives_eagers_logits():
     """hello-gpu-pdl's decode step, captured in a CUDA graph with each of our kernels waiting for the one before
