@@ -215,7 +215,8 @@ def test_a_graphed_decode_with_dependent_launches_gives_eagers_logits():
     eager = make_runner(model, "eager", batch=2, max_seq=11)
     kernels = ["add_rms_norm", "attention", "cache_write", "rope", "swiglu"]
     ours = make_runner(model, "hello-gpu-pdl", batch=2, max_seq=11, force=kernels)
-    assert sorted(ours.used()) == kernels
+    # the tiny float32 model may also take rms_norm and linear (they pass their own checks there): ours must be in
+    assert set(kernels) <= set(ours.used()), ours.used()
     assert any(note.startswith("programmatic dependent launch for our kernels of: add_rms_norm, attention")
                for note in ours.notes), ours.notes
     result = compare_greedy(eager, ours, prompt.to(DEVICE), 6)
