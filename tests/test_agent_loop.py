@@ -296,6 +296,31 @@ def test_the_report_states_seconds_per_candidate_from_the_store():
     assert step_seconds([Candidate(3, None, "hip", "z")])["per_candidate"] is None
 
 
+def test_the_candidate_cost_table_reads_every_committed_rerun_before_and_after(tmp_path):
+    """benchmarks/agent_candidate_cost.py: one before row (the store as first committed) and one after row (the
+    store in the tree) for each rerun under records/, with a per-candidate median read from the stores."""
+    import importlib.util
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("agent_candidate_cost", root / "benchmarks" / "agent_candidate_cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    runs = sorted(path.name for path in (root / "records" / "nvidia-h100-80gb-hbm3" / "agent").glob("*.*"))
+    assert len(runs) >= 8
+    out = tmp_path / "cost.md"
+    assert module.main(["--out", str(out)]) == 0
+    rows = [line for line in out.read_text().splitlines()
+            if line.startswith("| ") and ("before: " in line or "after: " in line)]
+    for run in runs:
+        before = [row for row in rows if row.startswith(f"| {run} | before: nvidia-h200, ")]
+        after = [row for row in rows if row.startswith(f"| {run} | after: nvidia-h100-80gb-hbm3 |")]
+        assert len(before) == 1 and len(after) == 1, (run, rows)
+        for row in before + after:
+            per_candidate = row.split(" | ")[2]
+            assert re.fullmatch(r"\d+\.\d \(\d+\)", per_candidate) and float(per_candidate.split()[0]) > 0, row
+    with pytest.raises(SystemExit, match="no agent run stores under records/no-such-device/agent"):
+        module.main(["--after-device", "no-such-device"])
+
+
 def test_the_rerun_command_keeps_the_side_stream_allowance():
     from dataclasses import asdict
 
