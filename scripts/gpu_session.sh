@@ -6,7 +6,7 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION ('+' for a space: gpu-tests-k:F.py:not+slow) kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
-#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
+#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
 #           ladder-add:OP:DTYPE:SHAPE,SHAPE...[:ROUTE] (the same, merged into the committed record: its other shapes are
 #           kept while their files are unchanged; a ladder split over calls, e.g. ladder-add:attention:bfloat16:1x32x8x1x32768x128);
@@ -194,6 +194,12 @@ persistent_sweep() {   # persistent programs at softmax 4096x1024 and rms_norm 8
     && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print(k, r) for k in ('softmax', 'rms_norm') for r in d[k]['configurations']]" \
        "$DEVICE_RECORDS/persistent-sweep.json"
 }
+gemv_sweep() {   # decode GEMV tiles and split-K against a pure read of the weight and F.linear (benchmarks/gemv_sweep.py)
+  python3 benchmarks/gemv_sweep.py >"$DEVICE_RECORDS/gemv-sweep.json.partial" 2>>"$ERRORS" \
+    && mv "$DEVICE_RECORDS/gemv-sweep.json.partial" "$DEVICE_RECORDS/gemv-sweep.json" \
+    && python3 -c "import json,sys; [print(s['shape'], 'read floor', round(s['read_floor']['gb_per_s']), 'F.linear', round(s['f_linear']['gb_per_s']), 'best', s['best']) for s in json.load(open(sys.argv[1]))['shapes']]" \
+       "$DEVICE_RECORDS/gemv-sweep.json"
+}
 window_drain() {   # the drain's readings of an honest add with and without the call window (benchmarks/window_drain.py)
   python3 benchmarks/window_drain.py >"$DEVICE_RECORDS/window-drain.json.partial" 2>>"$ERRORS" \
     && mv "$DEVICE_RECORDS/window-drain.json.partial" "$DEVICE_RECORDS/window-drain.json" \
@@ -274,7 +280,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
     --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 
-export -f model_run model_profile model_vision model_agent notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush window_drain ladder ladder_add profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
+export -f gemv_sweep model_run model_profile model_vision model_agent notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush window_drain ladder ladder_add profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
   reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug OUT
 
@@ -303,6 +309,7 @@ for stage in $stages; do
     dirty-l2) run_stage dirty-l2 dirty_l2 ;;
     eviction-sweep) run_stage eviction-sweep eviction_sweep ;;
     persistent-sweep) run_stage persistent-sweep persistent_sweep ;;
+    gemv-sweep) run_stage gemv-sweep gemv_sweep ;;
     copy-floor) run_stage copy-floor copy_floor ;;
     grid-check) run_stage grid-check grid_check ;;
     profile-records) run_stage profile-records profile_records ;;

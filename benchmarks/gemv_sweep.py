@@ -1,0 +1,170 @@
+"""Why does the decode GEMV read its weight at ~0.65-0.69 of copy bandwidth? Tiles and split-K swept, against
+a pure read of the same bytes and paired with F.linear.
+
+What is known (records/nvidia-h200/linear.bfloat16.json, runs of 6173353 and earlier): at M = 1 in bfloat16,
+F.linear (cuBLAS) reads a 14336x4096 weight at 2,956 GB/s and a 4096x14336 one at 2,875; our
+t02_streaming_gemv (one warp a row, cp.async steps of 512 bytes) at 2,763 and 2,918; Inductor's
+max-autotune kernel at 3,086 and 3,486 GB/s (1.207x F.linear [1.20, 1.21] at 4096x14336: 4096 rows of
+14336, few rows for 132 SMs, a long K each). t02's header predicted ~0.85 of copy from bytes in flight
+alone and got 0.65-0.69, so bytes in flight are not the whole story. The model backend (issue 23) leaves
+every projection on cuBLAS (hello-gpu linear 0.97x eager over a decode step), and its decode step is
+mostly these reads: 2.47 GB of 1B weights a step, 16 GB of 8B.
+
+Two questions, each answered per weight shape of the two model sizes:
+
+1. What is the floor? ``read floor``: the weight read as contiguous 16 KiB tiles, one float written a
+   tile (no x, no FMA): the fastest order DRAM can serve these bytes in. Every GEMV below is a fraction
+   of it as well as a ratio to F.linear.
+2. What does a GEMV need to approach it? ``tiled``: a program owns BLOCK_N rows and walks its share of K
+   in [BLOCK_N, BLOCK_K] tiles (2-D loads: BLOCK_N rows of BLOCK_K contiguous elements, pipelined by
+   ``tl.range(num_stages=3)``), FMAs into a float32 tile, sums it at the end. ``SPLIT`` programs share a
+   row block's K (split-K): more programs for few long rows, each adding its partial sum into a float32
+   output zeroed first (``out.zero_()`` is timed with it: what a split-K design pays for the zeroing).
+
+Prediction: if DRAM order is the limit, the read floor sits near copy's read half (~4.2 TB/s of reads on
+the H200) and tiles of 16-32 rows x 512-1024 contiguous elements reach ~0.85 of it at 14336x4096; at
+4096x14336 and the 1B down projection (2048x8192: 2048 rows, 128 row blocks of 16 for 132 SMs) split-K
+2-4 is needed to fill the SMs, and its zeroing (~2 us) costs less than it gains (~8 us at 4096x14336).
+
+Prints one JSON object: the read floor and F.linear per shape, then every configuration's cold median,
+GB/s on the weight bytes, fraction of the read floor and paired speedup over F.linear (> 1: faster),
+with the 95% interval. Each configuration's output is checked against a float64 reference first.
+
+    python benchmarks/gemv_sweep.py > records/<device>/gemv-sweep.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+# (N, K) of every decode projection: Llama-3-8B's gate/up (14336x4096) and down (4096x14336), Llama-3.2-1B's
+# gate_up (16384x2048, gate and up as one matrix, models/llama.py) and down (2048x8192).
+SHAPES = ((14336, 4096), (4096, 14336), (16384, 2048), (2048, 8192))
+# (BLOCK_N, BLOCK_K): a float32 tile of BLOCK_N x BLOCK_K sums, at most 32 a thread (4 warps up to 4096
+# elements, 8 warps beyond), so nothing spills.
+TILES = ((8, 512), (16, 512), (32, 256), (8, 1024), (16, 1024), (32, 512))
+SPLITS = (1, 2, 4, 8)
+STAGES = 3
+READ_TILE = 8192         # elements of the read floor's tile: 16 KiB of bfloat16
+SECONDS = 0.3            # per measurement and per comparison: ~100 configurations in ~2 minutes
+
+
+@triton.jit
+def read_floor_kernel(w_ptr, out_ptr, TILE: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * TILE + tl.arange(0, TILE)
+    tl.store(out_ptr + tl.program_id(0), tl.sum(tl.load(w_ptr + offsets).to(tl.float32), axis=0))
+
+
+@triton.jit
+def tiled_gemv_kernel(x_ptr, w_ptr, out_ptr, N, K, stride_w, k_per_split,
+                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, STAGES: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    first_k = tl.program_id(1) * k_per_split
+    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    for k0 in tl.range(first_k, first_k + k_per_split, BLOCK_K, num_stages=STAGES):
+        columns = k0 + tl.arange(0, BLOCK_K)
+        inside = columns < K
+        w = tl.load(w_ptr + rows[:, None].to(tl.int64) * stride_w + columns[None, :],
+                    mask=(rows[:, None] < N) & inside[None, :], other=0.0)
+        x = tl.load(x_ptr + columns, mask=inside, other=0.0)
+        acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
+    partial = tl.sum(acc, axis=1)
+    if SPLIT == 1:
+        tl.store(out_ptr + rows, partial, mask=rows < N)
+    else:
+        tl.atomic_add(out_ptr + rows, partial, mask=rows < N)
+
+
+def warps_for(block_n: int, block_k: int) -> int:
+    return 4 if block_n * block_k <= 4096 else 8
+
+
+def tiled_launch(x, weight, out, block_n: int, block_k: int, split: int):
+    """A callable running the tiled GEMV of ``x`` (K,) by ``weight`` (N, K) into the float32 ``out`` (N,)."""
+    n, k = weight.shape
+    k_per_split = triton.cdiv(triton.cdiv(k, split), block_k) * block_k   # a whole number of tiles a split
+    grid = (triton.cdiv(n, block_n), triton.cdiv(k, k_per_split))
+
+    def launch():
+        if grid[1] > 1:
+            out.zero_()
+        tiled_gemv_kernel[grid](x, weight, out, n, k, weight.stride(0), k_per_split, BLOCK_N=block_n,
+                                BLOCK_K=block_k, SPLIT=grid[1], STAGES=STAGES, num_warps=warps_for(block_n, block_k))
+    return launch
+
+
+def read_floor_launch(weight, partials):
+    if weight.numel() % READ_TILE or partials.numel() != weight.numel() // READ_TILE:
+        raise ValueError(f"the read floor takes whole tiles of {READ_TILE} elements, one partial each: "
+                         f"{weight.numel()} elements, {partials.numel()} partials")
+    tiles = weight.numel() // READ_TILE
+    return lambda: read_floor_kernel[(tiles,)](weight, partials, TILE=READ_TILE, num_warps=8)
+
+
+def check(launch, out, x, weight) -> None:
+    """The launch's output against float64, within the float32 accumulation's own error over K."""
+    out.fill_(float("nan"))
+    launch()
+    expected = weight.double() @ x.double()
+    bound = 1e-5 * (weight.double().abs() @ x.double().abs()) + 1e-6
+    error = (out.double() - expected).abs()
+    if not bool((error <= bound).all()):
+        worst = int(torch.argmax(error / bound))
+        raise AssertionError(f"row {worst}: {float(out[worst])} against {float(expected[worst])} (allowed "
+                             f"{float(bound[worst]):.3g})")
+
+
+def sweep_shape(n: int, k: int, seed: int) -> dict:
+    from hello_gpu.bench import compare, measure
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    weight = (torch.randn(n, k, device="cuda", generator=generator) * 0.02).to(torch.bfloat16)
+    x = torch.randn(k, device="cuda", generator=generator).to(torch.bfloat16)
+    weight_bytes = weight.numel() * weight.element_size()
+    x_row = x.view(1, k)
+
+    def baseline():
+        return F.linear(x_row, weight)
+    partials = torch.empty(weight.numel() // READ_TILE, device="cuda", dtype=torch.float32)
+    floor = read_floor_launch(weight, partials)
+    floor()
+    torch.testing.assert_close(partials.sum().double(), weight.double().sum(), rtol=1e-3, atol=1e-2)
+
+    def seconds(fn) -> float:
+        return measure(fn, cache="cold", max_seconds=SECONDS).summary.median
+    floor_s, linear_s = seconds(floor), seconds(baseline)
+    rows = []
+    out = torch.empty(n, device="cuda", dtype=torch.float32)
+    for block_n, block_k in TILES:
+        for split in SPLITS:
+            if k % split or (k // split) < block_k:
+                continue
+            launch = tiled_launch(x, weight, out, block_n, block_k, split)
+            check(launch, out, x, weight)
+            median = seconds(launch)
+            paired = compare(baseline, launch, max_seconds=SECONDS)
+            rows.append({"block_n": block_n, "block_k": block_k, "split": split, "warps": warps_for(block_n, block_k),
+                         "programs": triton.cdiv(n, block_n) * split, "median_us": median * 1e6,
+                         "gb_per_s": weight_bytes / median / 1e9, "of_read_floor": floor_s / median,
+                         "vs_f_linear": paired.speedup.value, "ci95": list(paired.speedup.ci95)})
+            print(f"{n}x{k} {rows[-1]}", file=sys.stderr)
+    best = max(rows, key=lambda row: row["vs_f_linear"])
+    return {"shape": f"1x{n}x{k}", "dtype": "bfloat16", "weight_bytes": weight_bytes,
+            "read_floor": {"median_us": floor_s * 1e6, "gb_per_s": weight_bytes / floor_s / 1e9},
+            "f_linear": {"median_us": linear_s * 1e6, "gb_per_s": weight_bytes / linear_s / 1e9,
+                         "of_read_floor": floor_s / linear_s},
+            "best": best, "configurations": rows}
+
+
+def main() -> None:
+    results = [sweep_shape(n, k, seed=70 + index) for index, (n, k) in enumerate(SHAPES)]
+    print(json.dumps({"device": torch.cuda.get_device_name(), "stages": STAGES, "shapes": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
