@@ -400,6 +400,36 @@ def test_the_hello_gpu_backend_decides_each_written_kernel_by_a_measurement_on_t
     assert torch.equal(greedy_tokens(runner, prompt, 32), generate(model, prompt, 32, ops=runner.ops))
 
 
+@pytest.mark.gpu
+@gpu
+def test_the_prefill_graph_is_captured_once_a_prompt_shape_and_replays_the_eager_prefills_logits():
+    """hello-gpu's prefill (captured_prefill): the first prefill of a (batch, length) captures it, later ones replay,
+    each with the logits the same ops give eagerly, bit for bit, for new tokens as well; past ``keep`` shapes the
+    least recently used graph goes."""
+    from hello_gpu.models.backends import captured_prefill
+    model = build_model(TINY, device="cuda", dtype=torch.float32, seed=21)
+    runner = make_runner(model, "hello-gpu", batch=2, max_seq=24)
+    assert "prefill captured in a CUDA graph per prompt shape, at its first prefill" in runner.notes
+    cache = model.new_cache(2, 24)
+
+    def eager(tokens, positions):
+        with torch.no_grad():
+            return model(tokens, positions, cache, ops=runner.ops, last_only=True)
+    step_calls = []
+
+    def step(tokens, positions):
+        step_calls.append(tuple(tokens.shape))
+        return model(tokens, positions, runner.cache, ops=runner.ops, last_only=True)
+    prefill = torch.no_grad()(captured_prefill(step, torch.device("cuda"), keep=2))
+    for length, seed in ((7, 1), (7, 2), (11, 3), (7, 4), (5, 5), (11, 6)):
+        tokens = prompt_of(2, length, seed=seed).cuda()
+        positions = torch.arange(length, device="cuda")
+        assert torch.equal(prefill(tokens, positions), eager(tokens, positions)), (length, seed)
+    # 7 captured (3 warm-up runs + the capture), 11 captured, 7 replayed, 5 captured (11 goes), 11 captured again
+    assert step_calls == [(2, 7)] * 4 + [(2, 11)] * 4 + [(2, 5)] * 4 + [(2, 11)] * 4
+    assert [key[0] for key in prefill.graphs] == [(2, 5), (2, 11)]
+
+
 def test_a_reference_record_made_by_hand_without_exact_logits_is_refused_by_name():
     """compare_with needs, for every step, the reference's logits, its token and the exact logits: a record made by
     hand with the exact ones missing gets an error that says so and how to fill them (it was a bare zip error)."""

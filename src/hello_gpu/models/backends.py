@@ -36,6 +36,7 @@ reduce-overhead graph writes the same output buffer each time): clone what you k
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
@@ -698,18 +699,18 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
             notes.append(note)
         if on_gpu:
             decode = captured_decode(decode, batch, model.device)
+            prefill = captured_prefill(prefill, model.device)
             notes.append("decode step captured in a CUDA graph")
+            notes.append("prefill captured in a CUDA graph per prompt shape, at its first prefill")
         else:
-            notes.append("no CUDA graph on the CPU: the decode step runs eagerly")
+            notes.append("no CUDA graph on the CPU: the decode step and the prefill run eagerly")
     return Runner(backend, model, cache, ops, prefill, decode, choices, notes)
 
 
 # region cuda-graph
-def captured_decode(step: Callable, batch: int, device) -> Callable:
-    """``step`` captured once in a CUDA graph; each call copies its inputs into the captured ones and
-    replays. Warm-up runs first on a side stream (Triton compiles, first launches), as capture requires."""
-    tokens = torch.zeros((batch, 1), dtype=torch.long, device=device)
-    positions = torch.zeros(1, dtype=torch.long, device=device)
+def _captured(step: Callable, tokens: torch.Tensor, positions: torch.Tensor, device) -> tuple:
+    """``(graph, logits)``: ``step(tokens, positions)`` captured once in a CUDA graph on these input tensors,
+    after three warm-up runs on a side stream (Triton compiles, first launches, plans), as capture requires."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
@@ -719,6 +720,15 @@ def captured_decode(step: Callable, batch: int, device) -> Callable:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         logits = step(tokens, positions)
+    return graph, logits
+
+
+def captured_decode(step: Callable, batch: int, device) -> Callable:
+    """``step`` captured once in a CUDA graph; each call copies its inputs into the captured ones and
+    replays."""
+    tokens = torch.zeros((batch, 1), dtype=torch.long, device=device)
+    positions = torch.zeros(1, dtype=torch.long, device=device)
+    graph, logits = _captured(step, tokens, positions, device)
 
     def replay(new_tokens, new_positions):
         tokens.copy_(new_tokens)
@@ -726,6 +736,39 @@ def captured_decode(step: Callable, batch: int, device) -> Callable:
         graph.replay()
         return logits
     replay.graph = graph
+    return replay
+
+
+PREFILL_GRAPHS = 4      # prompt shapes whose graphs are kept (each holds its activations: ~0.5 GB at 8B, 2048 tokens)
+
+
+def captured_prefill(step: Callable, device, keep: int = PREFILL_GRAPHS) -> Callable:
+    """``step`` captured in a CUDA graph per prompt shape (batch, length), on the first prefill of that
+    shape, and replayed for later ones: what reduce-overhead does for each new shape.
+
+    Why: a prefill is ~10 launches a layer that the host issues one by one. At the 1B's 512-token prompt
+    the GPU work is ~3 ms (reduce-overhead's prefill, H100, session 18) and eager's host took 12-13 ms;
+    ours, each Triton launch with its checks, 15.8-18.2 ms (records/nvidia-h100-80gb-hbm3/models/
+    run.1b.b1.p512.n256, 9 prefills). The first prefill of a shape pays three warm-up runs and the
+    capture; the ``keep`` most recently used shapes are kept."""
+    graphs: OrderedDict = OrderedDict()
+
+    def replay(new_tokens, new_positions):
+        key = (tuple(new_tokens.shape), tuple(new_positions.shape), new_tokens.dtype, new_positions.dtype)
+        entry = graphs.pop(key, None)
+        if entry is None:
+            tokens = new_tokens.to(device=device, copy=True)
+            positions = new_positions.to(device=device, copy=True)
+            entry = (tokens, positions, *_captured(step, tokens, positions, device))
+        graphs[key] = entry                      # the most recently used last
+        while len(graphs) > keep:
+            graphs.popitem(last=False)
+        tokens, positions, graph, logits = entry
+        tokens.copy_(new_tokens)
+        positions.copy_(new_positions)
+        graph.replay()
+        return logits
+    replay.graphs = graphs
     return replay
 # endregion cuda-graph
 
@@ -756,5 +799,5 @@ def greedy_tokens(runner: Runner, prompt: torch.Tensor, new_tokens: int, on_step
 
 
 __all__ = ["BACKENDS", "REPLACEMENTS", "Choice", "Replacement", "Runner", "check_replacement",
-           "choose_replacements", "captured_decode", "decode_cases", "greedy_tokens", "make_runner", "ops_with",
+           "choose_replacements", "captured_decode", "captured_prefill", "decode_cases", "greedy_tokens", "make_runner", "ops_with",
            "register_replacement"]
