@@ -728,15 +728,21 @@ def captured_decode(step: Callable, batch: int, device) -> Callable:
     replays."""
     tokens = torch.zeros((batch, 1), dtype=torch.long, device=device)
     positions = torch.zeros(1, dtype=torch.long, device=device)
-    graph, logits = _captured(step, tokens, positions, device)
+    captured = (tokens, positions, *_captured(step, tokens, positions, device))
 
     def replay(new_tokens, new_positions):
-        tokens.copy_(new_tokens)
-        positions.copy_(new_positions)
-        graph.replay()
-        return logits
-    replay.graph = graph
+        return _replayed(captured, new_tokens, new_positions)
+    replay.graph = captured[2]
     return replay
+
+
+def _replayed(captured: tuple, new_tokens: torch.Tensor, new_positions: torch.Tensor) -> torch.Tensor:
+    """The captured graph's logits for these inputs: copied into the captured input tensors, then replayed."""
+    tokens, positions, graph, logits = captured
+    tokens.copy_(new_tokens)
+    positions.copy_(new_positions)
+    graph.replay()
+    return logits
 
 
 PREFILL_GRAPHS = 4      # prompt shapes whose graphs are kept (each holds its activations: ~0.5 GB at 8B, 2048 tokens)
@@ -763,11 +769,7 @@ def captured_prefill(step: Callable, device, keep: int = PREFILL_GRAPHS) -> Call
         graphs[key] = entry                      # the most recently used last
         while len(graphs) > keep:
             graphs.popitem(last=False)
-        tokens, positions, graph, logits = entry
-        tokens.copy_(new_tokens)
-        positions.copy_(new_positions)
-        graph.replay()
-        return logits
+        return _replayed(entry, new_tokens, new_positions)
     replay.graphs = graphs
     return replay
 # endregion cuda-graph
