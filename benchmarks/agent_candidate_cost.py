@@ -37,16 +37,16 @@ def _git(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, check=True)
 
 
-def first_committed_store(path: str) -> tuple[str, str, Path] | None:
-    """(commit, date, folder holding that commit's candidates.sqlite) for the oldest commit of ``path``."""
+def first_committed_cost(path: str) -> tuple[str, str, dict] | None:
+    """(commit, date, :func:`cost`) of the oldest committed version of the store ``path``; None if never committed."""
     log = _git("log", "--format=%h %cd", "--date=short", "--", path).stdout.decode().split("\n")
     versions = [line.split() for line in log if line.strip()]
     if not versions:
         return None
     commit, date = versions[-1]
-    folder = Path(tempfile.mkdtemp(prefix="agent-cost-"))
-    (folder / "candidates.sqlite").write_bytes(_git("show", f"{commit}:{path}").stdout)
-    return commit, date, folder
+    with tempfile.TemporaryDirectory(prefix="agent-cost-") as folder:
+        (Path(folder) / "candidates.sqlite").write_bytes(_git("show", f"{commit}:{path}").stdout)
+        return commit, date, cost(Path(folder))
 
 
 def cost(run_dir: Path) -> dict:
@@ -72,11 +72,11 @@ def table(before_device: str, after_device: str) -> list[str]:
     lines = [f"| run | store | per candidate, s | {' | '.join(STEPS)} |",
              "|---|---|---:|" + "---:|" * len(STEPS)]
     for run in runs:
-        before = first_committed_store(f"records/{before_device}/agent/{run}/candidates.sqlite")
+        before = first_committed_cost(f"records/{before_device}/agent/{run}/candidates.sqlite")
         rows = []
         if before:
-            commit, date, folder = before
-            rows.append((f"before: {before_device}, {commit} ({date})", cost(folder)))
+            commit, date, costs = before
+            rows.append((f"before: {before_device}, {commit} ({date})", costs))
         else:
             rows.append((f"before: no committed store under records/{before_device}", {}))
         rows.append((f"after: {after_device}", cost(ROOT / "records" / after_device / "agent" / run)))
