@@ -76,6 +76,25 @@ def test_the_kernel_matches_float64_sdpa_over_a_partly_written_cache(batch, head
 
 
 @runs_here
+@pytest.mark.parametrize("merge_elements, programs", [(1, 64), (512, 64), (512, 6)])
+def test_the_merge_in_several_steps_matches_float64(monkeypatch, merge_elements, programs):
+    """Partials held at once cut to one or two splits (8192 float32 values on the GPU): 16 splits merged in
+    16 or 8 steps, and 3 splits in steps of 2, the last step half masked."""
+    import hello_gpu.models.decode_attention_kernel as kernel
+    monkeypatch.setattr(kernel, "MERGE_ELEMENTS", merge_elements)
+    inputs = decode_inputs(1, 8, 2, 1000, 64, 640, torch.float32, seed=merge_elements + programs)
+    assert_matches(kernel.decode_attention(*inputs, programs=programs), *inputs)
+
+
+def test_the_merge_loads_every_split_at_once_where_the_partials_fit():
+    from hello_gpu.models.decode_attention_kernel import merge_splits_a_step
+    assert merge_splits_a_step(12, 4, 128) == 16          # the 8B and the 1B: 12 splits in one step
+    assert merge_splits_a_step(33, 4, 128) == 16          # a long cache: 33 splits in 3 steps of 16
+    assert merge_splits_a_step(3, 1, 8) == 4
+    assert merge_splits_a_step(5, 64, 256) == 1           # one split's partials are 16384 values: one a step
+
+
+@runs_here
 @pytest.mark.parametrize("position", [0, 40, 63, 64, 200])
 def test_keys_beyond_the_mask_are_never_read(position):
     """NaN in every K and V position beyond the mask (in the visible keys' own tile, and whole tiles after it):
@@ -206,7 +225,7 @@ import json, re
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from hello_gpu.models.decode_attention_kernel import split_kernel, merge_kernel, BLOCK_N
+from hello_gpu.models.decode_attention_kernel import split_kernel, merge_kernel, merge_splits_a_step, BLOCK_N
 results = {}
 for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("bf16", 1, 128)):
     block_g, block_d = max(16, triton.next_power_of_2(group)), max(16, triton.next_power_of_2(dim))
@@ -214,8 +233,9 @@ for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("b
     for kernel, constants in ((split_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": block_g, "BLOCK_D": block_d,
                                               "BLOCK_N": BLOCK_N, "PRECISION": "ieee" if dtype == "fp32" else "tf32",
                                               "PDL": pdl}),
-                              (merge_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": block_g, "BLOCK_D": block_d,
-                                              "PDL": pdl})):
+                              (merge_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": triton.next_power_of_2(group),
+                                              "BLOCK_S": merge_splits_a_step(12, triton.next_power_of_2(group), block_d),
+                                              "BLOCK_D": block_d, "PDL": pdl})):
         def kind(n):
             if n in constants: return "constexpr"
             if n == "mask_ptr": return "*u8"

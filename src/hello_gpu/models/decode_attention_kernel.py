@@ -37,7 +37,8 @@ prediction: ~2.3 MB a layer at ~3 TB/s is ~0.8 us of bytes, so two launches (~1.
   as a bias): ~1.5-2x, from the 1 MB of unwritten cache skipped and the launch it does not save;
   unmeasured (no GPU in the session that wrote it): the backend swaps it in only if its timing says faster
 outcome: not measured yet
-deterministic: yes, each split reduces its tiles in order and the merge visits splits in order
+deterministic: yes, each split reduces its tiles in order and the merge adds the splits in a fixed order (a
+  step's splits as one tl.sum, the steps in order)
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ BLOCK_N = 64                # keys a tile: 64 x 128 bf16 = 16 KB of K and as muc
 WARPS = 4
 PROGRAMS_PER_SM = 2
 INTERPRETER_PROGRAMS = 8    # no GPU to size the split for: enough splits to exercise the merge
+MERGE_ELEMENTS = 8192       # float32 partials the merge holds at once: 16 splits x 4 rows x 128 dims on the 8B
 
 
 @triton.jit
@@ -118,33 +120,46 @@ def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, kv
 
 @triton.jit
 def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
-    """Merge one KV head's splits in order; divide once, round once; a row that saw no key gets 0."""
+                 BLOCK_S: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+    """Merge one KV head's splits, BLOCK_S of them a step loaded at once; divide once, round once; a row that
+    saw no key gets 0. (Session 19's profile of the 1B decode step on the H100: one split a step took 5.7 us
+    a call for 12 splits, 12 dependent rounds of loads; the splits' partials are ~12 KB a KV head.)"""
     wait_then_release(PDL)
     bkv = tl.program_id(0).to(tl.int64)
-    rows = tl.arange(0, BLOCK_G)
-    dims = tl.arange(0, BLOCK_D)
-    live = rows < GROUP
-    both = live[:, None] & (dims < HEAD_DIM)[None, :]
+    steps = tl.arange(0, BLOCK_S)[:, None]                    # (splits of a step, 1)
+    rows = tl.arange(0, BLOCK_G)[None, :]                     # (1, rows)
+    dims = tl.arange(0, BLOCK_D)[None, None, :]
+    in_dim = dims < HEAD_DIM
     row_max = tl.full([BLOCK_G], float("-inf"), tl.float32)
     row_sum = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
-    for split in range(0, splits):
-        part = (bkv * splits + split) * GROUP + rows
+    for first in range(0, splits, BLOCK_S):
+        live = (first + steps < splits) & (rows < GROUP)                  # (splits, rows)
+        part = (bkv * splits + first + steps) * GROUP + rows
         split_max = tl.load(part_stats_ptr + part * 2, mask=live, other=float("-inf"))
         split_sum = tl.load(part_stats_ptr + part * 2 + 1, mask=live, other=0.0)
-        split_acc = tl.load(part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], mask=both, other=0.0)
-        new_max = tl.maximum(row_max, split_max)
+        split_acc = tl.load(part_acc_ptr + part[:, :, None] * HEAD_DIM + dims, mask=live[:, :, None] & in_dim,
+                            other=0.0)
+        new_max = tl.maximum(row_max, tl.max(split_max, axis=0))
         safe = tl.where(new_max == float("-inf"), 0.0, new_max)
-        mine, theirs = tl.exp2(row_max - safe), tl.exp2(split_max - safe)
-        row_sum = row_sum * mine + split_sum * theirs
-        acc = acc * mine[:, None] + split_acc * theirs[:, None]
+        mine, theirs = tl.exp2(row_max - safe), tl.exp2(split_max - safe[None, :])
+        row_sum = row_sum * mine + tl.sum(split_sum * theirs, axis=0)
+        acc = acc * mine[:, None] + tl.sum(split_acc * theirs[:, :, None], axis=0)
         row_max = new_max
     seen = row_sum > 0
     out = tl.where(seen[:, None], acc / tl.where(seen, row_sum, 1.0)[:, None], 0.0)
     # out is contiguous (B, H, 1, D) and head = kv_head * GROUP + row, so its row is bkv * GROUP + row
-    tl.store(out_ptr + (bkv * GROUP + rows)[:, None] * HEAD_DIM + dims[None, :], out.to(out_ptr.dtype.element_ty),
-             mask=both)
+    out_rows = tl.arange(0, BLOCK_G)[:, None]
+    out_dims = tl.arange(0, BLOCK_D)[None, :]
+    tl.store(out_ptr + (bkv * GROUP + out_rows) * HEAD_DIM + out_dims, out.to(out_ptr.dtype.element_ty),
+             mask=(out_rows < GROUP) & (out_dims < HEAD_DIM))
+
+
+def merge_splits_a_step(splits: int, block_g: int, block_d: int) -> int:
+    """Splits the merge loads at once: all of them, as long as their partials stay at most MERGE_ELEMENTS
+    float32 values a program (64 a thread over 4 warps)."""
+    fitting = max(1, MERGE_ELEMENTS // (block_g * block_d))
+    return min(triton.next_power_of_2(splits), 1 << (fitting.bit_length() - 1))
 
 
 def check_arguments(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, name: str) -> None:
@@ -234,7 +249,9 @@ def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
         values.stride(0), values.stride(1), values.stride(2), mask_bytes.stride(1), scale_log2,
         GROUP=group, HEAD_DIM=dim, BLOCK_G=block_g, BLOCK_D=block_d, BLOCK_N=BLOCK_N,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32", PDL=pdl, num_warps=WARPS, **launch_options(pdl))
-    merge_kernel[(heads_in_flight,)](part_acc, part_stats, out, splits, GROUP=group, HEAD_DIM=dim, BLOCK_G=block_g,
+    merge_rows = triton.next_power_of_2(group)          # no tl.dot in the merge: no padding to 16 rows
+    merge_kernel[(heads_in_flight,)](part_acc, part_stats, out, splits, GROUP=group, HEAD_DIM=dim,
+                                     BLOCK_S=merge_splits_a_step(splits, merge_rows, block_d), BLOCK_G=merge_rows,
                                      BLOCK_D=block_d, PDL=pdl, num_warps=WARPS, **launch_options(pdl))
     return out
 
@@ -255,4 +272,4 @@ def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: t
     return decode_attention(q, keys, values, mask, pdl=pdl)
 
 
-__all__ = ["attend_tile", "attention", "check_arguments", "decode_attention", "merge_kernel", "split_kernel", "split_keys"]
+__all__ = ["attend_tile", "attention", "check_arguments", "decode_attention", "merge_kernel", "merge_splits_a_step", "split_kernel", "split_keys"]
