@@ -36,6 +36,11 @@ prediction: ~2.3 MB a layer at ~3 TB/s is ~0.8 us of bytes, so two launches (~1.
   Were SDPA to take its memory-efficient kernel instead (one launch reading the whole 3.15 MB cache, the mask
   as a bias): ~1.5-2x, from the 1 MB of unwritten cache skipped and the launch it does not save;
   unmeasured (no GPU in the session that wrote it): the backend swaps it in only if its timing says faster
+  The merge, loading a step of splits at once (session 19): the H100's profile of the 1B decode step
+  (records/nvidia-h100-80gb-hbm3/models/profile.1b.decode.b1.p512.hello-gpu-pdl) had it at 5.7 us a call
+  (456 us over 80 calls) against 3.9 us for the split kernel: 8 programs, each 12 rounds of dependent
+  loads, one split a round. With the 12 splits in one round (~12 KB a program, one L2 latency) ~2 us a call:
+  ~60 us of the 1B's 1.37 ms step (~4%), ~110 us of the 8B's ~6 ms (~2%)
 outcome: not measured yet
 deterministic: yes, each split reduces its tiles in order and the merge adds the splits in a fixed order (a
   step's splits as one tl.sum, the steps in order)
