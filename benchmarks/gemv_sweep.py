@@ -26,15 +26,30 @@ the H200) and tiles of 16-32 rows x 512-1024 contiguous elements reach ~0.85 of 
 4096x14336 and the 1B down projection (2048x8192: 2048 rows, 128 row blocks of 16 for 132 SMs) split-K
 2-4 is needed to fill the SMs, and its zeroing (~2 us) costs less than it gains (~8 us at 4096x14336).
 
+What it found at one row (records/nvidia-h100-80gb-hbm3/gemv-sweep.json, run of 75500b4, H100): [8, 512]
+tiles with one split read at 0.95-0.98 of the floor and 1.02-1.10x F.linear at all four shapes; split-K
+2-8 was slower at every shape. The read floor itself is 2,350 GB/s at 14336x4096 (a 50 us read) against
+3,023 GB/s of copy: a single weight's read never reaches copy speed.
+
+3. ``--rows 16`` (batch-16 decode, issue 21's M = 16 target): the same weights against 16 rows of x,
+   where FMAs alone would be issue-bound (linear t02's header: ~27 instructions a weight element at
+   M = 16 in bf16 against ~18 the SMs issue at copy speed), so tensor cores: ``dot``, a program owns
+   BLOCK_N weight rows and all 16 rows of x and walks K in [BLOCK_N, BLOCK_K] tiles with ``tl.dot`` (as
+   linear t01 does with its single [32, 256] tile and no choice of stages). Prediction: the floor is the
+   same bytes (x is 16 x K x 2 bytes, ~1% more), so the best tile reads within ~5% of the one-row best
+   (~0.9 of the floor), where t01 read 0.977x F.linear at 16x14336x4096 on the H200.
+
 Prints one JSON object: the read floor and F.linear per shape, then every configuration's cold median,
 GB/s on the weight bytes, fraction of the read floor and paired speedup over F.linear (> 1: faster),
 with the 95% interval. Each configuration's output is checked against a float64 reference first.
 
     python benchmarks/gemv_sweep.py > records/<device>/gemv-sweep.json
+    python benchmarks/gemv_sweep.py --rows 16 > records/<device>/gemv-sweep.m16.json
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -51,6 +66,10 @@ SHAPES = ((14336, 4096), (4096, 14336), (16384, 2048), (2048, 8192))
 TILES = ((8, 512), (16, 512), (32, 256), (8, 1024), (16, 1024), (32, 512))
 SPLITS = (1, 2, 4, 8)
 STAGES = 3
+# (BLOCK_N, BLOCK_K) of the 16-row tl.dot tiles, each at DOT_STAGES; a [16, BLOCK_N] float32 accumulator
+DOT_TILES = ((16, 256), (32, 256), (64, 128), (32, 512), (64, 256), (128, 128))
+DOT_STAGES = (3, 5)
+DOT_ROWS = 16
 READ_TILE = 8192         # elements of the read floor's tile: 16 KiB of bfloat16
 SECONDS = 0.3            # per measurement and per comparison: ~100 configurations in ~2 minutes
 
@@ -79,6 +98,37 @@ def tiled_gemv_kernel(x_ptr, w_ptr, out_ptr, N, K, stride_w, k_per_split,
         tl.store(out_ptr + rows, partial, mask=rows < N)
     else:
         tl.atomic_add(out_ptr + rows, partial, mask=rows < N)
+
+
+@triton.jit
+def dot_gemv_kernel(x_ptr, w_ptr, out_ptr, M, N, K, stride_x, stride_w, stride_out,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    x_rows = tl.arange(0, BLOCK_M)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=STAGES):
+        columns = k0 + tl.arange(0, BLOCK_K)
+        inside = columns < K
+        x = tl.load(x_ptr + x_rows[:, None] * stride_x + columns[None, :],
+                    mask=(x_rows[:, None] < M) & inside[None, :], other=0.0)
+        w = tl.load(w_ptr + rows[:, None].to(tl.int64) * stride_w + columns[None, :],
+                    mask=(rows[:, None] < N) & inside[None, :], other=0.0)
+        acc = tl.dot(x, tl.trans(w), acc)
+    tl.store(out_ptr + x_rows[:, None] * stride_out + rows[None, :], acc,
+             mask=(x_rows[:, None] < M) & (rows[None, :] < N))
+
+
+def dot_launch(x, weight, out, block_n: int, block_k: int, stages: int):
+    """A callable running the tl.dot GEMV of ``x`` (M <= 16, K) by ``weight`` (N, K) into float32 ``out`` (M, N)."""
+    (m, k), n = x.shape, weight.shape[0]
+    if m > DOT_ROWS:
+        raise ValueError(f"the dot GEMV holds {DOT_ROWS} rows of x a program, got {m}")
+
+    def launch():
+        dot_gemv_kernel[(triton.cdiv(n, block_n),)](x, weight, out, m, n, k, x.stride(0), weight.stride(0),
+                                                    out.stride(0), BLOCK_M=DOT_ROWS, BLOCK_N=block_n,
+                                                    BLOCK_K=block_k, STAGES=stages, num_warps=4)
+    return launch
 
 
 def warps_for(block_n: int, block_k: int) -> int:
@@ -111,25 +161,47 @@ def check(launch, out, x, weight) -> None:
     """The launch's output against float64, within the float32 accumulation's own error over K."""
     out.fill_(float("nan"))
     launch()
-    expected = weight.double() @ x.double()
-    bound = 1e-5 * (weight.double().abs() @ x.double().abs()) + 1e-6
+    expected = x.double() @ weight.double().t()
+    bound = 1e-5 * (x.double().abs() @ weight.double().abs().t()) + 1e-6
     error = (out.double() - expected).abs()
     if not bool((error <= bound).all()):
         worst = int(torch.argmax(error / bound))
-        raise AssertionError(f"row {worst}: {float(out[worst])} against {float(expected[worst])} (allowed "
-                             f"{float(bound[worst]):.3g})")
+        flat = out.reshape(-1), expected.reshape(-1), bound.reshape(-1)
+        where = f"row {worst}" if out.dim() == 1 else f"x row {worst // out.shape[1]}, row {worst % out.shape[1]}"
+        raise AssertionError(f"{where}: {float(flat[0][worst])} against {float(flat[1][worst])} (allowed "
+                             f"{float(flat[2][worst]):.3g})")
 
 
-def sweep_shape(n: int, k: int, seed: int) -> dict:
+def configurations(rows: int, x, weight, out):
+    """(fields, launch) of every configuration swept at this many rows of x: tiles and splits at one row,
+    tl.dot tiles and stages at 16."""
+    n, k = weight.shape
+    if rows == 1:
+        for block_n, block_k in TILES:
+            for split in SPLITS:
+                if k % split or (k // split) < block_k:
+                    continue
+                yield ({"block_n": block_n, "block_k": block_k, "split": split, "warps": warps_for(block_n, block_k),
+                        "programs": triton.cdiv(n, block_n) * split}, tiled_launch(x, weight, out, block_n, block_k, split))
+        return
+    for block_n, block_k in DOT_TILES:
+        for stages in DOT_STAGES:
+            yield ({"block_n": block_n, "block_k": block_k, "stages": stages, "warps": 4,
+                    "programs": triton.cdiv(n, block_n)}, dot_launch(x, weight, out, block_n, block_k, stages))
+
+
+def sweep_shape(n: int, k: int, seed: int, rows: int = 1) -> dict:
     from hello_gpu.bench import compare, measure
     generator = torch.Generator(device="cuda").manual_seed(seed)
     weight = (torch.randn(n, k, device="cuda", generator=generator) * 0.02).to(torch.bfloat16)
-    x = torch.randn(k, device="cuda", generator=generator).to(torch.bfloat16)
+    x = torch.randn(rows, k, device="cuda", generator=generator).to(torch.bfloat16)
     weight_bytes = weight.numel() * weight.element_size()
-    x_row = x.view(1, k)
+    x_rows = x
+    if rows == 1:
+        x = x.view(k)                       # the one-row kernels take x as (K,)
 
     def baseline():
-        return F.linear(x_row, weight)
+        return F.linear(x_rows, weight)
     partials = torch.empty(weight.numel() // READ_TILE, device="cuda", dtype=torch.float32)
     floor = read_floor_launch(weight, partials)
     floor()
@@ -138,32 +210,32 @@ def sweep_shape(n: int, k: int, seed: int) -> dict:
     def seconds(fn) -> float:
         return measure(fn, cache="cold", max_seconds=SECONDS).summary.median
     floor_s, linear_s = seconds(floor), seconds(baseline)
-    rows = []
-    out = torch.empty(n, device="cuda", dtype=torch.float32)
-    for block_n, block_k in TILES:
-        for split in SPLITS:
-            if k % split or (k // split) < block_k:
-                continue
-            launch = tiled_launch(x, weight, out, block_n, block_k, split)
-            check(launch, out, x, weight)
-            median = seconds(launch)
-            paired = compare(baseline, launch, max_seconds=SECONDS)
-            rows.append({"block_n": block_n, "block_k": block_k, "split": split, "warps": warps_for(block_n, block_k),
-                         "programs": triton.cdiv(n, block_n) * split, "median_us": median * 1e6,
-                         "gb_per_s": weight_bytes / median / 1e9, "of_read_floor": floor_s / median,
-                         "vs_f_linear": paired.speedup.value, "ci95": list(paired.speedup.ci95)})
-            print(f"{n}x{k} {rows[-1]}", file=sys.stderr)
-    best = max(rows, key=lambda row: row["vs_f_linear"])
-    return {"shape": f"1x{n}x{k}", "dtype": "bfloat16", "weight_bytes": weight_bytes,
+    results = []
+    out = torch.empty((n,) if rows == 1 else (rows, n), device="cuda", dtype=torch.float32)
+    for fields, launch in configurations(rows, x, weight, out):
+        check(launch, out, x, weight)
+        median = seconds(launch)
+        paired = compare(baseline, launch, max_seconds=SECONDS)
+        results.append({**fields, "median_us": median * 1e6, "gb_per_s": weight_bytes / median / 1e9,
+                        "of_read_floor": floor_s / median, "vs_f_linear": paired.speedup.value,
+                        "ci95": list(paired.speedup.ci95)})
+        print(f"{rows}x{n}x{k} {results[-1]}", file=sys.stderr)
+    best = max(results, key=lambda row: row["vs_f_linear"])
+    return {"shape": f"{rows}x{n}x{k}", "dtype": "bfloat16", "weight_bytes": weight_bytes,
             "read_floor": {"median_us": floor_s * 1e6, "gb_per_s": weight_bytes / floor_s / 1e9},
             "f_linear": {"median_us": linear_s * 1e6, "gb_per_s": weight_bytes / linear_s / 1e9,
                          "of_read_floor": floor_s / linear_s},
-            "best": best, "configurations": rows}
+            "best": best, "configurations": results}
 
 
 def main() -> None:
-    results = [sweep_shape(n, k, seed=70 + index) for index, (n, k) in enumerate(SHAPES)]
-    print(json.dumps({"device": torch.cuda.get_device_name(), "stages": STAGES, "shapes": results}, indent=1))
+    parser = argparse.ArgumentParser(description="decode GEMV tiles against a pure read of the weight and F.linear")
+    parser.add_argument("--rows", type=int, choices=(1, DOT_ROWS), default=1,
+                        help="rows of x: 1 (tiles and split-K, FMAs) or 16 (tl.dot tiles and stages)")
+    rows = parser.parse_args().rows
+    results = [sweep_shape(n, k, seed=70 + index, rows=rows) for index, (n, k) in enumerate(SHAPES)]
+    print(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows,
+                      "stages": STAGES if rows == 1 else list(DOT_STAGES), "shapes": results}, indent=1))
 
 
 if __name__ == "__main__":

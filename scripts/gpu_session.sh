@@ -6,7 +6,7 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION ('+' for a space: gpu-tests-k:F.py:not+slow) kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
-#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
+#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep gemv-sweep:16 copy-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
 #           ladder-add:OP:DTYPE:SHAPE,SHAPE...[:ROUTE] (the same, merged into the committed record: its other shapes are
 #           kept while their files are unchanged; a ladder split over calls, e.g. ladder-add:attention:bfloat16:1x32x8x1x32768x128);
@@ -194,11 +194,14 @@ persistent_sweep() {   # persistent programs at softmax 4096x1024 and rms_norm 8
     && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print(k, r) for k in ('softmax', 'rms_norm') for r in d[k]['configurations']]" \
        "$DEVICE_RECORDS/persistent-sweep.json"
 }
-gemv_sweep() {   # decode GEMV tiles and split-K against a pure read of the weight and F.linear (benchmarks/gemv_sweep.py)
-  python3 benchmarks/gemv_sweep.py >"$DEVICE_RECORDS/gemv-sweep.json.partial" 2>>"$ERRORS" \
-    && mv "$DEVICE_RECORDS/gemv-sweep.json.partial" "$DEVICE_RECORDS/gemv-sweep.json" \
+gemv_sweep() {   # gemv_sweep [ROWS]: decode GEMV tiles (and split-K at one row) against a pure read of the weight
+  # and F.linear (benchmarks/gemv_sweep.py); 16 rows: tl.dot tiles, into gemv-sweep.m16.json
+  local rows=${1:-1} name=gemv-sweep
+  [ "$rows" = 1 ] || name=gemv-sweep.m$rows
+  python3 benchmarks/gemv_sweep.py --rows "$rows" >"$DEVICE_RECORDS/$name.json.partial" 2>>"$ERRORS" \
+    && mv "$DEVICE_RECORDS/$name.json.partial" "$DEVICE_RECORDS/$name.json" \
     && python3 -c "import json,sys; [print(s['shape'], 'read floor', round(s['read_floor']['gb_per_s']), 'F.linear', round(s['f_linear']['gb_per_s']), 'best', s['best']) for s in json.load(open(sys.argv[1]))['shapes']]" \
-       "$DEVICE_RECORDS/gemv-sweep.json"
+       "$DEVICE_RECORDS/$name.json"
 }
 window_drain() {   # the drain's readings of an honest add with and without the call window (benchmarks/window_drain.py)
   python3 benchmarks/window_drain.py >"$DEVICE_RECORDS/window-drain.json.partial" 2>>"$ERRORS" \
@@ -310,6 +313,7 @@ for stage in $stages; do
     eviction-sweep) run_stage eviction-sweep eviction_sweep ;;
     persistent-sweep) run_stage persistent-sweep persistent_sweep ;;
     gemv-sweep) run_stage gemv-sweep gemv_sweep ;;
+    gemv-sweep:*) run_stage "$stage" gemv_sweep "${stage#gemv-sweep:}" ;;
     copy-floor) run_stage copy-floor copy_floor ;;
     grid-check) run_stage grid-check grid_check ;;
     profile-records) run_stage profile-records profile_records ;;

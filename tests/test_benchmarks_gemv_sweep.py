@@ -1,5 +1,6 @@
 """benchmarks/gemv_sweep.py's kernels (the Triton interpreter on a machine without a GPU): every tile and
-split computes the GEMV its figures are credited with, and the check refuses one that drops a tile of K."""
+split, and every 16-row tl.dot tile, computes the GEMV its figures are credited with, and the check refuses
+one that drops a tile of K."""
 
 import importlib.util
 from pathlib import Path
@@ -53,3 +54,28 @@ def test_the_read_floor_reads_every_tile_once(sweep):
     torch.testing.assert_close(partials.double(), expected, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="whole tiles of 8192 elements"):
         sweep.read_floor_launch(weight[:, :100], torch.empty(1))
+
+
+@pytest.mark.parametrize("rows", [16, 5])
+@pytest.mark.parametrize("block_n, block_k", [(16, 256), (64, 128)])
+def test_every_dot_tile_computes_the_16_row_gemv(sweep, rows, block_n, block_k):
+    # float16: the interpreter's bfloat16 dot is not exact; 37 weight rows (a partial block), K = 1100 (a
+    # partial last tile), 5 rows of x (11 of the 16 masked)
+    generator = torch.Generator().manual_seed(rows * 100 + block_n)
+    weight = (torch.randn(37, 1100, generator=generator) * 0.02).half()
+    x = torch.randn(rows, 1100, generator=generator).half()
+    out = torch.empty(rows, 37, dtype=torch.float32)
+    sweep.check(sweep.dot_launch(x, weight, out, block_n, block_k, stages=3), out, x, weight)
+
+
+def test_the_check_names_the_x_row_of_a_16_row_gemv_that_drops_a_tile(sweep):
+    generator = torch.Generator().manual_seed(16)
+    weight = (torch.randn(37, 1100, generator=generator) * 0.02).half()
+    x = torch.randn(16, 1100, generator=generator).half()
+    damaged = weight.clone()
+    damaged[9, 256:512] = 0
+    out = torch.empty(16, 37, dtype=torch.float32)
+    with pytest.raises(AssertionError, match=r"x row \d+, row 9: "):
+        sweep.check(sweep.dot_launch(x, damaged, out, 16, 256, stages=3), out, x, weight)
+    with pytest.raises(ValueError, match="holds 16 rows of x"):
+        sweep.dot_launch(torch.empty(17, 8).half(), weight[:, :8], torch.empty(17, 37), 16, 256, 3)
