@@ -38,9 +38,10 @@ prediction: ~2.3 MB a layer at ~3 TB/s is ~0.8 us of bytes, so two launches (~1.
   unmeasured (no GPU in the session that wrote it): the backend swaps it in only if its timing says faster
   The merge, loading a step of splits at once (session 19): the H100's profile of the 1B decode step
   (records/nvidia-h100-80gb-hbm3/models/profile.1b.decode.b1.p512.hello-gpu-pdl) had it at 5.7 us a call
-  (456 us over 80 calls) against 3.9 us for the split kernel: 8 programs, each 12 rounds of dependent
-  loads, one split a round. With the 12 splits in one round (~12 KB a program, one L2 latency) ~2 us a call:
-  ~60 us of the 1B's 1.37 ms step (~4%), ~110 us of the 8B's ~6 ms (~2%)
+  (456 us over 80 calls) against 3.9 us for the split kernel: 8 programs, each 12 rounds of loads one
+  after another (the loop issued a split's loads after the previous split's math). With the 12 splits in
+  one round (~12 KB a program, one L2 latency) ~2 us a call: ~60 us of the 1B's 1.37 ms step (~4%), ~110 us
+  of the 8B's ~6 ms (~2%)
 outcome: not measured yet
 deterministic: yes, each split reduces its tiles in order and the merge adds the splits in a fixed order (a
   step's splits as one tl.sum, the steps in order)
@@ -128,7 +129,7 @@ def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, splits, GROUP: tl.conste
                  BLOCK_S: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
     """Merge one KV head's splits, BLOCK_S of them a step loaded at once; divide once, round once; a row that
     saw no key gets 0. (Session 19's profile of the 1B decode step on the H100: one split a step took 5.7 us
-    a call for 12 splits, 12 dependent rounds of loads; the splits' partials are ~12 KB a KV head.)"""
+    a call for 12 splits, 12 rounds of loads one after another; the splits' partials are ~12 KB a KV head.)"""
     wait_then_release(PDL)
     bkv = tl.program_id(0).to(tl.int64)
     steps = tl.arange(0, BLOCK_S)[:, None]                    # (splits of a step, 1)
