@@ -278,4 +278,5 @@ def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: t
     return decode_attention(q, keys, values, mask, pdl=pdl)
 
 
-__all__ = ["attend_tile", "attention", "check_arguments", "decode_attention", "merge_kernel", "merge_splits_a_step", "split_kernel", "split_keys"]
+__all__ = ["attend_tile", "attention", "check_arguments", "decode_attention", "merge_kernel", "merge_splits_a_step",
+           "split_kernel", "split_keys"]
