@@ -278,3 +278,26 @@ def test_hello_gpu_pdl_runs_beside_hello_gpu_and_is_compared_with_it_in_the_same
     assert {("hello-gpu-pdl", "hello-gpu"), ("hello-gpu-pdl", "eager"), ("hello-gpu", "eager")} <= pairs, pairs
     prefill_pairs = {(ratio["candidate"], ratio["baseline"]) for ratio in result.to_dict()["prefill_ratios"]}
     assert ("hello-gpu-pdl", "hello-gpu") in prefill_pairs
+
+
+def test_the_second_hello_gpu_backend_of_a_run_takes_the_first_ones_kernel_choices(monkeypatch):
+    """Decided once a run: hello-gpu-pdl swaps in what hello-gpu chose (forced rms_norm here, checked in the
+    interpreter), so its ratio to hello-gpu compares the launches only, and says so in its notes."""
+    from hello_gpu.models import backends
+    decisions = []
+    original = backends.choose_replacements
+
+    def counted(*arguments, **keywords):
+        decisions.append(keywords.get("batch"))
+        return original(*arguments, **keywords)
+    monkeypatch.setattr(backends, "choose_replacements", counted)
+    model = build_model("tiny", dtype=torch.float32, seed=1)
+    result = run_model(model, ["hello-gpu", "eager", "hello-gpu-pdl"], batch=1, prompt_length=6, new=3, seed=2,
+                       force=("rms_norm",))
+    first, pdl = result.runs[0], result.runs[2]
+    assert decisions == [1]
+    assert pdl.choices == first.choices and pdl.used == first.used == ["rms_norm"]
+    assert "kernel choices taken from an earlier backend of this run" in pdl.notes
+    assert not any("earlier backend" in note for note in first.notes)
+    with pytest.raises(ValueError, match="choices are the hello-gpu backends' decisions"):
+        backends.make_runner(model, "eager", batch=1, max_seq=8, choices=[])

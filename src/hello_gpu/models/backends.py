@@ -657,14 +657,18 @@ class Runner:
 
 
 def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(), timer=None,
-                replacements: dict[str, Replacement] | None = None, prompt: int | None = None) -> Runner:
+                replacements: dict[str, Replacement] | None = None, prompt: int | None = None,
+                choices: list[Choice] | None = None) -> Runner:
     """A runner of ``backend`` with its own cache of ``batch`` x ``max_seq``. Make it before its first
     prefill: the hello-gpu backend's CUDA-graph capture runs the decode step (writing position 0).
     ``replacements``: the hello-gpu backend's registry (default :data:`REPLACEMENTS`; ``{}``: no kernel,
     the decode step's CUDA graph alone). ``prompt``: the prompt length the runner will be given, where the
-    hello-gpu backend checks and times the attention kernels (default: 2/3 of ``max_seq``)."""
+    hello-gpu backend checks and times the attention kernels (default: 2/3 of ``max_seq``). ``choices``: a
+    hello-gpu backend's decisions made already in this run (:func:`choose_replacements`), taken as they are."""
     if backend not in BACKENDS:
         raise ValueError(f"no backend {backend!r}; known: {', '.join(BACKENDS)}")
+    if choices is not None and not backend.startswith("hello-gpu"):
+        raise ValueError(f"choices are the hello-gpu backends' decisions; {backend} swaps no kernel in")
     cache = model.new_cache(batch, max_seq)
     on_gpu = model.device.type == "cuda"
 
@@ -674,7 +678,8 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
     def decode_step(tokens, positions):
         return model(tokens, positions, cache, ops=ops)
 
-    ops, notes, choices = EAGER_OPS, [], []
+    ops, notes = EAGER_OPS, []
+    choices = [] if choices is None and not backend.startswith("hello-gpu") else choices
     prefill, decode = torch.no_grad()(prefill_step), torch.no_grad()(decode_step)
     if backend.startswith("compile"):
         mode = "reduce-overhead" if backend == "compile-reduce-overhead" else None
@@ -689,9 +694,12 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
         if mode and not on_gpu:
             notes.append("reduce-overhead replays CUDA graphs: on the CPU it is the default mode")
     elif backend.startswith("hello-gpu"):
-        choices = choose_replacements(model.config, batch=batch, device=model.device, dtype=model.dtype,
-                                      force=force, timer=timer, replacements=replacements, model=model,
-                                      max_seq=max_seq, prompt=prompt)
+        if choices is None:
+            choices = choose_replacements(model.config, batch=batch, device=model.device, dtype=model.dtype,
+                                          force=force, timer=timer, replacements=replacements, model=model,
+                                          max_seq=max_seq, prompt=prompt)
+        else:
+            notes.append("kernel choices taken from an earlier backend of this run")
         ops = ops_with(choices, replacements=replacements)
         if backend == "hello-gpu-pdl":
             from .dependent_launch import with_dependent_launches

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from .backends import greedy_tokens, make_runner
+from .backends import Choice, greedy_tokens, make_runner
 from .llama import Llama, LlamaConfig
 from .logits import ReferenceDecode, compare_with, record_reference
 
@@ -135,9 +135,11 @@ def _synchronize(device: torch.device) -> None:
 
 
 def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, bound: Bound | None = None,
-                force=(), on_step=None, replacements=None, reference: ReferenceDecode | None = None) -> BackendRun:
+                force=(), on_step=None, replacements=None, reference: ReferenceDecode | None = None,
+                choices: list[Choice] | None = None) -> BackendRun:
     """Warm up, then time one greedy generation of ``new`` tokens after ``prompt`` with ``backend``
-    (``replacements``: the hello-gpu backend's registry, see :func:`~hello_gpu.models.backends.make_runner`);
+    (``replacements``, ``choices``: the hello-gpu backend's registry and decisions made already, see
+    :func:`~hello_gpu.models.backends.make_runner`);
     then, given a ``reference`` decode, compare this runner's teacher-forced logits with it (untimed)."""
     device, (batch, length) = model.device, prompt.shape
     if new < 2:
@@ -147,7 +149,7 @@ def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, b
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     runner = make_runner(model, backend, batch=batch, max_seq=length + new, force=force, replacements=replacements,
-                         prompt=length)
+                         prompt=length, choices=choices)
     greedy_tokens(runner, prompt, min(new, 4))              # warm-up: compiles, graph recordings
     _synchronize(device)
     marks, stamps = {}, []
@@ -388,13 +390,22 @@ def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: i
         reference = record_reference(make_runner(model, "eager", batch=batch, max_seq=prompt_length + new), prompt, new)
         if model.device.type == "cuda":
             torch.cuda.empty_cache()            # the reference runner's cache, before the backends' peaks
+    # hello-gpu and hello-gpu-pdl swap in the same kernels (PDL changes how they launch, not which): the first
+    # one's decisions serve the second, so their ratio compares launches. Decided twice, a kernel within a few
+    # percent of eager could go in for one and not the other (session 19's 8B run: linear at 1.02x eager,
+    # "faster" for hello-gpu, "within noise" for hello-gpu-pdl).
+    decided = None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True, disable=not progress) as bar:
         for backend in backends:
             task = bar.add_task(f"{backend}: warm-up, prefill, decode", total=new)
+            ours = backend.startswith("hello-gpu")
             run = run_backend(model, backend, prompt, new, bound=bound, force=force, replacements=replacements,
                               on_step=lambda index, task=task: bar.update(task, completed=index + 1),
-                              reference=reference if backend != "eager" else None)
+                              reference=reference if backend != "eager" else None,
+                              choices=decided if ours else None)
+            if ours and decided is None:
+                decided = [Choice(**choice) for choice in run.choices]
             run.agreement = agreement(run.tokens, result.runs[0].tokens) if result.runs else "(reference)"
             result.runs.append(run)
             if on_run is not None:
