@@ -679,7 +679,8 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
         return model(tokens, positions, cache, ops=ops)
 
     ops, notes = EAGER_OPS, []
-    choices = [] if choices is None and not backend.startswith("hello-gpu") else choices
+    if not backend.startswith("hello-gpu"):
+        choices = []                                # only the hello-gpu backends swap kernels in
     prefill, decode = torch.no_grad()(prefill_step), torch.no_grad()(decode_step)
     if backend.startswith("compile"):
         mode = "reduce-overhead" if backend == "compile-reduce-overhead" else None
