@@ -22,13 +22,13 @@ import torch
 
 import hello_gpu.ops as ops
 from hello_gpu.ops import load_op
-from hello_gpu.ops.matmul_functions import (GEMV_ROWS, LINEAR_DECODE, MATMUL_RULE, Machine, _shared_bytes, rule,
-                                            unrunnable)
+from hello_gpu.ops.matmul_functions import (GEMV_ROWS, LINEAR_DECODE, LINEAR_ONE_ROW, MATMUL_RULE, Machine,
+                                            _shared_bytes, rule, unrunnable)
 from hello_gpu.ops.rung import load_module
 from hello_gpu.runtime.device import gpu_vendor
 
 REPO = Path(__file__).resolve().parents[1]
-RECORDS = REPO / "records" / "nvidia-h200"
+SM_90_DEVICES = ("nvidia-h200", "nvidia-h100-80gb-hbm3")      # the GPUs this project measures on, both sm_90
 MATMUL, LINEAR = load_op("matmul"), load_op("linear")
 
 H200 = Machine("nvidia", "sm_90", 232448)                  # 227 KiB a block with opt-in
@@ -55,14 +55,18 @@ def test_the_names_are_the_functions_even_after_the_op_folders_are_imported():
 def test_the_rule_names_candidates_of_the_stated_routes():
     """Every list holds a Triton rung (what runs anywhere Triton does); the rest are the routes the rule
     states, and GEMV_ROWS is the rows one pass over the weight serves in both decode rungs."""
-    for candidates in (*MATMUL_RULE.values(), *LINEAR_DECODE.values()):
-        op = LINEAR if candidates in LINEAR_DECODE.values() else MATMUL
+    linear_lists = (*LINEAR_DECODE.values(), *LINEAR_ONE_ROW.values())
+    for candidates in (*MATMUL_RULE.values(), *linear_lists):
+        op = LINEAR if candidates in linear_lists else MATMUL
         rungs = [op.rung(rung_id) for rung_id in candidates]
         assert not any(rung.is_baseline for rung in rungs) and "triton" in [rung.route for rung in rungs]
     assert [MATMUL.rung(r).route for r in MATMUL_RULE["16-bit"]] == ["cuda", "cuda", "cuda", "triton"]
     assert [MATMUL.rung(r).route for r in MATMUL_RULE["float32"]] == ["triton", "hip"]
     assert [LINEAR.rung(r).route for r in LINEAR_DECODE["16-bit"]] == ["triton", "triton", "hip"]
     assert [LINEAR.rung(r).route for r in LINEAR_DECODE["float32"]] == ["triton", "hip", "triton"]
+    # one row in 16 bits: t03 ahead of the same list; float32 one row as more rows
+    assert LINEAR_ONE_ROW["16-bit"] == ("t03_tiled_gemv", *LINEAR_DECODE["16-bit"])
+    assert LINEAR_ONE_ROW["float32"] == LINEAR_DECODE["float32"]
     rows = re.search(r"constexpr int kRows = (\d+);", LINEAR.rung("v01_warp_per_row").path.read_text())
     t01 = load_module(LINEAR.rung("t01_row_block").path, "linear_t01_for_the_rule")
     assert int(rows.group(1)) == t01.BLOCK_M == GEMV_ROWS
@@ -84,9 +88,10 @@ def test_the_rule_picks_by_machine_and_dtype(machine, bf16, fp32):
     decode = "t02_streaming_gemv"                           # decode, 16-bit and float32: Triton's first, everywhere
     assert ops.linear_rung(meta(1, 4096).float(), meta(14336, 4096).float(), machine) == f"linear/{decode}"
     weight = meta(14336, 4096)
-    for rows in (1, 16):                                   # a decode step: the GEMV rungs, either layout
-        assert ops.linear_rung(meta(rows, 4096), weight, machine) == f"linear/{decode}"
-        assert ops.matmul_rung(meta(rows, 4096), weight.t(), machine) == f"linear/{decode}"
+    for rows, rung in ((1, "t03_tiled_gemv"), (2, decode), (16, decode)):   # a decode step: the GEMV rungs,
+        assert ops.linear_rung(meta(rows, 4096), weight, machine) == f"linear/{rung}"         # either layout
+        assert ops.matmul_rung(meta(rows, 4096), weight.t(), machine) == f"linear/{rung}"
+        assert ops.linear_rung(meta(rows, 4096).half(), weight.half(), machine) == f"linear/{rung}"
     assert ops.linear_rung(meta(17, 4096), weight, machine) == f"matmul/{bf16}"       # prefill: matmul's rungs
     assert ops.linear_rung(meta(1, 4096), b.t(), machine) == f"matmul/{bf16}"         # B (K, N) in linear
     # x of (..., K): M counts every row
@@ -157,7 +162,8 @@ def test_cpu_tensors_are_refused_outside_the_interpreter(monkeypatch):
 
 
 def _rule_on_the_h200(op_name: str, shape: str, dtype: str) -> str | None:
-    """The rung id the rule picks on the H200 for a record's shape, where it is a rung of ``op_name``."""
+    """The rung id the rule picks on the H200 (and the H100: both sm_90, 227 KiB of shared memory a block)
+    for a record's shape, where it is a rung of ``op_name``."""
     m, n, k = (int(size) for size in shape.split("x"))
     layout = "b" if op_name == "matmul" else "weight"
     picked_op, rung_id = rule(layout, m, getattr(torch, dtype), H200)
@@ -166,26 +172,35 @@ def _rule_on_the_h200(op_name: str, shape: str, dtype: str) -> str | None:
 
 @pytest.mark.parametrize("name", ["matmul.bfloat16", "matmul.float32", "linear.bfloat16", "linear.float32"])
 def test_the_rule_is_the_fastest_candidate_in_the_committed_records(name):
-    """Once the H200 records of issue 21 exist: at every shape, the rung the rule picks is within noise of
-    the fastest candidate (its interval reaches 98% of the fastest one's paired speedup over torch), as
-    tests/test_functions.py holds BEST for softmax and rms_norm. Linear's prefill shapes run matmul's
-    rungs on a transposed copy, which the linear record does not time: those shapes are left out."""
-    path = RECORDS / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"no {name} record is committed yet ({path.relative_to(REPO)}): the rule stands unmeasured")
+    """Once the sm_90 records of issue 21 exist (the H200's, the H100's): at every shape of each, the rung
+    the rule picks is within noise of the fastest candidate (its interval reaches 98% of the fastest one's
+    paired speedup over torch), as tests/test_functions.py holds BEST for softmax and rms_norm. A rung newer
+    than one GPU's record (t03_tiled_gemv, timed on the H100 only) must be timed at that shape in another
+    sm_90 record, where it is held to the same test. Linear's prefill shapes run matmul's rungs on a
+    transposed copy, which the linear record does not time: those shapes are left out."""
+    paths = [REPO / "records" / device / f"{name}.json" for device in SM_90_DEVICES]
+    paths = [path for path in paths if path.is_file()]
+    if not paths:
+        pytest.skip(f"no {name} record is committed yet (records/*/{name}.json): the rule stands unmeasured")
     op_name, dtype = name.split(".")
-    entries = [e for e in json.loads(path.read_text())["entries"]
-               if e["role"] == "candidate" and "v00_torch" in (e.get("speedups") or {})]
-    for shape in sorted({e["shape"] for e in entries}):
-        picked = _rule_on_the_h200(op_name, shape, dtype)
-        if picked is None:
-            continue
-        here = [e for e in entries if e["shape"] == shape]
-        fastest = max(here, key=lambda e: e["speedups"]["v00_torch"]["value"])
-        chosen = next((e for e in here if e["variant"] == picked), None)
-        assert chosen is not None, f"the rule picks {picked} at {shape}, which {path.name} did not time"
-        assert chosen["speedups"]["v00_torch"]["ci95"][1] >= fastest["speedups"]["v00_torch"]["value"] * 0.98, (
-            f"the rule picks {picked}, but {fastest['variant']} is faster at {shape} in {path.name}")
+    records = {path: [e for e in json.loads(path.read_text())["entries"]
+                      if e["role"] == "candidate" and "v00_torch" in (e.get("speedups") or {})] for path in paths}
+    for path, entries in records.items():
+        where = path.relative_to(REPO)
+        for shape in sorted({e["shape"] for e in entries}):
+            picked = _rule_on_the_h200(op_name, shape, dtype)
+            if picked is None:
+                continue
+            here = [e for e in entries if e["shape"] == shape]
+            fastest = max(here, key=lambda e: e["speedups"]["v00_torch"]["value"])
+            chosen = next((e for e in here if e["variant"] == picked), None)
+            if chosen is None:
+                elsewhere = [other.relative_to(REPO) for other, timed in records.items() if other != path
+                             and any(e["shape"] == shape and e["variant"] == picked for e in timed)]
+                assert elsewhere, f"the rule picks {picked} at {shape}, which no sm_90 record of {name} timed"
+                continue
+            assert chosen["speedups"]["v00_torch"]["ci95"][1] >= fastest["speedups"]["v00_torch"]["value"] * 0.98, (
+                f"the rule picks {picked}, but {fastest['variant']} is faster at {shape} in {where}")
 
 
 _INTERPRETER_SCRIPT = """
