@@ -106,6 +106,27 @@ def test_a_kernel_we_do_not_beat_is_not_swapped_in():
     assert choice.reason.startswith("not swapped in: 0.") and choice.ci95[1] < 1
 
 
+def _always_faster(eager, kernel):
+    """A stand-in timing: this test is about what follows a decision, not the timing (tested above)."""
+    from types import SimpleNamespace
+    return SimpleNamespace(verdict="faster", speedup=SimpleNamespace(value=2.0, ci95=(1.9, 2.1)))
+
+
+def test_a_kernel_doing_two_operations_runs_instead_of_them_unless_one_of_them_was_forced():
+    """rope_cache_write (Replacement.supersedes): used, rope and cache_write are not called, and their choices say
+    so; with rope forced in, rope runs as asked and the fused kernel stays out."""
+    registry = {name: REPLACEMENTS[name] for name in ("cache_write", "rope", "rope_cache_write")}
+    choices = {c.name: c for c in choose_replacements(TINY, batch=2, device="cpu", dtype=torch.float32,
+                                                      timer=_always_faster, replacements=registry)}
+    assert choices["rope_cache_write"].used and "x our rope then cache_write [" in choices["rope_cache_write"].reason
+    for name in ("rope", "cache_write"):
+        assert not choices[name].used and choices[name].reason.startswith("not called: rope_cache_write does its work")
+    choices = {c.name: c for c in choose_replacements(TINY, batch=2, device="cpu", dtype=torch.float32,
+                                                      timer=_always_faster, replacements=registry, force=["rope"])}
+    assert choices["rope"].used and choices["cache_write"].used and not choices["rope_cache_write"].used
+    assert choices["rope_cache_write"].reason.startswith("not swapped in: rope forced in (faster: 2.00x our rope")
+
+
 def _linear_without_last_columns(x, weight):      # a GEMV that drops the last 8 columns of K (one tile)
     return F.linear(x[..., :-8], weight[:, :-8])
 

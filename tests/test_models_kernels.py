@@ -15,6 +15,7 @@ from hello_gpu.models.backends import REPLACEMENTS, check_replacement, make_runn
 from hello_gpu.models.cache_write_kernel import cache_write as cache_write_kernel
 from hello_gpu.models.llama import CONFIGS, build_model, cache_write, rope, swiglu
 from hello_gpu.models.logits import compare_greedy
+from hello_gpu.models.rope_cache_write_kernel import rope_cache_write as rope_cache_write_kernel
 from hello_gpu.models.rope_kernel import rope as rope_kernel
 from hello_gpu.models.swiglu_kernel import swiglu as swiglu_kernel
 from hello_gpu.runtime.device import gpu_vendor
@@ -137,7 +138,70 @@ def test_cache_write_kernel_refuses_what_it_does_not_take():
         cache_write_kernel(keys, values, at, k.transpose(2, 3).contiguous().transpose(2, 3), v)
 
 
-@pytest.mark.parametrize("name", ["rope", "swiglu", "cache_write"])
+def qkv_cache(batch, length, heads, kv_heads, max_seq, dim, dtype, seed):
+    """q, k, v as views of one projection output, angle tables far from 0, and caches full of values (a row left
+    unwritten, or written unrotated, must show)."""
+    generator = torch.Generator(device=DEVICE).manual_seed(seed)
+    qkv = torch.randn(batch, length, (heads + 2 * kv_heads) * dim, device=DEVICE, dtype=dtype, generator=generator)
+    q, k, v = qkv.split([heads * dim, kv_heads * dim, kv_heads * dim], dim=-1)
+    q, k, v = (x.view(batch, length, -1, dim).transpose(1, 2) for x in (q, k, v))
+    angles = 500 * torch.rand(length, dim // 2, dtype=torch.float64, device=DEVICE, generator=generator)
+    keys, values = (torch.randn(batch, kv_heads, max_seq, dim, device=DEVICE, dtype=dtype, generator=generator)
+                    for _ in range(2))
+    return q, k, v, torch.cos(angles).float(), torch.sin(angles).float(), keys, values
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("batch, heads, kv_heads, dim, max_seq, positions", [
+    (1, 4, 2, 8, 11, [7]), (2, 3, 1, 6, 31, [0, 1, 2, 3, 4]), (1, 32, 8, 128, 40, [39]), (3, 5, 5, 2, 9, [8, 0]),
+    (1, 2, 1, 34, 17, [5, 16, 3])])
+def test_rope_cache_write_kernel_is_rope_then_the_cache_write(dtype, batch, heads, kv_heads, dim, max_seq, positions):
+    q, k, v, cos, sin, keys, values = qkv_cache(batch, len(positions), heads, kv_heads, max_seq, dim, dtype,
+                                                seed=batch * 100 + dim + max_seq)
+    at = torch.tensor(positions, device=DEVICE)
+    want_q, want_k = rope(q.double(), k.double(), cos.double(), sin.double())
+    before_keys, before_values = keys.clone(), values.clone()
+    got_q, got_keys, got_values = rope_cache_write_kernel(q, k, v, cos, sin, keys, values, at)
+    assert got_keys is keys and got_values is values and got_q.is_contiguous()          # the caches in place
+    assert_close(got_q, want_q, dtype)
+    assert_close(keys[:, :, at], want_k, dtype)                                         # k rotated at its rows
+    assert torch.equal(values[:, :, at], v)                                             # v copied
+    untouched = torch.ones(max_seq, dtype=torch.bool, device=DEVICE)
+    untouched[at] = False
+    assert torch.equal(keys[:, :, untouched], before_keys[:, :, untouched])
+    assert torch.equal(values[:, :, untouched], before_values[:, :, untouched])
+    # the same numbers as our two kernels one after the other: one rounding of the same float32 math
+    two_q, two_k = rope_kernel(q, k, cos, sin)
+    assert torch.equal(got_q, two_q) and torch.equal(keys[:, :, at], two_k)
+
+
+def test_rope_cache_write_kernel_leaves_a_position_outside_the_cache_unwritten():
+    q, k, v, cos, sin, keys, values = qkv_cache(1, 3, 4, 2, 5, 8, torch.float32, seed=5)
+    before = keys.clone(), values.clone()
+    rope_cache_write_kernel(q, k, v, cos, sin, keys, values, torch.tensor([5, -1, 2], device=DEVICE))
+    rows = torch.arange(5, device=DEVICE) != 2
+    assert torch.equal(keys[:, :, rows], before[0][:, :, rows]) and torch.equal(values[:, :, rows], before[1][:, :, rows])
+    assert torch.equal(values[:, :, 2], v[:, :, 2]) and not torch.equal(keys[:, :, 2], before[0][:, :, 2])
+
+
+def test_rope_cache_write_kernel_refuses_what_it_does_not_take():
+    q, k, v, cos, sin, keys, values = qkv_cache(1, 2, 4, 2, 6, 8, torch.float32, seed=6)
+    at = torch.tensor([1, 2], device=DEVICE)
+    with pytest.raises(ValueError, match="cos and sin must be float32"):
+        rope_cache_write_kernel(q, k, v, cos.double(), sin.double(), keys, values, at)
+    with pytest.raises(ValueError, match="must share their batch, tokens, head_dim, dtype"):
+        rope_cache_write_kernel(q, k.to(torch.float16), v, cos, sin, keys, values, at)
+    with pytest.raises(ValueError, match=r"positions must be \(2,\)"):
+        rope_cache_write_kernel(q, k, v, cos, sin, keys, values, at[:1])
+    with pytest.raises(ValueError, match="must have one shape"):
+        rope_cache_write_kernel(q, k, v[:, :, :1], cos, sin, keys, values, at)
+    with pytest.raises(ValueError, match=r"k must be \(1, 1, tokens, 8\) for caches of shape \(1, 1, 6, 8\)"):
+        rope_cache_write_kernel(q, k, v, cos, sin, keys[:, :1].contiguous(), values[:, :1].contiguous(), at)
+    with pytest.raises(ValueError, match="must share a dtype"):
+        rope_cache_write_kernel(q, k, v, cos, sin, keys.double(), values.double(), at)
+
+
+@pytest.mark.parametrize("name", ["rope", "swiglu", "cache_write", "rope_cache_write"])
 def test_the_backend_checks_each_kernel_on_the_models_decode_shapes(name):
     replacement = REPLACEMENTS[name]
     assert check_replacement(replacement, replacement.load(), CONFIGS["tiny"], 3, torch.device(DEVICE),
@@ -159,6 +223,29 @@ def test_a_cache_write_that_drops_the_values_is_refused_by_the_check():
     assert problem.startswith("output 1: wrong result"), problem
 
 
+def test_a_rope_cache_write_that_writes_k_unrotated_is_refused_by_the_check():
+    replacement = REPLACEMENTS["rope_cache_write"]
+
+    def unrotated(q, k, v, cos, sin, keys, values, positions):
+        return (rope_kernel(q, k, cos, sin)[0], *cache_write_kernel(keys, values, positions, k, v))
+    problem = check_replacement(replacement, unrotated, CONFIGS["tiny"], 2, torch.device(DEVICE), torch.float32)
+    assert problem.startswith("output 1: wrong result"), problem
+
+
+def test_a_greedy_decode_with_rope_and_the_cache_write_in_one_kernel_gives_eagers_logits():
+    """The fused kernel in prefill (several tokens) and decode; the two kernels it does the work of are not called."""
+    model = build_model(CONFIGS["tiny"], dtype=torch.float32, seed=8, device=DEVICE)
+    prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (2, 5), generator=torch.Generator().manual_seed(11))
+    eager = make_runner(model, "eager", batch=2, max_seq=11)
+    ours = make_runner(model, "hello-gpu", batch=2, max_seq=11, force=["rope_cache_write"])
+    assert "rope_cache_write" in ours.used() and not {"rope", "cache_write"} & set(ours.used()), ours.used()
+    assert ours.ops.rope_cache_write is rope_cache_write_kernel
+    result = compare_greedy(eager, ours, prompt.to(DEVICE), 6)
+    assert result.ok and result.first_divergence is None, result.summary()
+    # float32 RoPE in the kernel is eager's arithmetic: the logits may be bit-identical (they are in the interpreter)
+    assert max(result.gaps) < 1e-4 * max(result.scales)
+
+
 def test_a_greedy_decode_with_the_three_kernels_forced_in_gives_eagers_logits():
     model = build_model(CONFIGS["tiny"], dtype=torch.float32, seed=8, device=DEVICE)
     prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (2, 5), generator=torch.Generator().manual_seed(9))
@@ -176,11 +263,11 @@ def _our_kernel_ops():
     from hello_gpu.models.decode_attention_kernel import attention
     from hello_gpu.models.llama import ModelOps
     return ModelOps(add_rms_norm=add_rms_norm, rope=rope_kernel, cache_write=cache_write_kernel, attention=attention,
-                    swiglu=swiglu_kernel)
+                    swiglu=swiglu_kernel, rope_cache_write=rope_cache_write_kernel)
 
 
 def test_dependent_launches_are_asked_of_our_kernels_only_and_refused_where_the_device_has_none(monkeypatch):
-    """hello-gpu-pdl (models.dependent_launch): each of our five decode kernels gets ``pdl=True``, nothing else
+    """hello-gpu-pdl (models.dependent_launch): each of our six decode kernels gets ``pdl=True``, nothing else
     (F.linear, the eager RMSNorm, the prefill attention stay as they are); on the CPU, in the interpreter or before
     sm_90 the backend says why it is off, and a kernel asked for it directly refuses, naming the reason."""
     from dataclasses import fields
@@ -196,9 +283,10 @@ def test_dependent_launches_are_asked_of_our_kernels_only_and_refused_where_the_
     monkeypatch.setattr(dependent_launch, "usable", lambda device: None)
     changed, note = dependent_launch.with_dependent_launches(ops, device)
     asked = {field.name for field in fields(ops) if getattr(changed, field.name) is not getattr(ops, field.name)}
-    assert asked == {"add_rms_norm", "rope", "cache_write", "attention", "swiglu"}, asked
+    assert asked == {"add_rms_norm", "rope", "cache_write", "attention", "swiglu", "rope_cache_write"}, asked
     assert all(getattr(changed, name).keywords == {"pdl": True} for name in asked)
-    assert note == "programmatic dependent launch for our kernels of: add_rms_norm, attention, cache_write, rope, swiglu"
+    assert note == ("programmatic dependent launch for our kernels of: add_rms_norm, attention, cache_write, rope, "
+                    "rope_cache_write, swiglu")
 
 
 @pytest.mark.gpu
@@ -213,7 +301,7 @@ def test_a_graphed_decode_with_dependent_launches_gives_eagers_logits():
     model = build_model(CONFIGS["tiny"], dtype=torch.float32, seed=8, device=DEVICE)
     prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (2, 5), generator=torch.Generator().manual_seed(10))
     eager = make_runner(model, "eager", batch=2, max_seq=11)
-    kernels = ["add_rms_norm", "attention", "cache_write", "rope", "swiglu"]
+    kernels = ["add_rms_norm", "attention", "rope_cache_write", "swiglu"]
     ours = make_runner(model, "hello-gpu-pdl", batch=2, max_seq=11, force=kernels)
     # the tiny float32 model may also take rms_norm and linear (they pass their own checks there): ours must be in
     assert set(kernels) <= set(ours.used()), ours.used()

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from .llama import (EAGER_OPS, INIT_STD, OP_CATEGORIES, KVCache, Llama, LlamaConfig, ModelOps, cache_write,
-                    compute_dtype)
+                    compute_dtype, rope)
 
 # hello-gpu-pdl: hello-gpu with its own kernels launched as programmatic dependent launches (.dependent_launch),
 # a backend of its own so that one run compares the two decode steps
@@ -112,6 +112,13 @@ class Replacement:
     # projections, then the head). Timing ``model_cases`` ran layer 0's weight 32 times in a row, and the 8B's
     # o_proj (32 MB) then stays in the 50 MB L2 from one repeat to the next, which a real step never sees.
     model_step: Callable[[Llama, int], list[tuple]] | None = None
+    # What the kernel is timed against where eager has no such operation (rope_cache_write: the two kernels it
+    # fuses), loaded when first asked for, and its name in the reason; else the eager operation
+    baseline: Callable[[], Callable] | None = None
+    baseline_label: str = "eager"
+    # The operations whose work this kernel does (rope_cache_write: rope and cache_write): where it is used, they
+    # are not called, and their choices say so
+    supersedes: tuple[str, ...] = ()
 
     @property
     def category(self) -> str:
@@ -202,6 +209,36 @@ register_replacement(Replacement(
     tolerance={dtype: (0.0, 0.0) for dtype in (torch.bfloat16, torch.float16, torch.float32)}))
 
 
+def _hello_gpu_rope_cache_write() -> Callable:
+    from .rope_cache_write_kernel import rope_cache_write
+    return rope_cache_write
+
+
+def _rope_then_cache_write() -> Callable:
+    """Our two kernels one after the other: what the model runs where the fused kernel is not swapped in."""
+    from .cache_write_kernel import cache_write as write
+    from .rope_kernel import rope as rotate
+
+    def rope_then_cache_write(q, k, v, cos, sin, keys, values, positions):
+        q, k = rotate(q, k, cos, sin)
+        return (q, *write(keys, values, positions, k, v))
+    return rope_then_cache_write
+
+
+def _rope_cache_write_example(config: LlamaConfig, shape: RunShape, device, dtype) -> tuple:
+    """q and k as RoPE's example makes them, v and the caches as the cache write's (views of fused qkv outputs)."""
+    q, k, cos, sin = _rope_example(config, shape, device, dtype)
+    keys, values, positions, _, v = _cache_write_example(config, shape, device, dtype)
+    return q, k, v, cos, sin, keys, values, positions
+
+
+def _rope_cache_write_rounded(q, k, v, cos, sin, keys, values, positions) -> tuple:
+    """q rotated in float64; the caches copied in their own dtype with k rotated in float64 and rounded once, as the
+    kernel writes it (float64 caches would be four times a long run's, see _cache_write_copied)."""
+    rotated_q, rotated_k = rope(q.double(), k.double(), cos.double(), sin.double())
+    return (rotated_q, *cache_write(keys.clone(), values.clone(), positions, rotated_k.to(k.dtype), v))
+
+
 def _hello_gpu_swiglu() -> Callable:
     from .swiglu_kernel import swiglu
     return swiglu
@@ -222,6 +259,11 @@ ROUNDED_ONCE_TOLERANCE = {torch.bfloat16: (2**-7, 1e-5), torch.float16: (2**-11,
 register_replacement(Replacement(
     "rope", "RoPE on q and k, one Triton kernel launched for each (hello_gpu.models.rope_kernel)",
     load=_hello_gpu_rope, example=_rope_example, tolerance=ROUNDED_ONCE_TOLERANCE))
+register_replacement(Replacement(
+    "rope_cache_write", "RoPE and the KV-cache write in one Triton launch (hello_gpu.models.rope_cache_write_kernel)",
+    load=_hello_gpu_rope_cache_write, example=_rope_cache_write_example, reference=_rope_cache_write_rounded,
+    tolerance=ROUNDED_ONCE_TOLERANCE, baseline=_rope_then_cache_write, baseline_label="our rope then cache_write",
+    supersedes=("rope", "cache_write")))
 register_replacement(Replacement(
     "swiglu", "SwiGLU, silu(gate) * up in one Triton kernel (hello_gpu.models.swiglu_kernel)",
     load=_hello_gpu_swiglu, example=_swiglu_example, tolerance=ROUNDED_ONCE_TOLERANCE))
@@ -583,7 +625,25 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
             continue
         choice.used, choice.reason, choice.speedup, choice.ci95 = _timed_decision(
             replacement, function, config, shape, device, dtype, timer, model)
+    _leave_out_superseded(choices, replacements, force)
     return choices
+
+
+def _leave_out_superseded(choices: list[Choice], replacements: dict[str, Replacement], force) -> None:
+    """A used kernel that does the work of others (Replacement.supersedes) runs instead of them, unless one of
+    those was forced in: then the forced kernel runs, as asked."""
+    by_name = {choice.name: choice for choice in choices}
+    for choice in choices:
+        covered = [by_name[name] for name in replacements[choice.name].supersedes if name in by_name]
+        if not choice.used or not covered:
+            continue
+        forced = [other.name for other in covered if other.name in force]
+        if forced:
+            choice.used, choice.reason = False, f"not swapped in: {', '.join(forced)} forced in ({choice.reason})"
+            continue
+        for other in covered:
+            if other.used:
+                other.used, other.reason = False, f"not called: {choice.name} does its work ({other.reason})"
 
 
 # region swap-rule
@@ -596,7 +656,7 @@ def _timed_decision(replacement, function, config, shape, device, dtype, timer, 
         cases = [(arguments, count)
                  for arguments, count in decode_cases(replacement, config, shape, device, dtype, model=model).values()]
         over = f" over the {len(cases)} decode shapes, each as often as a step runs it" if len(cases) > 1 else ""
-    eager = getattr(EAGER_OPS, replacement.name)
+    eager = replacement.baseline() if replacement.baseline is not None else getattr(EAGER_OPS, replacement.name)
     timer = timer or (lambda a, b: compare(a, b, cache="warm"))
 
     def every_case(operation):
@@ -610,7 +670,7 @@ def _timed_decision(replacement, function, config, shape, device, dtype, timer, 
     with torch.no_grad():
         result = timer(every_case(eager), every_case(function))
     used = result.verdict == "faster"
-    what = (f"{result.speedup.value:.2f}x eager [{result.speedup.ci95[0]:.2f}, {result.speedup.ci95[1]:.2f}]{over} "
+    what = (f"{result.speedup.value:.2f}x {replacement.baseline_label} [{result.speedup.ci95[0]:.2f}, {result.speedup.ci95[1]:.2f}]{over} "
             f"(batch {shape.batch}, prompt {shape.prompt} of {shape.max_seq} positions)")
     return used, (f"faster: {what}" if used else f"not swapped in: {what}, {result.verdict}"), \
         result.speedup.value, tuple(result.speedup.ci95)

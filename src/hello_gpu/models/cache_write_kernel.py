@@ -52,6 +52,22 @@ def cache_write(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tenso
     """:func:`hello_gpu.models.llama.cache_write` (same arguments and results): ``k`` and ``v`` ``(B, K, T, D)``
     written at ``positions`` ``(T,)`` of the caches ``(B, K, S, D)``, in one launch; returns the caches.
     ``pdl``: launched as a programmatic dependent launch (:mod:`.dependent_launch`)."""
+    checked_write(keys, values, positions, k, v)
+    batch, heads, max_seq, dim = keys.shape
+    length = k.shape[2]
+    pdl = checked(pdl, keys.device)
+    if k.numel():
+        _write_rows[(batch * heads * length, 2)](
+            k, v, keys, values, positions, heads, length, max_seq,
+            k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+            keys.stride(0), keys.stride(1), keys.stride(2), DIM=dim, BLOCK=triton.next_power_of_2(dim), PDL=pdl,
+            **launch_options(pdl))
+    return keys, values
+
+
+def checked_write(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor, k: torch.Tensor,
+                  v: torch.Tensor) -> None:
+    """Raises ValueError naming the problem unless the kernel takes these caches, positions, k and v."""
     if keys.dim() != 4 or values.shape != keys.shape or values.stride() != keys.stride():
         raise ValueError(f"cache_write: keys and values must be (batch, heads, positions, head_dim) of one layout, got "
                          f"{tuple(keys.shape)} {keys.stride()} and {tuple(values.shape)} {values.stride()}")
@@ -73,11 +89,3 @@ def cache_write(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tenso
         raise ValueError("cache_write: the caches, k, v and positions must be on one device")
     if keys.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
         raise ValueError("cache_write: head_dim must be contiguous in the caches, k and v")
-    pdl = checked(pdl, keys.device)
-    if k.numel():
-        _write_rows[(batch * heads * length, 2)](
-            k, v, keys, values, positions, heads, length, max_seq,
-            k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-            keys.stride(0), keys.stride(1), keys.stride(2), DIM=dim, BLOCK=triton.next_power_of_2(dim), PDL=pdl,
-            **launch_options(pdl))
-    return keys, values

@@ -227,6 +227,15 @@ def cache_write(keys: torch.Tensor, values: torch.Tensor, positions: torch.Tenso
     return keys, values
 
 
+def rope_cache_write(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                     keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor):
+    """:func:`rope` then :func:`cache_write`: ``(q rotated, keys, values)``. The model calls the two itself
+    unless a backend gives ``ModelOps.rope_cache_write`` one kernel doing both; this is what such a kernel
+    is checked against."""
+    q, k = rope(q, k, cos, sin)
+    return (q, *cache_write(keys, values, positions, k, v))
+
+
 def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Grouped-query attention of q ``(B, H, T, D)`` over the cache ``(B, K, S, D)``; ``mask`` ``(T, S)``
     is True where a query may see a key. Query head ``h`` uses key/value head ``h // (H / K)``."""
@@ -252,6 +261,8 @@ class ModelOps:
     linear: Callable = F.linear
     rope: Callable = rope
     cache_write: Callable = cache_write
+    # One kernel for RoPE and the cache write together (hello-gpu); None: ``rope`` then ``cache_write``
+    rope_cache_write: Callable | None = None
     attention: Callable = attention             # one query token a row (decode)
     prefill_attention: Callable = attention     # several (a prompt): the same function, replaced on its own
     swiglu: Callable = swiglu
@@ -262,8 +273,8 @@ EAGER_OPS = ModelOps()
 
 # The profile's category of each operation (hello_gpu.models.profile); "GEMM/GEMV" is every projection.
 OP_CATEGORIES = {"embed": "other", "rms_norm": "norm", "add_rms_norm": "norm", "linear": "GEMM/GEMV",
-                 "rope": "elementwise", "cache_write": "elementwise", "attention": "attention",
-                 "prefill_attention": "attention", "swiglu": "elementwise", "sample": "sampling"}
+                 "rope": "elementwise", "cache_write": "elementwise", "rope_cache_write": "elementwise",
+                 "attention": "attention", "prefill_attention": "attention", "swiglu": "elementwise", "sample": "sampling"}
 LABEL_PREFIX = "hello_gpu.model/"
 
 
@@ -278,7 +289,8 @@ def labelled_ops(ops: ModelOps = EAGER_OPS) -> ModelOps:
             with torch.profiler.record_function(label):
                 return function(*args, **kwargs)
         return labelled
-    return replace(ops, **{field.name: wrap(field.name, getattr(ops, field.name)) for field in fields(ops)})
+    return replace(ops, **{field.name: wrap(field.name, getattr(ops, field.name)) for field in fields(ops)
+                           if getattr(ops, field.name) is not None})
 
 
 # ------------------------------------------------------------------------------------------ modules
@@ -306,8 +318,11 @@ class Attention(nn.Module):
         q = q.view(batch, length, c.num_heads, c.head_dim).transpose(1, 2)
         k = k.view(batch, length, c.num_kv_heads, c.head_dim).transpose(1, 2)
         v = v.view(batch, length, c.num_kv_heads, c.head_dim).transpose(1, 2)
-        q, k = ops.rope(q, k, cos, sin)
-        keys, values = ops.cache_write(keys, values, positions, k, v)
+        if ops.rope_cache_write is not None:         # one launch for both
+            q, keys, values = ops.rope_cache_write(q, k, v, cos, sin, keys, values, positions)
+        else:
+            q, k = ops.rope(q, k, cos, sin)
+            keys, values = ops.cache_write(keys, values, positions, k, v)
         # decode and prefill attention are different kernels (one query against the cache, or a tile of them),
         # each swapped in by its own timing; the length is a host integer, the same at every decode step
         attend = ops.attention if length == 1 else ops.prefill_attention

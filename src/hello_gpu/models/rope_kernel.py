@@ -30,22 +30,29 @@ from .dependent_launch import checked, launch_options, wait_then_release
 
 
 @triton.jit
+def rotate_head(source, target, cos_row, sin_row, inside, HALF: tl.constexpr, BLOCK: tl.constexpr):
+    """One head's ``2 * HALF`` values from ``source`` rotated into ``target`` (pointers to the head's first value),
+    by the angles at ``cos_row``/``sin_row``, in float32, rounded once to the target's dtype; ``inside``: the
+    pairs (``BLOCK`` of them) to do."""
+    pairs = tl.arange(0, BLOCK)
+    first = tl.load(source + pairs, mask=inside, other=0.0).to(tl.float32)
+    second = tl.load(source + HALF + pairs, mask=inside, other=0.0).to(tl.float32)
+    cos = tl.load(cos_row + pairs, mask=inside, other=0.0)
+    sin = tl.load(sin_row + pairs, mask=inside, other=0.0)
+    tl.store(target + pairs, (first * cos - second * sin).to(target.dtype.element_ty), mask=inside)
+    tl.store(target + HALF + pairs, (second * cos + first * sin).to(target.dtype.element_ty), mask=inside)
+
+
+@triton.jit
 def _rope_row(x_ptr, out_ptr, cos_ptr, sin_ptr, row, heads, length, x_batch_stride, x_head_stride, x_token_stride,
               cos_stride, HALF: tl.constexpr, BLOCK: tl.constexpr):
     """Rotate row ``row`` of one tensor: (batch, head, token) flattened, token fastest."""
     token = row % length
     head = (row // length) % heads
     batch = row // (length * heads)
-    pairs = tl.arange(0, BLOCK)
-    inside = pairs < HALF
     source = x_ptr + batch * x_batch_stride + head * x_head_stride + token * x_token_stride
-    first = tl.load(source + pairs, mask=inside, other=0.0).to(tl.float32)
-    second = tl.load(source + HALF + pairs, mask=inside, other=0.0).to(tl.float32)
-    cos = tl.load(cos_ptr + token * cos_stride + pairs, mask=inside, other=0.0)
-    sin = tl.load(sin_ptr + token * cos_stride + pairs, mask=inside, other=0.0)
-    target = out_ptr + row * (2 * HALF)          # contiguous (B, H, T, D)
-    tl.store(target + pairs, (first * cos - second * sin).to(out_ptr.dtype.element_ty), mask=inside)
-    tl.store(target + HALF + pairs, (second * cos + first * sin).to(out_ptr.dtype.element_ty), mask=inside)
+    rotate_head(source, out_ptr + row * (2 * HALF), cos_ptr + token * cos_stride, sin_ptr + token * cos_stride,
+                tl.arange(0, BLOCK) < HALF, HALF, BLOCK)     # the output contiguous (B, H, T, D)
 
 
 @triton.jit
@@ -78,15 +85,20 @@ def _checked(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, name: str) -
         raise ValueError(f"rope: cos and sin must be float32 (the eager code computes in float32), got {cos.dtype}")
 
 
-def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pdl: bool = False):
-    """:func:`hello_gpu.models.llama.rope` (same arguments and results): one launch for q and k together,
-    for 16-bit and float32 q and k on a GPU (float32 cos/sin tables). ``pdl``: launched as a programmatic
-    dependent launch (:mod:`.dependent_launch`)."""
+def checked_q_and_k(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
+    """Raises ValueError naming the problem unless the kernel takes these q, k and angle tables."""
     _checked(q, cos, sin, "q")
     _checked(k, cos, sin, "k")
     if k.dtype != q.dtype or k.shape[0] != q.shape[0] or k.shape[2:] != q.shape[2:] or k.device != q.device:
         raise ValueError(f"rope: q {tuple(q.shape)} {q.dtype} and k {tuple(k.shape)} {k.dtype} must share their "
                          f"batch, tokens, head_dim, dtype and device")
+
+
+def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pdl: bool = False):
+    """:func:`hello_gpu.models.llama.rope` (same arguments and results): one launch for q and k together,
+    for 16-bit and float32 q and k on a GPU (float32 cos/sin tables). ``pdl``: launched as a programmatic
+    dependent launch (:mod:`.dependent_launch`)."""
+    checked_q_and_k(q, k, cos, sin)
     pdl = checked(pdl, q.device)
     batch, heads, length, dim = q.shape
     q_out, k_out = torch.empty(q.shape, device=q.device, dtype=q.dtype), torch.empty(k.shape, device=k.device,

@@ -74,6 +74,9 @@ def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: in
         "linear": linear,
         "rope": OperationWork(layers, layers * 3.0 * rotated, layers * (2.0 * rotated * e + 2 * tokens * c.head_dim // 2 * table)),
         "cache_write": OperationWork(layers, 0.0, layers * 4.0 * batch * c.num_kv_heads * tokens * c.head_dim * e),
+        # both in one kernel: the rotated k goes to the cache without a round trip through memory
+        "rope_cache_write": OperationWork(layers, layers * 3.0 * rotated, layers * (
+            2.0 * (rotated + rows * c.kv_size) * e + 2 * tokens * c.head_dim // 2 * table)),
         # the model's own labels: one query token a row is "attention", a prompt "prefill_attention"
         "attention" if tokens == 1 else "prefill_attention":
             OperationWork(layers, layers * attention_one.flops, layers * attention_one.bytes),
