@@ -154,7 +154,7 @@ def qkv_cache(batch, length, heads, kv_heads, max_seq, dim, dtype, seed):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("batch, heads, kv_heads, dim, max_seq, positions", [
     (1, 4, 2, 8, 11, [7]), (2, 3, 1, 6, 31, [0, 1, 2, 3, 4]), (1, 32, 8, 128, 40, [39]), (3, 5, 5, 2, 9, [8, 0]),
-    (1, 2, 1, 34, 17, [5, 16, 3])])
+    (1, 2, 1, 34, 17, [5, 16, 3]), (2, 3, 1, 6, 50, list(range(49, 12, -1))), (1, 2, 2, 8, 17, list(range(17)))])
 def test_rope_cache_write_kernel_is_rope_then_the_cache_write(dtype, batch, heads, kv_heads, dim, max_seq, positions):
     q, k, v, cos, sin, keys, values = qkv_cache(batch, len(positions), heads, kv_heads, max_seq, dim, dtype,
                                                 seed=batch * 100 + dim + max_seq)

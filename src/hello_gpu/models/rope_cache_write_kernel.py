@@ -10,8 +10,13 @@ prediction: one launch fewer a layer, ~1.5-2 us each: ~25-30 us of the 1B's ~1.3
   ~2%), ~50-60 us of the 8B's ~6 ms (32 layers, ~1%). The bytes do not matter (~12 KB a layer).
 outcome: not measured yet
 
-One program does one head of one token: the first programs rotate q's heads into a new contiguous q, the next
-rotate k's heads into the key cache at the token's position, the last copy v's heads into the value cache.
+One program does one head of up to 16 tokens: the programs of q's heads rotate them into a new contiguous q, those
+of k's heads rotate them into the key cache at the tokens' positions, those of v's heads copy them into the value
+cache. Why 16 tokens (session 20): with one head of one token a program, the H100's profile of the 8B's
+2048-token prefill (records/nvidia-h100-80gb-hbm3/models/profile.8b.prefill.b1.p2048.hello-gpu) had this kernel
+at 84.3 us a call, 4.5% of the prefill, for ~50 MB moved (~17 us at 3 TB/s): 115,000 programs of 64 pairs each,
+too little work a program to cover its start. Prediction: 16 tokens a program, 7,000 programs, ~20-25 us a call,
+~2 ms (~3.5%) of the 8B's ~55 ms prefill; decode unchanged (one program a head either way).
 Everything else is as in the two kernels: float32 math rounded once, the positions read on the device (a
 position outside the cache is not written), q, k and v read through their strides.
 """
@@ -26,39 +31,40 @@ from .cache_write_kernel import checked_write
 from .dependent_launch import checked, launch_options, wait_then_release
 from .rope_kernel import checked_q_and_k, rotate_head
 
+# Tokens a program: at decode one (two lanes, one masked: a tile needs two), at a prompt up to 16 (below)
+MAX_TOKENS = 16
+
 
 @triton.jit
 def _rope_and_write(q_ptr, k_ptr, v_ptr, q_out_ptr, keys_ptr, values_ptr, cos_ptr, sin_ptr, positions_ptr,
-                    q_rows, kv_rows, q_heads, kv_heads, length, max_seq,
+                    q_heads, kv_heads, length, max_seq,
                     q_batch_stride, q_head_stride, q_token_stride, k_batch_stride, k_head_stride, k_token_stride,
                     v_batch_stride, v_head_stride, v_token_stride,
                     cache_batch_stride, cache_head_stride, cache_position_stride, cos_stride,
-                    HALF: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+                    HALF: tl.constexpr, BLOCK: tl.constexpr, TOKENS: tl.constexpr, PDL: tl.constexpr):
     wait_then_release(PDL)
-    program = tl.program_id(0)
+    tokens = tl.program_id(0) * TOKENS + tl.arange(0, TOKENS)
+    slot = tl.program_id(1)                         # (batch, head) with the heads of q, then k, then v
+    batch = slot // (q_heads + 2 * kv_heads)
+    head = slot % (q_heads + 2 * kv_heads)
     pairs = tl.arange(0, BLOCK)
-    if program < q_rows:                            # q: rotated into a contiguous (B, H, T, D)
-        token = program % length
-        head = (program // length) % q_heads
-        batch = program // (length * q_heads)
-        source = q_ptr + batch * q_batch_stride + head * q_head_stride + token * q_token_stride
-        rotate_head(source, q_out_ptr + program * (2 * HALF), cos_ptr + token * cos_stride,
-                    sin_ptr + token * cos_stride, pairs < HALF, HALF, BLOCK)
-    else:                                           # k (rotated) or v (copied), to the cache row of the position
-        row = (program - q_rows) % kv_rows
-        token = row % length
-        head = (row // length) % kv_heads
-        batch = row // (length * kv_heads)
-        position = tl.load(positions_ptr + token)
-        position_vector = tl.full([BLOCK], 0, tl.int64) + position   # a vector: the interpreter takes no scalar in a mask
-        inside = (pairs < HALF) & (position_vector >= 0) & (position_vector < max_seq)
-        at = batch * cache_batch_stride + head * cache_head_stride + position * cache_position_stride
-        if program < q_rows + kv_rows:
-            source = k_ptr + batch * k_batch_stride + head * k_head_stride + token * k_token_stride
-            rotate_head(source, keys_ptr + at, cos_ptr + token * cos_stride, sin_ptr + token * cos_stride,
-                        inside, HALF, BLOCK)
+    real = (tokens < length)[:, None] & (pairs < HALF)[None, :]
+    cos_rows = cos_ptr + tokens[:, None] * cos_stride
+    sin_rows = sin_ptr + tokens[:, None] * cos_stride
+    if head < q_heads:                              # q: rotated into a contiguous (B, H, T, D)
+        source = q_ptr + batch * q_batch_stride + head * q_head_stride + tokens[:, None] * q_token_stride
+        target = q_out_ptr + ((batch * q_heads + head) * length + tokens[:, None]) * (2 * HALF)
+        rotate_head(source, target, cos_rows, sin_rows, real, HALF, BLOCK)
+    else:                                           # k (rotated) or v (copied), to the cache rows of the positions
+        positions = tl.load(positions_ptr + tokens, mask=tokens < length, other=-1)
+        inside = real & ((positions >= 0) & (positions < max_seq))[:, None]
+        kv_head = (head - q_heads) % kv_heads
+        at = batch * cache_batch_stride + kv_head * cache_head_stride + positions[:, None] * cache_position_stride
+        if head < q_heads + kv_heads:
+            source = k_ptr + batch * k_batch_stride + kv_head * k_head_stride + tokens[:, None] * k_token_stride
+            rotate_head(source, keys_ptr + at, cos_rows, sin_rows, inside, HALF, BLOCK)
         else:
-            source = v_ptr + batch * v_batch_stride + head * v_head_stride + token * v_token_stride
+            source = v_ptr + batch * v_batch_stride + kv_head * v_head_stride + tokens[:, None] * v_token_stride
             tl.store(values_ptr + at + pairs, tl.load(source + pairs, mask=inside), mask=inside)
             tl.store(values_ptr + at + HALF + pairs, tl.load(source + HALF + pairs, mask=inside), mask=inside)
 
@@ -78,11 +84,11 @@ def rope_cache_write(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: tor
     pdl = checked(pdl, q.device)
     batch, heads, length, dim = q.shape
     q_out = torch.empty(q.shape, device=q.device, dtype=q.dtype)
-    q_rows, kv_rows = q.numel() // dim, k.numel() // dim
-    if kv_rows:                                     # q has rows too: they share batch and tokens
-        _rope_and_write[(q_rows + 2 * kv_rows,)](
-            q, k, v, q_out, keys, values, cos, sin, positions, q_rows, kv_rows, heads, k.shape[1], length,
+    if q.numel():
+        tokens = min(max(triton.next_power_of_2(length), 2), MAX_TOKENS)
+        _rope_and_write[(triton.cdiv(length, tokens), batch * (heads + 2 * k.shape[1]))](
+            q, k, v, q_out, keys, values, cos, sin, positions, heads, k.shape[1], length,
             keys.shape[2], q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), keys.stride(0), keys.stride(1), keys.stride(2), cos.stride(0),
-            HALF=dim // 2, BLOCK=triton.next_power_of_2(dim // 2), PDL=pdl, **launch_options(pdl))
+            HALF=dim // 2, BLOCK=triton.next_power_of_2(dim // 2), TOKENS=tokens, PDL=pdl, **launch_options(pdl))
     return q_out, keys, values
