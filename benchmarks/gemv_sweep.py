@@ -39,12 +39,25 @@ tiles with one split read at 0.95-0.98 of the floor and 1.02-1.10x F.linear at a
    same bytes (x is 16 x K x 2 bytes, ~1% more), so the best tile reads within ~5% of the one-row best
    (~0.9 of the floor), where t01 read 0.977x F.linear at 16x14336x4096 on the H200.
 
+4. ``--loads`` (session 20): why does Inductor's max-autotune kernel beat every tile here? On the H100 it read
+   a 14336x4096 weight in 44.6 us (2,634 GB/s, 0.87 of copy) where t03_tiled_gemv took 51.5 us
+   (records/nvidia-h100-80gb-hbm3/linear.bfloat16.json, run of 9ef0910), faster than this sweep's read floor.
+   At M = 1 Inductor turns the mm into a product and a sum over K (torch/_inductor/decomposition.py, with
+   coordinate-descent tuning on) and tunes that reduction's block sizes and warps; its reductions load a
+   tensor read once with eviction_policy="evict_first" and do not pipeline through shared memory. So: one
+   split, tiles from [1, 2048] to [16, 512], each with and without the 3-stage cp.async pipeline and with
+   and without evict_first; and Inductor's own kernel at the shape, its source and the launch it kept
+   (inductor_code.py). Prediction: without the pipeline (plain loads straight to registers, more loads in
+   flight a thread) the [8, 512] tile moves from ~0.78 of copy towards Inductor's ~0.87; evict_first alone
+   changes little for a weight read once (it only frees L2 sooner).
+
 Prints one JSON object: the read floor and F.linear per shape, then every configuration's cold median,
 GB/s on the weight bytes, fraction of the read floor and paired speedup over F.linear (> 1: faster),
 with the 95% interval. Each configuration's output is checked against a float64 reference first.
 
     python benchmarks/gemv_sweep.py > records/<device>/gemv-sweep.json
     python benchmarks/gemv_sweep.py --rows 16 > records/<device>/gemv-sweep.m16.json
+    python benchmarks/gemv_sweep.py --loads > records/<device>/gemv-sweep.loads.json
 """
 
 from __future__ import annotations
@@ -70,6 +83,10 @@ STAGES = 3
 DOT_TILES = ((16, 256), (32, 256), (64, 128), (32, 512), (64, 256), (128, 128))
 DOT_STAGES = (3, 5)
 DOT_ROWS = 16
+# --loads: (BLOCK_N, BLOCK_K) at one split, each at LOAD_STAGES and with each eviction policy ("": the default)
+LOAD_TILES = ((1, 2048), (2, 2048), (4, 1024), (8, 512), (16, 512))
+LOAD_STAGES = (1, 3)
+EVICTIONS = ("", "evict_first")
 READ_TILE = 8192         # elements of the read floor's tile: 16 KiB of bfloat16
 SECONDS = 0.3            # per measurement and per comparison: ~100 configurations in ~2 minutes
 
@@ -82,7 +99,8 @@ def read_floor_kernel(w_ptr, out_ptr, TILE: tl.constexpr):
 
 @triton.jit
 def tiled_gemv_kernel(x_ptr, w_ptr, out_ptr, N, K, stride_w, k_per_split,
-                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, STAGES: tl.constexpr):
+                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, STAGES: tl.constexpr,
+                      EVICT: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     first_k = tl.program_id(1) * k_per_split
     acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
@@ -90,7 +108,7 @@ def tiled_gemv_kernel(x_ptr, w_ptr, out_ptr, N, K, stride_w, k_per_split,
         columns = k0 + tl.arange(0, BLOCK_K)
         inside = columns < K
         w = tl.load(w_ptr + rows[:, None].to(tl.int64) * stride_w + columns[None, :],
-                    mask=(rows[:, None] < N) & inside[None, :], other=0.0)
+                    mask=(rows[:, None] < N) & inside[None, :], other=0.0, eviction_policy=EVICT)
         x = tl.load(x_ptr + columns, mask=inside, other=0.0)
         acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
     partial = tl.sum(acc, axis=1)
@@ -135,7 +153,7 @@ def warps_for(block_n: int, block_k: int) -> int:
     return 4 if block_n * block_k <= 4096 else 8
 
 
-def tiled_launch(x, weight, out, block_n: int, block_k: int, split: int):
+def tiled_launch(x, weight, out, block_n: int, block_k: int, split: int, stages: int = STAGES, evict: str = ""):
     """A callable running the tiled GEMV of ``x`` (K,) by ``weight`` (N, K) into the float32 ``out`` (N,)."""
     n, k = weight.shape
     k_per_split = triton.cdiv(triton.cdiv(k, split), block_k) * block_k   # a whole number of tiles a split
@@ -145,7 +163,8 @@ def tiled_launch(x, weight, out, block_n: int, block_k: int, split: int):
         if grid[1] > 1:
             out.zero_()
         tiled_gemv_kernel[grid](x, weight, out, n, k, weight.stride(0), k_per_split, BLOCK_N=block_n,
-                                BLOCK_K=block_k, SPLIT=grid[1], STAGES=STAGES, num_warps=warps_for(block_n, block_k))
+                                BLOCK_K=block_k, SPLIT=grid[1], STAGES=stages, EVICT=evict,
+                                num_warps=warps_for(block_n, block_k))
     return launch
 
 
@@ -172,10 +191,19 @@ def check(launch, out, x, weight) -> None:
                              f"{float(flat[2][worst]):.3g})")
 
 
-def configurations(rows: int, x, weight, out):
+def configurations(rows: int, x, weight, out, loads: bool = False):
     """(fields, launch) of every configuration swept at this many rows of x: tiles and splits at one row,
-    tl.dot tiles and stages at 16."""
+    tl.dot tiles and stages at 16; with ``loads``, one row's tiles at one split with each number of stages and
+    each eviction policy."""
     n, k = weight.shape
+    if loads:
+        for block_n, block_k in LOAD_TILES:
+            for stages in LOAD_STAGES:
+                for evict in EVICTIONS:
+                    yield ({"block_n": block_n, "block_k": block_k, "stages": stages, "evict": evict or "default",
+                            "warps": warps_for(block_n, block_k), "programs": triton.cdiv(n, block_n)},
+                           tiled_launch(x, weight, out, block_n, block_k, 1, stages, evict))
+        return
     if rows == 1:
         for block_n, block_k in TILES:
             for split in SPLITS:
@@ -190,7 +218,27 @@ def configurations(rows: int, x, weight, out):
                     "programs": triton.cdiv(n, block_n)}, dot_launch(x, weight, out, block_n, block_k, stages))
 
 
-def sweep_shape(n: int, k: int, seed: int, rows: int = 1) -> dict:
+def inductor_gemv(x_rows, weight, seconds, baseline) -> dict:
+    """F.linear compiled as the linear ladder's max-autotune peer compiles it (ops/matmul/max_autotune.py's
+    options): the Triton source, the launch Inductor kept, its cold median and its speedup over F.linear."""
+    from inductor_code import inductor_kernels
+
+    from hello_gpu.bench import compare
+    from hello_gpu.ops.matmul.max_autotune import OPTIONS
+    code = inductor_kernels(F.linear, x_rows, weight, options=OPTIONS)
+    compiled = torch.compile(F.linear, options=OPTIONS)
+    expected = x_rows.double() @ weight.double().t()
+    got = compiled(x_rows, weight).double()
+    bound = 1e-2 * (x_rows.double().abs() @ weight.double().abs().t()) + 1e-3      # bf16 output: 2^-8 relative
+    if not bool(((got - expected).abs() <= bound).all()):
+        raise AssertionError("Inductor's GEMV disagrees with float64")
+    median = seconds(lambda: compiled(x_rows, weight))
+    paired = compare(baseline, lambda: compiled(x_rows, weight), max_seconds=SECONDS)
+    return {**code, "median_us": median * 1e6, "gb_per_s": weight.numel() * weight.element_size() / median / 1e9,
+            "vs_f_linear": paired.speedup.value, "ci95": list(paired.speedup.ci95)}
+
+
+def sweep_shape(n: int, k: int, seed: int, rows: int = 1, loads: bool = False) -> dict:
     from hello_gpu.bench import compare, measure
     generator = torch.Generator(device="cuda").manual_seed(seed)
     weight = (torch.randn(n, k, device="cuda", generator=generator) * 0.02).to(torch.bfloat16)
@@ -212,7 +260,7 @@ def sweep_shape(n: int, k: int, seed: int, rows: int = 1) -> dict:
     floor_s, linear_s = seconds(floor), seconds(baseline)
     results = []
     out = torch.empty((n,) if rows == 1 else (rows, n), device="cuda", dtype=torch.float32)
-    for fields, launch in configurations(rows, x, weight, out):
+    for fields, launch in configurations(rows, x, weight, out, loads):
         check(launch, out, x, weight)
         median = seconds(launch)
         paired = compare(baseline, launch, max_seconds=SECONDS)
@@ -221,7 +269,11 @@ def sweep_shape(n: int, k: int, seed: int, rows: int = 1) -> dict:
                         "ci95": list(paired.speedup.ci95)})
         print(f"{rows}x{n}x{k} {results[-1]}", file=sys.stderr)
     best = max(results, key=lambda row: row["vs_f_linear"])
-    return {"shape": f"{rows}x{n}x{k}", "dtype": "bfloat16", "weight_bytes": weight_bytes,
+    inductor = inductor_gemv(x_rows, weight, seconds, baseline) if loads else None
+    if inductor is not None:
+        print(f"{rows}x{n}x{k} inductor {inductor['launches']} {inductor['median_us']:.1f} us "
+              f"{inductor['vs_f_linear']:.3f}x F.linear", file=sys.stderr)
+    return {"shape": f"{rows}x{n}x{k}", "dtype": "bfloat16", "weight_bytes": weight_bytes, "inductor": inductor,
             "read_floor": {"median_us": floor_s * 1e6, "gb_per_s": weight_bytes / floor_s / 1e9},
             "f_linear": {"median_us": linear_s * 1e6, "gb_per_s": weight_bytes / linear_s / 1e9,
                          "of_read_floor": floor_s / linear_s},
@@ -232,10 +284,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="decode GEMV tiles against a pure read of the weight and F.linear")
     parser.add_argument("--rows", type=int, choices=(1, DOT_ROWS), default=1,
                         help="rows of x: 1 (tiles and split-K, FMAs) or 16 (tl.dot tiles and stages)")
-    rows = parser.parse_args().rows
-    results = [sweep_shape(n, k, seed=70 + index, rows=rows) for index, (n, k) in enumerate(SHAPES)]
-    print(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows,
-                      "stages": STAGES if rows == 1 else list(DOT_STAGES), "shapes": results}, indent=1))
+    parser.add_argument("--loads", action="store_true",
+                        help="one row: stages and eviction policies at one split, and Inductor's own kernel")
+    args = parser.parse_args()
+    rows, loads = (1, True) if args.loads else (args.rows, False)
+    results = [sweep_shape(n, k, seed=70 + index, rows=rows, loads=loads) for index, (n, k) in enumerate(SHAPES)]
+    stages = list(LOAD_STAGES) if loads else STAGES if rows == 1 else list(DOT_STAGES)
+    print(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows, "loads": loads, "stages": stages,
+                      "shapes": results}, indent=1))
 
 
 if __name__ == "__main__":

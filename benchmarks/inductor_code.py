@@ -11,14 +11,14 @@ from __future__ import annotations
 import torch
 
 
-def inductor_kernels(function, *inputs) -> dict:
+def inductor_kernels(function, *inputs, options: dict | None = None) -> dict:
     """``{"source": the Triton code, "launches": [{"kernel", "candidates", "running"}]}`` for
-    ``torch.compile(function)`` called on ``inputs``."""
+    ``torch.compile(function, options=options)`` called on ``inputs``."""
     from torch._inductor.codecache import PyCodeCache
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
     from torch._inductor.utils import run_and_get_code
     known = len(PyCodeCache.modules)
-    compiled = torch.compile(function)
+    compiled = torch.compile(function, options=options)
     _, sources = run_and_get_code(compiled, *inputs)
     compiled(*inputs)                                   # a second call: the launcher chosen is kept
 

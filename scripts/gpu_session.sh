@@ -194,11 +194,14 @@ persistent_sweep() {   # persistent programs at softmax 4096x1024 and rms_norm 8
     && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print(k, r) for k in ('softmax', 'rms_norm') for r in d[k]['configurations']]" \
        "$DEVICE_RECORDS/persistent-sweep.json"
 }
-gemv_sweep() {   # gemv_sweep [ROWS]: decode GEMV tiles (and split-K at one row) against a pure read of the weight
-  # and F.linear (benchmarks/gemv_sweep.py); 16 rows: tl.dot tiles, into gemv-sweep.m16.json
-  local rows=${1:-1} name=gemv-sweep
+gemv_sweep() {   # gemv_sweep [ROWS|loads]: decode GEMV tiles (and split-K at one row) against a pure read of the weight
+  # and F.linear (benchmarks/gemv_sweep.py); 16 rows: tl.dot tiles, into gemv-sweep.m16.json; loads: one row's
+  # stages and eviction policies and Inductor's kernel, into gemv-sweep.loads.json
+  local rows=${1:-1} name=gemv-sweep arguments
+  arguments=(--rows "$rows")
   [ "$rows" = 1 ] || name=gemv-sweep.m$rows
-  python3 benchmarks/gemv_sweep.py --rows "$rows" >"$DEVICE_RECORDS/$name.json.partial" 2>>"$ERRORS" \
+  [ "$rows" = loads ] && name=gemv-sweep.loads && arguments=(--loads)
+  python3 benchmarks/gemv_sweep.py "${arguments[@]}" >"$DEVICE_RECORDS/$name.json.partial" 2>>"$ERRORS" \
     && mv "$DEVICE_RECORDS/$name.json.partial" "$DEVICE_RECORDS/$name.json" \
     && python3 -c "import json,sys; [print(s['shape'], 'read floor', round(s['read_floor']['gb_per_s']), 'F.linear', round(s['f_linear']['gb_per_s']), 'best', s['best']) for s in json.load(open(sys.argv[1]))['shapes']]" \
        "$DEVICE_RECORDS/$name.json"

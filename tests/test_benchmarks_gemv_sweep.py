@@ -79,3 +79,15 @@ def test_the_check_names_the_x_row_of_a_16_row_gemv_that_drops_a_tile(sweep):
         sweep.check(sweep.dot_launch(x, damaged, out, 16, 256, stages=3), out, x, weight)
     with pytest.raises(ValueError, match="holds 16 rows of x"):
         sweep.dot_launch(torch.empty(17, 8).half(), weight[:, :8], torch.empty(17, 37), 16, 256, 3)
+
+
+def test_every_load_configuration_computes_the_gemv(sweep):
+    """--loads: each tile with and without the pipeline and with each eviction policy (a hint: the interpreter
+    takes it and ignores it), on 37 rows and a K that cuts the widest tile."""
+    weight, x = _operands(37, 2600, seed=20)
+    out = torch.empty(37, dtype=torch.float32)
+    configurations = list(sweep.configurations(1, x, weight, out, loads=True))
+    assert len(configurations) == len(sweep.LOAD_TILES) * len(sweep.LOAD_STAGES) * len(sweep.EVICTIONS)
+    for fields, launch in configurations:
+        sweep.check(launch, out, x, weight)
+        assert fields["evict"] in ("default", "evict_first") and fields["stages"] in sweep.LOAD_STAGES
