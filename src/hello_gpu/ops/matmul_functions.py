@@ -19,8 +19,9 @@ tests/test_functions.py holds softmax's BEST to its records:
 
 - the operand in linear's layout and M <= GEMV_ROWS (16: a decode step): the decode GEMV rungs, which
   read the weight once for up to 16 rows (``LINEAR_DECODE``). 16-bit at M = 1 (``LINEAR_ONE_ROW``):
-  Triton's t03, [8, 512] tiles of whole rows (H100 record linear.bfloat16; the sweep before it:
-  records/nvidia-h100-80gb-hbm3/gemv-sweep.json), then as for more rows. 16-bit: Triton's t02, the streaming FMA
+  Triton's t04, [2, 2048] tiles loaded straight to registers and marked evict-first, then t03, [8, 512]
+  tiles through a cp.async pipeline (H100 record linear.bfloat16; the sweeps before them:
+  records/nvidia-h100-80gb-hbm3/gemv-sweep.json and gemv-sweep.loads.json), then as for more rows. 16-bit: Triton's t02, the streaming FMA
   GEMV (H200 record of 6173353, against F.linear: 1.02x at 1x4096x14336 where t01 reads 0.87x, 0.96x at
   16x14336x4096 with t01 0.96x, 0.95x at 1x14336x4096 where t01 reads 0.98x: within the rule test's 2%),
   then t01, then the HIP warp-per-row rung (0.70x and 0.14x at 16 rows); float32: t02 as well (H200
@@ -72,9 +73,11 @@ MATMUL_RULE = {
 }
 LINEAR_DECODE = {"float32": ("t02_streaming_gemv", "v01_warp_per_row", "t01_row_block"),
                  "16-bit": ("t02_streaming_gemv", "t01_row_block", "v01_warp_per_row")}
-# One row of x in 16 bits (batch-1 decode): t03's [8, 512] tiles first (the H100 gemv-sweep: 1.02-1.10x
-# F.linear at the 8B's and 1B's projection shapes, where t02 read 0.95-1.02x on the H200).
-LINEAR_ONE_ROW = {"float32": LINEAR_DECODE["float32"], "16-bit": ("t03_tiled_gemv", *LINEAR_DECODE["16-bit"])}
+# One row of x in 16 bits (batch-1 decode): t04's evict-first [2, 2048] tiles first (the H100 gemv-sweep --loads:
+# 1.12-1.29x F.linear at the 8B's and 1B's projection shapes), then t03's pipelined [8, 512] tiles (1.03-1.04x in
+# the H100 record), then as for more rows (t02 read 0.95-1.02x on the H200).
+LINEAR_ONE_ROW = {"float32": LINEAR_DECODE["float32"],
+                  "16-bit": ("t04_evict_first_gemv", "t03_tiled_gemv", *LINEAR_DECODE["16-bit"])}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,11 @@ hypothesis: t02 gives each weight row to one warp and streams it through shared 
 prediction: on the H100, ~1.04x F.linear at 1x14336x4096 and ~1.07x at 1x4096x14336 (the sweep's
   kernel with a bf16 store instead of float32), ~0.97 of the read floor; against t02 unknown (t02 has no
   H100 record yet). On the H200 unmeasured
-outcome: not measured yet
+outcome: on the H100, 1.032x F.linear [1.023, 1.042] at 1x14336x4096 (51.5 us, 2,283 GB/s) and 1.042x
+  [1.039, 1.057] at 1x4096x14336 (51.4 us), as predicted at the first shape and below it at the second; but
+  0.853x [0.845, 0.862] and 0.922x Inductor's max-autotune peer, which read the weight at 2,634 and 2,449
+  GB/s, faster than the sweep's own "read floor" (records/nvidia-h100-80gb-hbm3/linear.bfloat16.json, run of
+  9ef0910). t04 follows what that peer does differently
 deterministic: yes, each output element is one program's sum in a fixed order: every step's products
   into the same accumulator slot, then one tl.sum over the 512 slots
 """
