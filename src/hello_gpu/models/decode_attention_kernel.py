@@ -42,7 +42,9 @@ prediction: ~2.3 MB a layer at ~3 TB/s is ~0.8 us of bytes, so two launches (~1.
   after another (the loop issued a split's loads after the previous split's math). With the 12 splits in
   one round (~12 KB a program, one L2 latency) ~2 us a call: ~60 us of the 1B's 1.37 ms step (~4%), ~110 us
   of the 8B's ~6 ms (~2%)
-outcome: not measured yet
+outcome: not measured yet as a ratio. The merge in a profile: 2.4 us a call in the H100's profile of the 1B's
+  hello-gpu decode step after the change (records/nvidia-h100-80gb-hbm3/models/profile.1b.decode.b1.p512.hello-gpu,
+  run of 5af4aad), 5.7 us in hello-gpu-pdl's before it (not one run, not one backend): about the predicted ~2 us
 deterministic: yes, each split reduces its tiles in order and the merge adds the splits in a fixed order (a
   step's splits as one tl.sum, the steps in order)
 """
