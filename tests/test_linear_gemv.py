@@ -165,32 +165,19 @@ def test_layouts_it_cannot_read_are_refused_by_name():
 COMPILED = (("bf16", 1, 4, 3), ("bf16", 8, 8, 5), ("fp32", 16, 4, 5), ("fp16", 8, 8, 3))
 
 _COMPILE_SCRIPT = r"""
-import json, re, sys
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+import json, sys
 from hello_gpu.ops import load_op
 from hello_gpu.ops.rung import load_module
-from hello_gpu.runtime.kernel import _disassemble_cubin
+from hello_gpu.runtime.kernel import triton_for_sm90
 t02 = load_module(load_op("linear").rung("t02_streaming_gemv").path, "t02_sm90")
-kernel = t02.streaming_gemv_kernel
 results = {}
 for dtype, block_m, rows, stages in json.loads(sys.argv[1]):
     constants = {"BLOCK_M": block_m, "PACK": 4 if dtype == "fp32" else 8, "EVEN_K": True, "ROWS": rows,
                  "WARPS": t02.WARPS, "STAGES": stages}
-    names = kernel.arg_names
-    signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else "i32") for n in names}
-    # What the JIT gives 4096-sized arguments: every pointer and integer divisible by 16.
-    divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n] != "constexpr"}
-    compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
-                              target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": t02.WARPS, "num_stages": stages})
-    sass = _disassemble_cubin(compiled.asm["cubin"])
-    # "/*0150*/  @!P0 LDGSTS.E.BYPASS.128 [R3], desc[UR4][R4.64] ;": the opcode after any predicate
-    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)", sass)
+    ops, ptx = triton_for_sm90(t02.streaming_gemv_kernel, constants, dtype, num_warps=t02.WARPS, num_stages=stages)
     results[f"{dtype} M={block_m} ROWS={rows} stages={stages}"] = {
         "cp_async_16": sum(op == "LDGSTS.E.BYPASS.128" for op in ops),
-        "ptx_cp_async_16": compiled.asm["ptx"].count("cp.async.cg.shared.global"),
+        "ptx_cp_async_16": ptx.count("cp.async.cg.shared.global"),
         "local": sum(op.startswith(("LDL", "STL")) for op in ops), "ffma": sum(op == "FFMA" for op in ops)}
 print(json.dumps(results))
 """

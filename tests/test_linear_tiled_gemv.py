@@ -82,12 +82,9 @@ def test_only_one_row_launches_the_tiled_kernel_one_program_per_block_of_rows(ch
 
 _COMPILE_SCRIPT = r"""
 import json, re, sys
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 from hello_gpu.ops import load_op
 from hello_gpu.ops.rung import load_module
-from hello_gpu.runtime.kernel import _disassemble_cubin
+from hello_gpu.runtime.kernel import triton_for_sm90
 rung_id, kernel_name = sys.argv[1], sys.argv[2]
 rung = load_module(load_op("linear").rung(rung_id).path, rung_id + "_sm90")
 kernel = getattr(rung, kernel_name)
@@ -97,17 +94,10 @@ for dtype in ("bf16", "fp32"):
     constants = {"BLOCK_N": rung.BLOCK_N, "BLOCK_K": rung.BLOCK_K, "EVEN_K": True}
     if "STAGES" in kernel.arg_names:
         constants["STAGES"] = stages
-    names = kernel.arg_names
-    signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else "i32") for n in names}
-    divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n] != "constexpr"}
-    compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
-                              target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": rung.WARPS, "num_stages": stages})
-    sass = _disassemble_cubin(compiled.asm["cubin"])
-    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)", sass)
+    ops, ptx = triton_for_sm90(kernel, constants, dtype, num_warps=rung.WARPS, num_stages=stages)
     results[dtype] = {"ldgsts": sum(op.startswith("LDGSTS") for op in ops),
                       "local": sum(op.startswith(("LDL", "STL")) for op in ops),
-                      "evict_first_loads": len(re.findall(r"ld\.global[.\w:]*evict_first", compiled.asm["ptx"]))}
+                      "evict_first_loads": len(re.findall(r"ld\.global[.\w:]*evict_first", ptx))}
 print(json.dumps(results))
 """
 

@@ -683,6 +683,29 @@ def _tool(name: str) -> str | None:
     return shutil.which(name)
 
 
+# "/*0150*/  @!P0 LDGSTS.E.BYPASS.128 [R3], desc[UR4][R4.64] ;": the opcode after any predicate
+SASS_OPCODE = r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)"
+
+
+def triton_for_sm90(kernel, constants: dict, pointer_dtype: str, *, num_warps: int, num_stages: int) -> tuple[list[str], str]:
+    """(the SASS opcodes in order, the PTX) of a ``@triton.jit`` kernel compiled for sm_90 on a machine without
+    a GPU (what the CPU tier reads to check a rung's instructions). ``constants``: its constexpr arguments; every
+    other argument is a pointer to ``pointer_dtype`` ("bf16", "fp32", ...) where its name ends in ``_ptr``, else an
+    i32, each divisible by 16, as the JIT assumes for 4096-sized arguments."""
+    import re
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    names = kernel.arg_names
+    signature = {n: "constexpr" if n in constants else ("*" + pointer_dtype if n.endswith("_ptr") else "i32")
+                 for n in names}
+    divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names) if signature[n] != "constexpr"}
+    compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": num_stages})
+    return re.findall(SASS_OPCODE, _disassemble_cubin(compiled.asm["cubin"])), compiled.asm["ptx"]
+
+
 def _disassemble_cubin(image: bytes) -> str:
     tool = _tool("cuobjdump")
     flags = ["--dump-sass"]
