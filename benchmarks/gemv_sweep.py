@@ -50,6 +50,12 @@ tiles with one split read at 0.95-0.98 of the floor and 1.02-1.10x F.linear at a
    (inductor_code.py). Prediction: without the pipeline (plain loads straight to registers, more loads in
    flight a thread) the [8, 512] tile moves from ~0.78 of copy towards Inductor's ~0.87; evict_first alone
    changes little for a weight read once (it only frees L2 sooner).
+   What it found (records/nvidia-h100-80gb-hbm3/gemv-sweep.loads.json, run of 91a281a): the prediction was wrong
+   about which change pays. At 1x16384x2048, [8, 512]: 34.8 us with the pipeline under either policy, 34.6 us
+   without it under the default policy, 29.4 us without it and evict_first. The hint pays on plain loads only
+   (through cp.async it does nothing), and the one-stage evict-first tiles were the fastest at all four shapes,
+   1.12-1.29x F.linear. The read floor's own kernel loads with the default policy, so it is no floor under the
+   cold protocol's dirty L2 (linear t04_evict_first_gemv's header; a cold-clean control has not run).
 
 Prints one JSON object: the read floor and F.linear per shape, then every configuration's cold median,
 GB/s on the weight bytes, fraction of the read floor and paired speedup over F.linear (> 1: faster),

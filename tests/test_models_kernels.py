@@ -199,6 +199,10 @@ def test_rope_cache_write_kernel_refuses_what_it_does_not_take():
         rope_cache_write_kernel(q, k, v, cos, sin, keys[:, :1].contiguous(), values[:, :1].contiguous(), at)
     with pytest.raises(ValueError, match="must share a dtype"):
         rope_cache_write_kernel(q, k, v, cos, sin, keys.double(), values.double(), at)
+    many = torch.empty(8192, 4, 2, 8, device=DEVICE)[:, :, :2]          # 8192 x (4 + 2 x 2) slots > 65535
+    with pytest.raises(ValueError, match="at most 65535: split the batch"):
+        rope_cache_write_kernel(many, many[:, :2], many[:, :2], cos, sin, keys.expand(8192, -1, -1, -1),
+                                values.expand(8192, -1, -1, -1), at)
 
 
 @pytest.mark.parametrize("name", ["rope", "swiglu", "cache_write", "rope_cache_write"])

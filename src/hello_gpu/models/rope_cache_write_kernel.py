@@ -37,6 +37,7 @@ from .rope_kernel import checked_q_and_k, rotate_head
 
 # Tokens a program: at decode one (two lanes, one masked: a tile needs two), at a prompt up to 16 (below)
 MAX_TOKENS = 16
+MAX_GRID_Y = 65535          # CUDA's limit on a grid's second axis: (batch, head) slots, 1365 batches of the 8B's 48
 
 
 @triton.jit
@@ -87,6 +88,9 @@ def rope_cache_write(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: tor
                          f"{cos.device}, {sin.device} and {keys.device}")
     pdl = checked(pdl, q.device)
     batch, heads, length, dim = q.shape
+    if batch * (heads + 2 * k.shape[1]) > MAX_GRID_Y:
+        raise ValueError(f"rope_cache_write: batch x (q heads + 2 x kv heads) = {batch * (heads + 2 * k.shape[1])} "
+                         f"programs on the grid's second axis, at most {MAX_GRID_Y}: split the batch")
     q_out = torch.empty(q.shape, device=q.device, dtype=q.dtype)
     if q.numel():
         tokens = min(max(triton.next_power_of_2(length), 2), MAX_TOKENS)
