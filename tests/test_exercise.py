@@ -251,6 +251,18 @@ def test_gpu_a_kernel_without_its_bounds_check_gets_the_bounds_hint(tmp_path):
     assert bounds and bounds[0].confidence == "observed", str(report)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU (the H200 tier)")
+def test_gpu_a_grid_that_is_not_whole_fails_in_the_report_not_with_an_exception(tmp_path):
+    """Chapter 2's notebook: a header grid `n / 256` compiles, and every launch at a size that is no multiple of
+    256 raises. On the H200 (session 21) the race probe let that escape from exercise(); it is a case failure."""
+    path = _copy(tmp_path, V01, "float_grid.hip", replace=("grid: ceil(n / 256)", "grid: n / 256"))
+    report = exercise("vector_add", path, route="hip", max_seconds=0.5)
+    assert report.passed is False, str(report)
+    assert any("whole numbers" in case.reason for case in report.failures), str(report)
+    assert "races" in dict(report.not_checked), str(report)   # the probe's launch raised too, and says so
+
+
 @cpu_only
 def test_the_course_example_runs_in_the_interpreter():
     example = Path(__file__).resolve().parents[1] / "examples" / "course" / "exercise_softmax.py"
