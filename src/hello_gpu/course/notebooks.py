@@ -15,6 +15,7 @@ PyTorch (the notebooks do, in their own kernel).
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,18 @@ def sync(root: Path, *, check: bool = False) -> tuple[list[Path], list[Problem]]
     return changed, problems
 
 
+def _last_started(notebook) -> str:
+    """Where a notebook stopped without a cell error (its kernel died or was lost): the last code cell that
+    started, by its index and first line."""
+    started = [(index, cell) for index, cell in enumerate(notebook.cells)
+               if cell.cell_type == "code" and cell.get("execution_count") is not None]
+    if not started:
+        return "before its first code cell"
+    index, cell = started[-1]
+    first = next((line for line in cell.source.splitlines() if line.strip()), "")
+    return f"in cell {index}: {first[:80]}"
+
+
 def execute(root: Path, out: Path, *, names: list[str] | None = None, timeout: int = 600,
             env: dict | None = None) -> list[Execution]:
     """Run the notebooks built from the scripts (``names``: stems or chapter prefixes like ``ch04``; default all),
@@ -140,12 +153,16 @@ def execute(root: Path, out: Path, *, names: list[str] | None = None, timeout: i
         client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": str(script.parent)}})
         started, error = time.perf_counter(), ""
+        # A kernel that dies (a crash in native code) leaves no output: faulthandler makes it print the Python
+        # stack of every thread to its stderr first, which the caller's log keeps.
+        kernel_env = dict(env if env is not None else os.environ)
+        kernel_env.setdefault("PYTHONFAULTHANDLER", "1")
         try:
-            client.execute(**({"env": env} if env is not None else {}))
+            client.execute(env=kernel_env)
         except CellExecutionError as failure:
             error = str(failure).strip().splitlines()[-1] if str(failure).strip() else type(failure).__name__
         except Exception as failure:  # noqa: BLE001 - a dead kernel or a timeout: reported, the next one runs
-            error = f"{type(failure).__name__}: {failure}"
+            error = f"{type(failure).__name__}: {failure} ({_last_started(notebook)})"
         target = out / f"{script.stem}.ipynb"
         target.write_text(_text(notebook), encoding="utf-8")
         results.append(Execution(script.stem, target, not error, time.perf_counter() - started, error))
