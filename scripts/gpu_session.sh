@@ -23,8 +23,9 @@
 #           model-profile:CONFIG:PHASE[:BATCH[:PROMPT[:BACKEND]]] (e.g. model-profile:8b:decode, model-profile:1b:decode:1:512:hello-gpu);
 #           model-vision:BATCH:SIZE (the vision model's profile, e.g. model-vision:8:224);
 #           model-agent:CONFIG:PHASE:BATCH:PROMPT:NEW (`hello-gpu agent --model`, e.g. model-agent:1b:decode:1:512:256);
-#           notebooks (every course notebook executed; the executed .ipynb files in $OUT/notebooks/, to commit
-#           over notebooks/; needs jupytext, nbformat, nbclient and ipykernel: wheels in .whl/ where the machine lacks them);
+#           notebooks[:NAME,NAME...] (every course notebook executed, or the named ones, e.g. notebooks:ch02,ch18;
+#           the executed .ipynb files packed in $OUT/notebooks.tgz, to commit over notebooks/; needs jupytext,
+#           nbformat, nbclient and ipykernel: wheels in .whl/ where the machine lacks them);
 #           "all" = every stage but cpu-tests
 #   Peer wheels (Liger-Kernel, jsonschema, the notebook kernel: fetched by scripts/fetch_peers.sh on the machine
 #   that sends the call) travel in .whl/ (the device tool's carry) and are installed into a private folder on PYTHONPATH.
@@ -107,11 +108,21 @@ kernelbench() {   # the KernelBench-sized problems end to end, each run's report
   mkdir -p "$DEVICE_RECORDS/kernelbench"
   HG_KERNELBENCH_REPORTS="$DEVICE_RECORDS/kernelbench" gpu_tests tests/gpu/test_kernelbench_gpu.py
 }
-notebooks_run() {   # every notebook of notebooks/ on the GPU (tests/test_notebooks.py, GPU tier); copies with outputs
+notebooks_run() {   # notebooks_run [NAME...]: every notebook (tests/test_notebooks.py, GPU tier) or the named ones
+  # (`hello-gpu course notebooks --execute --only`, its ok/FAIL lines and the kernels' stderr kept in
+  # notebooks.log); the executed copies go to $OUT/notebooks/, packed into $OUT/notebooks.tgz at the end (the device
+  # tool brings back few files: session 21 lost two notebooks of twelve to its file count).
   python3 -c "import jupytext, nbformat, nbclient, ipykernel" 2>/dev/null || {
     echo "notebooks: jupytext, nbformat, nbclient and ipykernel are missing: carry their wheels in .whl/"; return 3; }
   mkdir -p "$OUT/notebooks"
-  HG_NOTEBOOKS_OUT="$OUT/notebooks" gpu_tests tests/test_notebooks.py
+  if [ $# -eq 0 ]; then
+    HG_NOTEBOOKS_OUT="$OUT/notebooks" gpu_tests tests/test_notebooks.py
+  else
+    hello-gpu course notebooks --execute --out "$OUT/notebooks" --only "$@" >"$DEVICE_RECORDS/notebooks.log" 2>&1
+    local code=$?
+    grep -E "^(ok|FAIL) " "$DEVICE_RECORDS/notebooks.log"
+    return $code
+  fi
 }
 cpu_tests() { python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tail -n 8; return "${PIPESTATUS[0]}"; }
 doctor() { hello-gpu doctor --json >"$DEVICE_RECORDS/doctor.json"; }
@@ -302,6 +313,7 @@ for stage in $stages; do
     gpu-tests:*) run_stage "$stage" gpu_tests ${stage#gpu-tests:} ;;
     cpu-tests) run_stage cpu-tests cpu_tests ;;
     notebooks) run_stage notebooks notebooks_run ;;
+    notebooks:*) names=${stage#notebooks:}; run_stage "$stage" notebooks_run ${names//,/ } ;;
     compile-gate) run_stage compile-gate sh -c "hello-gpu compile-check examples src --no-amd | tail -n 3" ;;
     overhead) run_stage overhead overhead ;;
     call-overhead) run_stage call-overhead call_overhead ;;
@@ -354,6 +366,7 @@ for stage in $stages; do
     *) echo "unknown stage $stage"; codes[$stage]=2; order+=("$stage") ;;
   esac
 done
+[ -d "$OUT/notebooks" ] && tar czf "$OUT/notebooks.tgz" -C "$OUT" notebooks && rm -rf "$OUT/notebooks"
 
 summary=""
 for name in "${order[@]}"; do summary+="$name=${codes[$name]} "; done
