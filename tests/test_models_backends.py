@@ -118,13 +118,40 @@ def test_a_kernel_doing_two_operations_runs_instead_of_them_unless_one_of_them_w
     registry = {name: REPLACEMENTS[name] for name in ("cache_write", "rope", "rope_cache_write")}
     choices = {c.name: c for c in choose_replacements(TINY, batch=2, device="cpu", dtype=torch.float32,
                                                       timer=_always_faster, replacements=registry)}
-    assert choices["rope_cache_write"].used and "x our rope then cache_write [" in choices["rope_cache_write"].reason
+    assert choices["rope_cache_write"].used
+    assert "x rope (swapped in) then cache_write (swapped in) [" in choices["rope_cache_write"].reason
     for name in ("rope", "cache_write"):
         assert not choices[name].used and choices[name].reason.startswith("not called: rope_cache_write does its work")
     choices = {c.name: c for c in choose_replacements(TINY, batch=2, device="cpu", dtype=torch.float32,
                                                       timer=_always_faster, replacements=registry, force=["rope"])}
     assert choices["rope"].used and choices["cache_write"].used and not choices["rope_cache_write"].used
-    assert choices["rope_cache_write"].reason.startswith("not swapped in: rope forced in (faster: 2.00x our rope")
+    assert choices["rope_cache_write"].reason.startswith("not swapped in: rope forced in (faster: 2.00x rope (swapped")
+
+
+def test_a_fused_kernel_is_timed_against_what_the_run_would_call_in_its_place():
+    """The baseline of rope_cache_write is the rope and cache write this run chose: a caller's rope where it was
+    swapped in, eager's cache write where ours was not (here: none given), never a fixed pair of our kernels."""
+    from hello_gpu.models.llama import rope as eager_rope
+    calls = []
+
+    def callers_rope(q, k, cos, sin):
+        calls.append("callers_rope")
+        return eager_rope(q, k, cos, sin)
+
+    def timer(baseline, kernel):
+        calls.clear()
+        baseline()
+        timed.append(list(calls))
+        return _always_faster(baseline, kernel)
+
+    timed = []
+    registry = {"rope": replace(REPLACEMENTS["rope"], load=lambda: callers_rope),
+                "rope_cache_write": REPLACEMENTS["rope_cache_write"]}
+    choices = {c.name: c for c in choose_replacements(TINY, batch=2, device="cpu", dtype=torch.float32,
+                                                      timer=timer, replacements=registry)}
+    fused = choices["rope_cache_write"]
+    assert fused.used and "x rope (swapped in) then cache_write (eager) [" in fused.reason, fused.reason
+    assert timed[-1] and set(timed[-1]) == {"callers_rope"}, timed       # the fused kernel's baseline ran it
 
 
 def _linear_without_last_columns(x, weight):      # a GEMV that drops the last 8 columns of K (one tile)

@@ -112,12 +112,12 @@ class Replacement:
     # projections, then the head). Timing ``model_cases`` ran layer 0's weight 32 times in a row, and the 8B's
     # o_proj (32 MB) then stays in the 50 MB L2 from one repeat to the next, which a real step never sees.
     model_step: Callable[[Llama, int], list[tuple]] | None = None
-    # What the kernel is timed against where eager has no such operation (rope_cache_write: the two kernels it
-    # fuses), loaded when first asked for, and its name in the reason; else the eager operation
-    baseline: Callable[[], Callable] | None = None
-    baseline_label: str = "eager"
+    # What the kernel is timed against where eager has no such operation (rope_cache_write: the two operations it
+    # fuses): given op_for(name), the operation this run calls for ``name`` where this kernel is not used (the
+    # replacement chosen for it, else eager's), it returns the function to time; else the eager operation is timed
+    baseline: Callable[[Callable[[str], Callable]], Callable] | None = None
     # The operations whose work this kernel does (rope_cache_write: rope and cache_write): where it is used, they
-    # are not called, and their choices say so
+    # are not called, and their choices say so. They are decided first, so the baseline is what would run instead.
     supersedes: tuple[str, ...] = ()
 
     @property
@@ -214,10 +214,10 @@ def _hello_gpu_rope_cache_write() -> Callable:
     return rope_cache_write
 
 
-def _rope_then_cache_write() -> Callable:
-    """Our two kernels one after the other: what the model runs where the fused kernel is not swapped in."""
-    from .cache_write_kernel import cache_write as write
-    from .rope_kernel import rope as rotate
+def _rope_then_cache_write(op_for: Callable[[str], Callable]) -> Callable:
+    """The rope then the cache write this run calls where the fused kernel is not swapped in: ours where they were
+    swapped in, eager's (or a caller's replacement) otherwise."""
+    rotate, write = op_for("rope"), op_for("cache_write")
 
     def rope_then_cache_write(q, k, v, cos, sin, keys, values, positions):
         q, k = rotate(q, k, cos, sin)
@@ -262,7 +262,7 @@ register_replacement(Replacement(
 register_replacement(Replacement(
     "rope_cache_write", "RoPE and the KV-cache write in one Triton launch (hello_gpu.models.rope_cache_write_kernel)",
     load=_hello_gpu_rope_cache_write, example=_rope_cache_write_example, reference=_rope_cache_write_rounded,
-    tolerance=ROUNDED_ONCE_TOLERANCE, baseline=_rope_then_cache_write, baseline_label="our rope then cache_write",
+    tolerance=ROUNDED_ONCE_TOLERANCE, baseline=_rope_then_cache_write,
     supersedes=("rope", "cache_write")))
 register_replacement(Replacement(
     "swiglu", "SwiGLU, silu(gate) * up in one Triton kernel (hello_gpu.models.swiglu_kernel)",
@@ -600,10 +600,12 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
     unknown = sorted(set(force) - set(replacements))
     if unknown:
         raise ValueError(f"no replacement named {', '.join(unknown)}; known: {', '.join(replacements)}")
-    choices = []
-    for name, replacement in replacements.items():
-        choice = Choice(name, replacement.category, False, "")
-        choices.append(choice)
+    choices, swapped = {}, {}
+    # A kernel that does others' work (Replacement.supersedes) is decided after them: it is timed against what the
+    # run would call in its place. sorted() is stable: the others keep the registry's order.
+    for name in sorted(replacements, key=lambda name: bool(replacements[name].supersedes)):
+        replacement = replacements[name]
+        choice = choices[name] = Choice(name, replacement.category, False, "")
         if replacement.load is None:
             choice.reason = f"not written yet: {replacement.missing}"
             continue
@@ -622,9 +624,12 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
             continue
         if name in force:
             choice.used, choice.reason = True, "forced (checked against float64 eager, not timed)"
-            continue
-        choice.used, choice.reason, choice.speedup, choice.ci95 = _timed_decision(
-            replacement, function, config, shape, device, dtype, timer, model)
+        else:
+            choice.used, choice.reason, choice.speedup, choice.ci95 = _timed_decision(
+                replacement, function, config, shape, device, dtype, timer, model, swapped)
+        if choice.used:
+            swapped[name] = function
+    choices = [choices[name] for name in replacements]
     _leave_out_superseded(choices, replacements, force)
     return choices
 
@@ -647,7 +652,7 @@ def _leave_out_superseded(choices: list[Choice], replacements: dict[str, Replace
 
 
 # region swap-rule
-def _timed_decision(replacement, function, config, shape, device, dtype, timer, model=None):
+def _timed_decision(replacement, function, config, shape, device, dtype, timer, model=None, swapped=None):
     from ..bench import compare
     if model is not None and replacement.model_step is not None:
         cases = [(arguments, 1) for arguments in replacement.model_step(model, shape.batch)]
@@ -656,7 +661,12 @@ def _timed_decision(replacement, function, config, shape, device, dtype, timer, 
         cases = [(arguments, count)
                  for arguments, count in decode_cases(replacement, config, shape, device, dtype, model=model).values()]
         over = f" over the {len(cases)} decode shapes, each as often as a step runs it" if len(cases) > 1 else ""
-    eager = replacement.baseline() if replacement.baseline is not None else getattr(EAGER_OPS, replacement.name)
+    eager, label = getattr(EAGER_OPS, replacement.name, None), "eager"
+    if replacement.baseline is not None:     # what runs in its place: the kernels swapped in for those ops, or eager's
+        swapped = swapped or {}
+        eager = replacement.baseline(lambda name: swapped.get(name) or getattr(EAGER_OPS, name))
+        label = " then ".join(f"{name} ({'swapped in' if name in swapped else 'eager'})"
+                              for name in replacement.supersedes)
     timer = timer or (lambda a, b: compare(a, b, cache="warm"))
 
     def every_case(operation):
@@ -670,7 +680,7 @@ def _timed_decision(replacement, function, config, shape, device, dtype, timer, 
     with torch.no_grad():
         result = timer(every_case(eager), every_case(function))
     used = result.verdict == "faster"
-    what = (f"{result.speedup.value:.2f}x {replacement.baseline_label} [{result.speedup.ci95[0]:.2f}, {result.speedup.ci95[1]:.2f}]{over} "
+    what = (f"{result.speedup.value:.2f}x {label} [{result.speedup.ci95[0]:.2f}, {result.speedup.ci95[1]:.2f}]{over} "
             f"(batch {shape.batch}, prompt {shape.prompt} of {shape.max_seq} positions)")
     return used, (f"faster: {what}" if used else f"not swapped in: {what}, {result.verdict}"), \
         result.speedup.value, tuple(result.speedup.ci95)
