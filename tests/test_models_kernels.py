@@ -267,13 +267,15 @@ def _our_kernel_ops():
     from hello_gpu.models.decode_attention_kernel import attention
     from hello_gpu.models.llama import ModelOps
     return ModelOps(add_rms_norm=add_rms_norm, rope=rope_kernel, cache_write=cache_write_kernel, attention=attention,
-                    swiglu=swiglu_kernel, rope_cache_write=rope_cache_write_kernel)
+                    swiglu=swiglu_kernel, rope_cache_write=rope_cache_write_kernel,
+                    linear=REPLACEMENTS["linear"].load())
 
 
 def test_dependent_launches_are_asked_of_our_kernels_only_and_refused_where_the_device_has_none(monkeypatch):
-    """hello-gpu-pdl (models.dependent_launch): each of our six decode kernels gets ``pdl=True``, nothing else
-    (F.linear, the eager RMSNorm, the prefill attention stay as they are); on the CPU, in the interpreter or before
-    sm_90 the backend says why it is off, and a kernel asked for it directly refuses, naming the reason."""
+    """hello-gpu-pdl (models.dependent_launch): each of our seven decode kernels gets ``pdl=True`` (the decode
+    linear too: one row runs linear_pdl_kernel), nothing else (F.linear, the eager RMSNorm, the prefill attention
+    stay as they are); on the CPU, in the interpreter or before sm_90 the backend says why it is off, and a kernel
+    asked for it directly refuses, naming the reason."""
     from dataclasses import fields
 
     from hello_gpu.models import dependent_launch
@@ -287,10 +289,10 @@ def test_dependent_launches_are_asked_of_our_kernels_only_and_refused_where_the_
     monkeypatch.setattr(dependent_launch, "usable", lambda device: None)
     changed, note = dependent_launch.with_dependent_launches(ops, device)
     asked = {field.name for field in fields(ops) if getattr(changed, field.name) is not getattr(ops, field.name)}
-    assert asked == {"add_rms_norm", "rope", "cache_write", "attention", "swiglu", "rope_cache_write"}, asked
+    assert asked == {"add_rms_norm", "rope", "cache_write", "attention", "swiglu", "rope_cache_write", "linear"}, asked
     assert all(getattr(changed, name).keywords == {"pdl": True} for name in asked)
-    assert note == ("programmatic dependent launch for our kernels of: add_rms_norm, attention, cache_write, rope, "
-                    "rope_cache_write, swiglu")
+    assert note == ("programmatic dependent launch for our kernels of: add_rms_norm, attention, cache_write, linear, "
+                    "rope, rope_cache_write, swiglu")
 
 
 @pytest.mark.gpu

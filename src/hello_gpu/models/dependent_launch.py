@@ -13,6 +13,8 @@ load and store after it is safe, whatever it reads or writes), then the release 
 set up. The overlap is only the set-up and the dispatch, never the work; where the kernel before is not ours
 (cuBLAS's GEMV) nothing releases early and ours starts at its end as before, its own set-up still hidden. A kernel
 launched without the attribute that runs the wait waits for nothing (no dependency: the instruction returns).
+The one exception is the batch-1 decode GEMV (:mod:`.linear_pdl_kernel`): it loads its first weight tile before
+the wait, since no kernel of the step writes a weight, so its DRAM reads overlap the end of the kernel before.
 
 prediction: ~0.5-1 us hidden at each of the 7 boundaries a layer where one of our kernels follows another kernel
   (rope, cache write, attention's split and merge, two add + RMSNorm, SwiGLU): ~80 us of the 1B's 1.44 ms step
