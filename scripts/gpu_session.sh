@@ -264,10 +264,14 @@ agent_rerun() {   # agent_rerun OP.ROUTE: the committed run's own command again 
   COLUMNS=200 $command --run-dir "$run_dir" --record "$RECORDS" 2>>"$ERRORS"
 }
 model_run() {   # model_run CONFIG BATCH PROMPT NEW BACKENDS: `hello-gpu model run`, its JSON kept as records/<device>/models/
+  # It writes into run.*.cut-short/ and moves there only once every backend has run: a run the deadline stops
+  # (it writes what it has after each backend) stays apart instead of replacing a complete record when unpacked.
   local folder="$DEVICE_RECORDS/models/run.$1.b$2.p$3.n$4"
-  mkdir -p "$folder"
+  local partial="$folder.cut-short"
+  rm -rf "$partial" && mkdir -p "$partial"
   COLUMNS=200 hello-gpu model run --config "$1" --batch "$2" --prompt "$3" --new "$4" --backend "$5" \
-    --dtype bfloat16 --out "$folder" 2>>"$ERRORS"
+    --dtype bfloat16 --out "$partial" 2>>"$ERRORS" || return
+  rm -rf "$folder" && mv "$partial" "$folder"
 }
 model_profile() {   # model_profile CONFIG PHASE [BATCH] [PROMPT] [BACKEND]: `hello-gpu model profile` (default eager)
   local folder="$DEVICE_RECORDS/models/profile.$1.$2.b${3:-1}.p${4:-512}${5:+.$5}"
