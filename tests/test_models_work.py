@@ -75,6 +75,20 @@ def test_a_decode_steps_bytes_are_nearly_all_weights():
     assert work["linear"].bytes / total > 0.98
 
 
+def test_with_the_fused_gate_up_kernel_its_projection_moves_out_of_linear():
+    """step_work(gate_up_swiglu=True): the gate/up GEMV is that entry's (one call a layer), linear keeps the other
+    three projections and the head, and the only bytes saved are the 2I - I outputs not written."""
+    config = CONFIGS["8b"]
+    plain = step_work(config, torch.bfloat16, batch=1, tokens=1, cache_length=768)
+    fused = step_work(config, torch.bfloat16, batch=1, tokens=1, cache_length=768, gate_up_swiglu=True)
+    assert "gate_up_swiglu" not in plain and fused["gate_up_swiglu"].calls == config.num_layers
+    assert fused["linear"].calls == 3 * config.num_layers + 1
+    gate_up_weight = 2 * config.intermediate_size * config.hidden_size * 2
+    assert fused["gate_up_swiglu"].bytes == pytest.approx(config.num_layers * gate_up_weight, rel=0.01)
+    assert fused["linear"].bytes + fused["gate_up_swiglu"].bytes == (
+        plain["linear"].bytes - config.num_layers * config.intermediate_size * 2)
+
+
 def test_bad_step_arguments_are_refused():
     with pytest.raises(ValueError, match="at least 1"):
         step_work(CONFIGS["tiny"], torch.float32, batch=0, tokens=1, cache_length=4)

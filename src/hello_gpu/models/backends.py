@@ -116,8 +116,11 @@ class Replacement:
     # fuses): given op_for(name), the operation this run calls for ``name`` where this kernel is not used (the
     # replacement chosen for it, else eager's), it returns the function to time; else the eager operation is timed
     baseline: Callable[[Callable[[str], Callable]], Callable] | None = None
-    # The operations whose work this kernel does (rope_cache_write: rope and cache_write): where it is used, they
-    # are not called, and their choices say so. They are decided first, so the baseline is what would run instead.
+    # The operations the baseline calls (rope_cache_write: rope, cache_write; gate_up_swiglu: linear, swiglu): they
+    # are decided first, so the baseline is what the run would call instead, and the reason names them
+    composes: tuple[str, ...] = ()
+    # The operations whose work this kernel does wherever it runs (rope_cache_write: rope and cache_write): where
+    # it is used, they are not called, and their choices say so
     supersedes: tuple[str, ...] = ()
 
     @property
@@ -262,7 +265,7 @@ register_replacement(Replacement(
 register_replacement(Replacement(
     "rope_cache_write", "RoPE and the KV-cache write in one Triton launch (hello_gpu.models.rope_cache_write_kernel)",
     load=_hello_gpu_rope_cache_write, example=_rope_cache_write_example, reference=_rope_cache_write_rounded,
-    tolerance=ROUNDED_ONCE_TOLERANCE, baseline=_rope_then_cache_write,
+    tolerance=ROUNDED_ONCE_TOLERANCE, baseline=_rope_then_cache_write, composes=("rope", "cache_write"),
     supersedes=("rope", "cache_write")))
 register_replacement(Replacement(
     "swiglu", "SwiGLU, silu(gate) * up in one Triton kernel (hello_gpu.models.swiglu_kernel)",
@@ -411,6 +414,62 @@ register_replacement(Replacement(
               "F.linear)", load=_hello_gpu_linear, cases=_linear_cases, tolerance_of=_linear_tolerance,
     reference=_linear_float64, model_cases=_linear_model_cases, model_step=_linear_model_step))
 # endregion linear-replacement
+
+
+def _hello_gpu_gate_up_swiglu() -> Callable:
+    from .gate_up_swiglu_kernel import gate_up_swiglu     # imports Triton only when asked for
+    return gate_up_swiglu
+
+
+def _linear_then_swiglu(op_for: Callable[[str], Callable]) -> Callable:
+    """The gate/up projection then SwiGLU as this run calls them where the fused kernel is not swapped in."""
+    project, activate = op_for("linear"), op_for("swiglu")
+
+    def linear_then_swiglu(x, weight):
+        return activate(project(x, weight))
+    return linear_then_swiglu
+
+
+def _gate_up_shape(config: LlamaConfig) -> tuple[int, int]:
+    n, k, _ = _projection_shapes(config)["gate_up_proj"]
+    return n, k
+
+
+def _gate_up_cases(config: LlamaConfig, shape: RunShape, device, dtype) -> dict:
+    """x (B, 1, K) as a normed activation and a fused [gate | up] weight drawn as build_model draws it, run once a
+    layer (without a model only: on the 8B the weight is 235 MB)."""
+    n, k = _gate_up_shape(config)
+    generator = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(shape.batch, 1, k, device=device, dtype=dtype, generator=generator)
+    weight = torch.randn(n, k, device=device, dtype=dtype, generator=generator).mul_(INIT_STD)
+    return {f"gate_up_proj {shape.batch}x{n}x{k}": ((x, weight), config.num_layers)}
+
+
+def _gate_up_model_step(model: Llama, batch: int) -> list[tuple]:
+    """(x, weight) of every layer's gate/up projection, on the model's own weights, in the step's order."""
+    generator = torch.Generator(device=model.device).manual_seed(0)
+    x = torch.randn(batch, 1, model.config.hidden_size, device=model.device, dtype=model.dtype, generator=generator)
+    return [(x, layer.mlp.gate_up_proj.weight) for layer in model.layers]
+
+
+def _gate_up_model_cases(model: Llama, batch: int) -> dict:
+    """:func:`_gate_up_cases` on the first layer's own weight: no weight is copied."""
+    (x, weight), n, k = _gate_up_model_step(model, batch)[0], *_gate_up_shape(model.config)
+    return {f"gate_up_proj {batch}x{n}x{k}": ((x, weight), model.config.num_layers)}
+
+
+def _gate_up_swiglu_float64(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """llama.gate_up_swiglu in float64, the projection a block of weight rows at a time (_linear_float64)."""
+    from .llama import swiglu
+    return swiglu(_linear_float64(x, weight))
+
+
+register_replacement(Replacement(
+    "gate_up_swiglu", "the MLP's gate/up GEMV and SwiGLU in one Triton launch at batch-1 decode "
+                      "(hello_gpu.models.gate_up_swiglu_kernel; a prompt's rows run linear then swiglu)",
+    load=_hello_gpu_gate_up_swiglu, cases=_gate_up_cases, model_cases=_gate_up_model_cases,
+    model_step=_gate_up_model_step, reference=_gate_up_swiglu_float64, tolerance=ROUNDED_ONCE_TOLERANCE,
+    baseline=_linear_then_swiglu, composes=("linear", "swiglu")))
 
 
 def _hello_gpu_attention() -> Callable:
@@ -607,9 +666,9 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
     if unknown:
         raise ValueError(f"no replacement named {', '.join(unknown)}; known: {', '.join(replacements)}")
     choices, swapped = {}, {}
-    # A kernel that does others' work (Replacement.supersedes) is decided after them: it is timed against what the
-    # run would call in its place. sorted() is stable: the others keep the registry's order.
-    for name in sorted(replacements, key=lambda name: bool(replacements[name].supersedes)):
+    # A kernel that does others' work in one launch (Replacement.composes) is decided after them: it is timed
+    # against what the run would call in its place. sorted() is stable: the others keep the registry's order.
+    for name in sorted(replacements, key=lambda name: bool(replacements[name].composes)):
         replacement = replacements[name]
         choice = choices[name] = Choice(name, replacement.category, False, "")
         if replacement.load is None:
@@ -672,7 +731,7 @@ def _timed_decision(replacement, function, config, shape, device, dtype, timer, 
         swapped = swapped or {}
         eager = replacement.baseline(lambda name: swapped.get(name) or getattr(EAGER_OPS, name))
         label = " then ".join(f"{name} ({'swapped in' if name in swapped else 'eager'})"
-                              for name in replacement.supersedes)
+                              for name in replacement.composes)
     timer = timer or (lambda a, b: compare(a, b, cache="warm"))
 
     def every_case(operation):
@@ -708,7 +767,25 @@ def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS,
             total = residual + delta
             return total, norm(total, weight, eps)
         ops = replace(ops, add_rms_norm=add_then_norm)
+    if "gate_up_swiglu" in chosen:
+        ops = replace(ops, gate_up_swiglu=_one_row_or_both(chosen["gate_up_swiglu"], ops.linear, ops.swiglu))
     return ops
+
+
+def _one_row_or_both(fused: Callable, linear: Callable, swiglu: Callable) -> Callable:
+    """The fused gate/up + SwiGLU kernel for one row of x (a decode step at batch 1, where it was checked and
+    timed), the run's own linear then swiglu for more (a prompt). With ``pdl`` where the kernel takes it, so that
+    hello-gpu-pdl asks it too."""
+    import inspect
+
+    def both(x, weight):
+        return swiglu(linear(x, weight))
+    if "pdl" not in inspect.signature(fused).parameters:
+        return lambda x, weight: fused(x, weight) if x.numel() == x.shape[-1] else both(x, weight)
+
+    def gate_up_swiglu(x, weight, pdl: bool = False):
+        return fused(x, weight, pdl=pdl) if x.numel() == x.shape[-1] else both(x, weight)
+    return gate_up_swiglu
 
 
 # ------------------------------------------------------------------------------------------ runners

@@ -247,6 +247,13 @@ def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
 
+def gate_up_swiglu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The MLP's first half, :func:`swiglu` of the fused gate/up projection. The model calls ``linear`` then
+    ``swiglu`` itself unless a backend gives ``ModelOps.gate_up_swiglu`` one kernel doing both; this is what such a
+    kernel is checked against."""
+    return swiglu(F.linear(x, weight))
+
+
 def greedy(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
@@ -266,6 +273,8 @@ class ModelOps:
     attention: Callable = attention             # one query token a row (decode)
     prefill_attention: Callable = attention     # several (a prompt): the same function, replaced on its own
     swiglu: Callable = swiglu
+    # One kernel for the gate/up projection and SwiGLU together (hello-gpu); None: ``linear`` then ``swiglu``
+    gate_up_swiglu: Callable | None = None
     sample: Callable = greedy
 
 
@@ -274,7 +283,8 @@ EAGER_OPS = ModelOps()
 # The profile's category of each operation (hello_gpu.models.profile); "GEMM/GEMV" is every projection.
 OP_CATEGORIES = {"embed": "other", "rms_norm": "norm", "add_rms_norm": "norm", "linear": "GEMM/GEMV",
                  "rope": "elementwise", "cache_write": "elementwise", "rope_cache_write": "elementwise",
-                 "attention": "attention", "prefill_attention": "attention", "swiglu": "elementwise", "sample": "sampling"}
+                 "attention": "attention", "prefill_attention": "attention", "swiglu": "elementwise",
+                 "gate_up_swiglu": "GEMM/GEMV", "sample": "sampling"}
 LABEL_PREFIX = "hello_gpu.model/"
 
 
@@ -337,7 +347,11 @@ class MLP(nn.Module):
         self.down_proj = Weight(config.hidden_size, config.intermediate_size, dtype=dtype)
 
     def forward(self, x, ops: ModelOps):
-        return ops.linear(ops.swiglu(ops.linear(x, self.gate_up_proj.weight)), self.down_proj.weight)
+        if ops.gate_up_swiglu is not None:        # one launch for both
+            activation = ops.gate_up_swiglu(x, self.gate_up_proj.weight)
+        else:
+            activation = ops.swiglu(ops.linear(x, self.gate_up_proj.weight))
+        return ops.linear(activation, self.down_proj.weight)
 
 
 class DecoderLayer(nn.Module):

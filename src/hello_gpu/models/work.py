@@ -45,8 +45,10 @@ def _linear(rows: int, inputs: int, outputs: int, size: int) -> OperationWork:
 
 
 def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: int, cache_length: int,
-              last_only: bool = False) -> dict[str, OperationWork]:
-    """``{operation: work}`` of one forward step (the names of :class:`~hello_gpu.models.llama.ModelOps`)."""
+              last_only: bool = False, gate_up_swiglu: bool = False) -> dict[str, OperationWork]:
+    """``{operation: work}`` of one forward step (the names of :class:`~hello_gpu.models.llama.ModelOps`).
+    ``gate_up_swiglu``: the step ran ``ModelOps.gate_up_swiglu`` (one kernel for the gate/up projection and
+    SwiGLU): that projection's work is its entry's, not linear's, and SwiGLU's output never makes a round trip."""
     if min(batch, tokens, cache_length) < 1:
         raise ValueError(f"step_work: batch, tokens and cache_length must be at least 1, got {batch}, {tokens}, "
                          f"{cache_length}")
@@ -55,8 +57,11 @@ def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: in
     c, e = config, torch.tensor([], dtype=dtype).element_size()
     layers, rows, h = c.num_layers, batch * tokens, c.hidden_size
     table = 8 if dtype == torch.float64 else 4                  # the rotation tables: float32 (float64 model: float64)
+    gate_up = _linear(rows, h, 2 * c.intermediate_size, e)
     per_layer_linears = (_linear(rows, h, c.q_size + 2 * c.kv_size, e) + _linear(rows, c.q_size, h, e)
-                         + _linear(rows, h, 2 * c.intermediate_size, e) + _linear(rows, c.intermediate_size, h, e))
+                         + _linear(rows, c.intermediate_size, h, e))
+    if not gate_up_swiglu:
+        per_layer_linears = per_layer_linears + gate_up
     head_rows = batch if last_only else rows
     linear = OperationWork(0, 0.0, 0.0)
     for _ in range(layers):
@@ -67,7 +72,12 @@ def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: in
         1, 4.0 * batch * c.num_heads * tokens * cache_length * c.head_dim,
         2.0 * rows * c.q_size * e + keys_and_values + tokens * cache_length)        # q and out, K and V, the bool mask
     rotated = rows * (c.q_size + c.kv_size)
-    return {
+    fused = {}
+    if gate_up_swiglu:      # the weight and x read, I values written (not 2I), SwiGLU's 4 FLOPs an output added
+        width = rows * c.intermediate_size
+        fused["gate_up_swiglu"] = OperationWork(layers, layers * (gate_up.flops + 4.0 * width),
+                                                layers * (gate_up.bytes - width * e))
+    return fused | {
         "embed": OperationWork(1, 0.0, 2.0 * rows * h * e),
         "rms_norm": OperationWork(1, 4.0 * rows * h, (2.0 * rows * h + h) * e),
         "add_rms_norm": OperationWork(2 * layers, 2 * layers * 5.0 * rows * h, 2 * layers * (4.0 * rows * h + h) * e),

@@ -1,0 +1,101 @@
+"""The MLP's gate/up projection and SwiGLU in one Triton launch at batch-1 decode: the hello-gpu backend's
+``ModelOps.gate_up_swiglu``.
+
+Without it a layer's MLP starts with two kernels: the GEMV of the fused [gate | up] weight (2I rows) writes 2I
+values, then SwiGLU reads them back and writes I. Here a program owns output j and j + 1: it reads weight rows j,
+j + 1 (gate) and I + j, I + j + 1 (up), the same bytes the GEMV reads, keeps both dot products in float32, and
+writes silu(gate) * up rounded once. The tiles are t04's ([2, 2048] of each half, loaded straight to registers,
+evict-first), with twice the warps for the twice as many rows. As in :mod:`.linear_pdl_kernel`, the first weight
+tiles are loaded before the dependent-launch wait where ``pdl`` asks for it.
+
+prediction: one launch fewer a layer. On the H200, the 1B's step (1.047 ms, records/nvidia-h200/models/
+  run.1b.b1.p512.n256, hello-gpu) runs ~10 kernels a layer for ~29 us above its read floor, ~3 us a kernel:
+  ~16 x 2.5-3 us = 40-50 us a step (~4-5%, 56% -> ~58-59% of the bound); the 8B 32 x the same, ~2%. The GEMV
+  itself should read its weight as t04 does (same tile, same loads), so the backend's timing against linear then
+  swiglu decides; a slower fused kernel is not swapped in
+outcome: not measured yet (written without a GPU, session 21)
+deterministic: yes, each output's two sums are one program's, each in t04's fixed order
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .dependent_launch import checked, launch_options
+
+BLOCK_N = 2         # outputs a program: gate rows j, j + 1 and up rows I + j, I + j + 1 (7168 programs at the 8B)
+BLOCK_K = 2048      # t04's step: 4 KiB of each row in bf16
+WARPS = 8           # two [2, 2048] float32 accumulators: 32 sums a thread, as t04's one with 4 warps
+
+
+@triton.jit
+def gate_up_swiglu_kernel(a_ptr, w_ptr, c_ptr, I, K, stride_wn,
+                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    outputs = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    live = outputs < I
+    gate_rows = w_ptr + outputs[:, None].to(tl.int64) * stride_wn
+    up_rows = w_ptr + (outputs[:, None] + I).to(tl.int64) * stride_wn     # I may be specialised to a constant
+    columns = tl.arange(0, BLOCK_K)
+    first = live[:, None] & (columns < K)[None, :]
+    # The first step's weight tiles before the wait: no kernel of a decode step writes a weight.
+    gate_w = tl.load(gate_rows + columns[None, :], mask=first, other=0.0, eviction_policy="evict_first")
+    up_w = tl.load(up_rows + columns[None, :], mask=first, other=0.0, eviction_policy="evict_first")
+    if PDL:
+        tl.extra.cuda.gdc_wait()                 # x is the RMSNorm's output: visible from here on
+        tl.extra.cuda.gdc_launch_dependents()
+    x = tl.load(a_ptr + columns, mask=columns < K, other=0.0).to(tl.float32)[None, :]
+    gate = gate_w.to(tl.float32) * x
+    up = up_w.to(tl.float32) * x
+    for k0 in tl.range(BLOCK_K, K, BLOCK_K, num_stages=1):
+        k = k0 + columns
+        inside = live[:, None] & (k < K)[None, :]
+        gate_w = tl.load(gate_rows + k[None, :], mask=inside, other=0.0, eviction_policy="evict_first")
+        up_w = tl.load(up_rows + k[None, :], mask=inside, other=0.0, eviction_policy="evict_first")
+        x = tl.load(a_ptr + k, mask=k < K, other=0.0).to(tl.float32)[None, :]
+        gate += gate_w.to(tl.float32) * x
+        up += up_w.to(tl.float32) * x
+    g = tl.sum(gate, axis=1)
+    u = tl.sum(up, axis=1)
+    tl.store(c_ptr + outputs, (g / (1.0 + tl.exp(-g)) * u).to(c_ptr.dtype.element_ty), mask=live)
+
+
+def refusal(x: torch.Tensor, weight: torch.Tensor) -> str | None:
+    """None where :func:`gate_up_swiglu` runs these arguments, else why not."""
+    if weight.dim() != 2 or x.shape[-1] != weight.shape[-1]:
+        return f"x {tuple(x.shape)} and weight {tuple(weight.shape)} do not multiply as F.linear(x, weight)"
+    if weight.shape[0] % 2:
+        return f"the weight's rows hold gate then up, so there must be an even number of them, not {weight.shape[0]}"
+    if x.numel() != x.shape[-1]:
+        return f"one row only (x has {x.numel() // max(1, x.shape[-1])})"
+    if x.dtype not in (torch.bfloat16, torch.float16) or weight.dtype != x.dtype:
+        return f"bfloat16 or float16 x and weight of one dtype, not {x.dtype} and {weight.dtype}"
+    if weight.stride(1) != 1 or not x.is_contiguous():
+        return f"a contiguous x and a weight with unit column stride (weight strides {weight.stride()})"
+    if x.device != weight.device:
+        return f"x on {x.device} and weight on {weight.device}"
+    return None
+
+
+def gate_up_swiglu(x: torch.Tensor, weight: torch.Tensor, pdl: bool = False) -> torch.Tensor:
+    """:func:`hello_gpu.models.llama.gate_up_swiglu` for one row of x (..., K) in bf16 / fp16 and the fused (2I, K)
+    [gate | up] weight: ``silu(x @ gate.T) * (x @ up.T)``, (..., I). ``pdl``: a programmatic dependent launch, the
+    first weight tiles loaded before the wait. Refuses, naming the reason, what :func:`refusal` names."""
+    problem = refusal(x, weight)
+    if problem:
+        raise ValueError(f"gate_up_swiglu: {problem}")
+    pdl = checked(pdl, x.device)
+    width, k = weight.shape[0] // 2, weight.shape[1]
+    out = torch.empty(*x.shape[:-1], width, device=x.device, dtype=x.dtype)
+    if width == 0:
+        return out
+    if k == 0:
+        return out.zero_()                       # silu(0) * 0
+    gate_up_swiglu_kernel[(triton.cdiv(width, BLOCK_N),)](x, weight, out, width, k, weight.stride(0), BLOCK_N=BLOCK_N,
+                                                          BLOCK_K=BLOCK_K, PDL=pdl, num_warps=WARPS, num_stages=1,
+                                                          **launch_options(pdl))
+    return out
+
+
+__all__ = ["gate_up_swiglu", "refusal"]
