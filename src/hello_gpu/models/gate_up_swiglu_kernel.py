@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from .dependent_launch import checked, launch_options
+from .linear_pdl_kernel import refusal as one_row_refusal
 
 BLOCK_N = 2         # outputs a program: gate rows j, j + 1 and up rows I + j, I + j + 1 (7168 programs at the 8B)
 BLOCK_K = 2048      # t04's step: 4 KiB of each row in bf16
@@ -62,20 +63,11 @@ def gate_up_swiglu_kernel(a_ptr, w_ptr, c_ptr, I, K, stride_wn,
 
 
 def refusal(x: torch.Tensor, weight: torch.Tensor) -> str | None:
-    """None where :func:`gate_up_swiglu` runs these arguments, else why not."""
-    if weight.dim() != 2 or x.shape[-1] != weight.shape[-1]:
-        return f"x {tuple(x.shape)} and weight {tuple(weight.shape)} do not multiply as F.linear(x, weight)"
-    if weight.shape[0] % 2:
+    """None where :func:`gate_up_swiglu` runs these arguments, else why not: what the one-row GEMV takes
+    (:func:`.linear_pdl_kernel.refusal`), with the rows of gate then up."""
+    if weight.dim() == 2 and weight.shape[0] % 2:
         return f"the weight's rows hold gate then up, so there must be an even number of them, not {weight.shape[0]}"
-    if x.numel() != x.shape[-1]:
-        return f"one row only (x has {x.numel() // max(1, x.shape[-1])})"
-    if x.dtype not in (torch.bfloat16, torch.float16) or weight.dtype != x.dtype:
-        return f"bfloat16 or float16 x and weight of one dtype, not {x.dtype} and {weight.dtype}"
-    if weight.stride(1) != 1 or not x.is_contiguous():
-        return f"a contiguous x and a weight with unit column stride (weight strides {weight.stride()})"
-    if x.device != weight.device:
-        return f"x on {x.device} and weight on {weight.device}"
-    return None
+    return one_row_refusal(x, weight)
 
 
 def gate_up_swiglu(x: torch.Tensor, weight: torch.Tensor, pdl: bool = False) -> torch.Tensor:
