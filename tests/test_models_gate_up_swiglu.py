@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from hello_gpu.models import build_model, compare_greedy, make_runner
-from hello_gpu.models.backends import REPLACEMENTS, ROUNDED_ONCE_TOLERANCE, choose_replacements, ops_with
+from hello_gpu.models.backends import REPLACEMENTS, _check_case, choose_replacements, ops_with
 from hello_gpu.models.gate_up_swiglu_kernel import BLOCK_K, gate_up_swiglu, refusal
-from hello_gpu.models.llama import CONFIGS, swiglu
+from hello_gpu.models.llama import CONFIGS, gate_up_swiglu as eager_gate_up_swiglu
 from hello_gpu.runtime.device import gpu_vendor
 
 DEVICE = "cuda" if gpu_vendor() is not None else "cpu"
@@ -26,17 +25,9 @@ def _inputs(width: int, k: int, dtype: torch.dtype, seed: int, rows: int = 1):
 
 
 def _problem(got: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> str | None:
-    """The backend's own check of the replacement: float64 eager, the rounded-once bound."""
-    expected = swiglu(F.linear(x.double(), weight.double()))
-    rtol, atol = ROUNDED_ONCE_TOLERANCE[x.dtype]
-    error = (got.double() - expected).abs()
-    bound = atol + rtol * expected.abs()
-    if got.shape != expected.shape or got.dtype != x.dtype:
-        return f"{tuple(got.shape)} {got.dtype} against {tuple(expected.shape)} {x.dtype}"
-    if not torch.isfinite(got).all() or (error > bound).any():
-        worst = int((error - bound).argmax())
-        return f"element {worst}: {got.flatten()[worst].item()} against {expected.flatten()[worst].item()}"
-    return None
+    """The backend's own check of the replacement (float64 eager, the rounded-once bound) on a result already
+    computed."""
+    return _check_case(REPLACEMENTS["gate_up_swiglu"], lambda *_: got, (x, weight), x.dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -76,7 +67,7 @@ def test_the_backend_runs_it_for_one_row_and_linear_then_swiglu_for_a_prompt():
     x, weight = _inputs(5, 40, torch.bfloat16, seed=6)
     assert _problem(ops.gate_up_swiglu(x, weight), x, weight) is None
     prompt = torch.randn(1, 4, 40, dtype=torch.bfloat16, device=DEVICE)
-    assert torch.equal(ops.gate_up_swiglu(prompt, weight), swiglu(F.linear(prompt, weight)))
+    assert torch.equal(ops.gate_up_swiglu(prompt, weight), eager_gate_up_swiglu(prompt, weight))
 
 
 def test_it_is_timed_against_the_linear_and_swiglu_the_run_chose():
