@@ -195,6 +195,27 @@ def test_kernel_table_runs_torch_profiler_for_real(tmp_path):
         assert table.rows == [] and "no device kernels" in table.notes[0]
 
 
+def test_every_profiler_start_keeps_cupti_attached_for_later_graphs(monkeypatch):
+    """CUDA graphs crash after a CUPTI teardown (PyTorch's comment in torch/profiler/profiler.py): the kernel
+    table, the model profile and the agent's profiled calls all set PyTorch's own workaround before they start,
+    and a value the user set is kept."""
+    import torch
+    from hello_gpu.agent.anticheat import ProfiledCalls
+    from hello_gpu.models.profile import profile_steps
+
+    starts = [lambda: kernel_table(torch.add, torch.ones(4), torch.ones(4), warmup=0, repeats=1),
+              lambda: profile_steps(lambda: torch.ones(4) * 2, steps=1, warmup=0),
+              lambda: ProfiledCalls()]
+    for start in starts:
+        monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+        monkeypatch.delenv("DISABLE_CUPTI_LAZY_REINIT", raising=False)
+        start()
+        assert os.environ["TEARDOWN_CUPTI"] == "0" and os.environ["DISABLE_CUPTI_LAZY_REINIT"] == "1"
+    monkeypatch.setenv("TEARDOWN_CUPTI", "1")
+    starts[0]()
+    assert os.environ["TEARDOWN_CUPTI"] == "1"
+
+
 def test_hello_gpu_profile_is_the_package_and_calls_kernel_table():
     """Issue 6 asks for ``hello_gpu.profile(fn, ...)``: the subpackage of that name is callable."""
     import torch

@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 
 from ..ops.checking import compare_outputs, fresh_seeds, poison_value, synchronize_device, tensor_bits
+from ..profile.cupti_teardown import keep_cupti_for_graphs
 from ..profile.kernel_names import kernel_key, kernel_source
 from ..profile.kernel_table import CALL_LABEL, is_kernel_event, is_launch_event, trace_events
 from ..runtime.signature import list_kernels
@@ -832,6 +833,7 @@ class ProfiledCalls:
         if self.cuda and marker is None:
             marker = torch.empty(1, device="cuda")
         self.marker, self.hold, self.before_call = marker, self.cuda and hold, before_call
+        keep_cupti_for_graphs()
         self.profiler = profile(activities=activities)
 
     def __enter__(self) -> "ProfiledCalls":

@@ -31,6 +31,7 @@ import torch
 
 from ..profile import is_kernel_event, is_launch_event
 from ..profile.kernel_names import display_name
+from ..profile.cupti_teardown import keep_cupti_for_graphs
 from ..profile.kernel_table import CALL_LABEL
 from .llama import LABEL_PREFIX
 from .work import operation_roofline, step_work
@@ -203,6 +204,7 @@ def profile_steps(step, *, steps: int = 5, warmup: int = 2, title: str = "model"
         step()
     synchronize()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    keep_cupti_for_graphs()
     with profile(activities=activities) as profiler:
         for index in range(steps):
             with record_function(f"{CALL_LABEL}#{index}"):

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .counters import CounterResult, KernelCounters
+from .cupti_teardown import keep_cupti_for_graphs
 from .kernel_names import LIBRARY, OTHER, OURS, TRITON, kernel_key, kernel_source
 
 CALL_LABEL = "hello_gpu.call"          # record_function name of profiled call i: "hello_gpu.call#i"
@@ -280,6 +281,7 @@ def kernel_table(fn, *args, warmup: int = 3, repeats: int = 10, ours=(), triton=
     activities = [ProfilerActivity.CPU]
     if ProfilerActivity.CUDA in supported_activities() and torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)
+    keep_cupti_for_graphs()
     with profile(activities=activities) as profiler:
         for index in range(repeats):
             with record_function(f"{CALL_LABEL}#{index}"):
