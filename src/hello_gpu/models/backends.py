@@ -298,7 +298,8 @@ def _hello_gpu_linear() -> Callable:
 
     A decode step calls linear with x of (B, 1, K) and an nn.Linear weight (N, K), the layout the
     linear ladder reads in place: up to GEMV_ROWS (16) rows go to ops.linear, which runs the decode
-    GEMV rung its rule picks (t02_streaming_gemv on the H200, records of issue 21). More rows (a
+    GEMV rung its rule picks (ops/matmul_functions.py: t04_evict_first_gemv for one row in 16 bits,
+    t02_streaming_gemv for 2-16 rows, records of issue 21). More rows (a
     prefill of B x T tokens) stay F.linear (cuBLAS): for M > 16 ops.linear's rule would transpose a
     copy of the weight at every call (a 14336x4096 bf16 weight: 117 MB more traffic per projection),
     and the prefill is not what this backend times against the bound.
