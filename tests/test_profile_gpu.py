@@ -81,3 +81,39 @@ def test_profile_command_saves_the_raw_files(tmp_path, capsys, monkeypatch):
     stem = "v01_thread_per_element.float32.2^24"
     assert (tmp_path / f"{stem}.trace.json").stat().st_size > 0
     assert (tmp_path / f"{stem}.ncu.csv").read_text().count('"ID"') == 1
+
+
+GRAPH_AFTER_PROFILE = """
+import torch
+from hello_gpu.models.profile import profile_steps
+from hello_gpu.profile.kernel_table import kernel_table
+
+a = torch.randn(1 << 20, device="cuda")
+kernel_table(torch.add, a, a, warmup=1, repeats=2)                    # a profile, then its stop (and teardown)
+profile_steps(lambda: a * 2, steps=2, warmup=1)                        # a second start and stop
+graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+stream.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(stream):
+    out = a + 1                                                        # warm-up off the capturing stream
+torch.cuda.current_stream().wait_stream(stream)
+with torch.cuda.graph(graph):
+    out = a + 1
+for _ in range(3):
+    graph.replay()
+torch.cuda.synchronize()
+assert torch.equal(out, a + 1)
+print("graph after profile: ok")
+"""
+
+
+def test_a_cuda_graph_captured_after_two_profiles_runs():
+    """Course chapter 18 profiles a model, then captures CUDA graphs in the same process; in session 21 its
+    notebook kernel died there (PyTorch's own comment: graphs do not work well with CUPTI teardown). In a
+    fresh process, as the notebook's kernel is: two profiles, then a capture and replays."""
+    import os
+    import subprocess
+    import sys
+    environment = {k: v for k, v in os.environ.items() if k not in ("TEARDOWN_CUPTI", "DISABLE_CUPTI_LAZY_REINIT")}
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", GRAPH_AFTER_PROFILE], env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "graph after profile: ok" in done.stdout, done.stderr[-3000:]
