@@ -6,7 +6,8 @@ with CUPTI teardown": with CUDA 12 the second re-initialisation after a teardown
 teardown off itself, but only where it already knows of graphs: a profiler started after a graph was
 captured, or a ``torch.compile(mode="reduce-overhead")`` wrapper built. A profile taken *before* any graph
 (course chapter 18 profiles the 1B eager, then runs the backends that capture graphs, and its notebook
-kernel died there on the H200 in session 21) gets no such protection. So every profiler this project
+kernel died there on the H200 in session 21: the suspected cause, not yet confirmed on a GPU; the GPU tier's
+tests/test_profile_gpu.py runs that order) gets no such protection. So every profiler this project
 starts sets the same two variables first, unless the user set them.
 """
 
