@@ -86,6 +86,35 @@ def test_the_merge_in_several_steps_matches_float64(monkeypatch, merge_elements,
     assert_matches(kernel.decode_attention(*inputs, programs=programs), *inputs)
 
 
+@runs_here
+@pytest.mark.parametrize("batch, heads, kv_heads, seq, dim, position, programs", [
+    (1, 8, 2, 1000, 64, 640, 64), (2, 4, 4, 127, 8, 63, None), (1, 4, 1, 31, 8, 30, 64)])
+def test_the_merge_as_a_kernel_of_its_own_matches_float64(batch, heads, kv_heads, seq, dim, position, programs):
+    """fused_merge=False (the two-launch path the fused merge is measured against, and the one a CUDA-graph
+    capture falls back to before any counters exist) gives the same answer."""
+    from hello_gpu.models.decode_attention_kernel import decode_attention
+    inputs = decode_inputs(batch, heads, kv_heads, seq, dim, position, torch.float32, seed=seq + position)
+    assert_matches(decode_attention(*inputs, programs=programs, fused_merge=False), *inputs)
+
+
+@runs_here
+def test_the_fused_merges_counters_are_left_at_zero_and_taken_round_the_ring(monkeypatch):
+    """Each call takes the ring's next batch x kv_heads counters and its last programs set them back to 0: after
+    calls that wrap a 20-counter ring (6 a call), every counter is 0 and every result right; a call wanting
+    more counters than the ring holds runs the two-launch path, also right."""
+    import hello_gpu.models.decode_attention_kernel as kernel
+    monkeypatch.setattr(kernel, "ARRIVAL_COUNTERS", 20)
+    monkeypatch.setattr(kernel._ArrivalRing, "rings", {})
+    for call in range(5):
+        inputs = decode_inputs(3, 4, 2, 200, 16, 150 - call, torch.float32, seed=call)
+        assert_matches(kernel.decode_attention(*inputs, programs=24), *inputs)
+    counters, next_start = kernel._ArrivalRing.rings[inputs[0].device]
+    assert next_start == 12 and torch.equal(counters.cpu(), torch.zeros(20, dtype=torch.int32))   # 0 6 12 0 6
+    inputs = decode_inputs(6, 8, 4, 100, 16, 70, torch.float32, seed=9)            # 24 counters > 20
+    assert_matches(kernel.decode_attention(*inputs, programs=48), *inputs)
+    assert kernel._ArrivalRing.rings[inputs[0].device][1] == 12
+
+
 def test_the_merge_loads_every_split_at_once_where_the_partials_fit():
     from hello_gpu.models.decode_attention_kernel import merge_splits_a_step
     assert merge_splits_a_step(12, 4, 128) == 16          # the 8B and the 1B: 12 splits in one step
@@ -230,15 +259,17 @@ results = {}
 for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("bf16", 1, 128)):
     block_g, block_d = max(16, triton.next_power_of_2(group)), max(16, triton.next_power_of_2(dim))
     pdl = dtype == "bf16" and group == 4            # the 8B's shape also as a programmatic dependent launch
-    for kernel, constants in ((split_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": block_g, "BLOCK_D": block_d,
-                                              "BLOCK_N": BLOCK_N, "PRECISION": "ieee" if dtype == "fp32" else "tf32",
-                                              "PDL": pdl}),
-                              (merge_kernel, {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": triton.next_power_of_2(group),
-                                              "BLOCK_S": merge_splits_a_step(12, triton.next_power_of_2(group), block_d),
-                                              "BLOCK_D": block_d, "PDL": pdl})):
+    merge = {"GROUP": group, "HEAD_DIM": dim, "BLOCK_D": block_d}
+    merge_g, merge_s = triton.next_power_of_2(group), merge_splits_a_step(12, triton.next_power_of_2(group), block_d)
+    split = {"GROUP": group, "HEAD_DIM": dim, "BLOCK_G": block_g, "BLOCK_D": block_d, "BLOCK_N": BLOCK_N,
+             "PRECISION": "ieee" if dtype == "fp32" else "tf32", "PDL": pdl, "MERGE_G": merge_g, "MERGE_S": merge_s}
+    for kernel, constants in ((split_kernel, {**split, "FUSED_MERGE": True}),
+                              (split_kernel, {**split, "FUSED_MERGE": False}),
+                              (merge_kernel, {**merge, "BLOCK_G": merge_g, "BLOCK_S": merge_s, "PDL": pdl})):
         def kind(n):
             if n in constants: return "constexpr"
             if n == "mask_ptr": return "*u8"
+            if n == "arrivals_ptr": return "*i32"
             if n.startswith("part_"): return "*fp32"
             if n.endswith("_ptr"): return "*" + dtype
             if n == "scale_log2": return "fp32"
@@ -248,11 +279,15 @@ for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("b
         compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
         ptx = compiled.asm["ptx"]
-        results[f"{kernel.__name__} {dtype} G{group} D{dim}{' pdl' if pdl else ''}"] = {
+        fused = {True: " fused", False: " unfused"}.get(constants.get("FUSED_MERGE"), "")
+        results[f"{kernel.__name__}{fused} {dtype} G{group} D{dim}{' pdl' if pdl else ''}"] = {
             "waits": len(re.findall(r"griddepcontrol\.wait", ptx)),
             "releases": len(re.findall(r"griddepcontrol\.launch_dependents", ptx)),
             "local": len(re.findall(r"\b(ld|st)\.local\b", ptx)), "mma": len(re.findall(r"\bmma\.|wgmma", ptx)),
             "truncating": len(re.findall(r"cvt\.rz\.(bf16|f16)", ptx)), "round_to_nearest": len(re.findall(r"cvt\.rn\.(bf16|f16)", ptx)),
+            "arrival": len(re.findall(r"atom\.global\.gpu\.acq_rel\.add|atom\.acq_rel\.gpu\.global\.add", ptx)),
+            "barrier": len(re.findall(r"\bbar\.sync\b|\bbarrier\.sync\b", ptx)),
+            "l2_loads": len(re.findall(r"ld\.global\.cg", ptx)),
         }
 print(json.dumps(results))
 """
@@ -261,9 +296,13 @@ print(json.dumps(results))
 def test_the_kernels_compile_for_sm_90_on_tensor_cores_rounding_to_nearest_without_spills(compiled_mode):
     """What the interpreter cannot show: both kernels compile for the H100/H200 (the tile skip's branch inside
     the key loop included) at the 8B's (GROUP 4, D 128), the 1B's (D 64), MHA's (GROUP 1) and an odd tiny
-    shape; the 16-bit dots run on tensor cores (mma), results round to nearest, nothing spills to local memory."""
+    shape; the 16-bit dots run on tensor cores (mma), results round to nearest, nothing spills to local memory.
+    The fused merge: one arrival a program, an acquire-release atomic at GPU scope after a barrier (every
+    thread's partial stored before it is counted), and the partials read back past L1 (ld.global.cg)."""
     for name, found in compiled_mode(_COMPILE_SCRIPT).items():
         assert found["local"] == 0 and found["truncating"] == 0, (name, found)
+        assert found["arrival"] == (1 if " fused " in name else 0), (name, found)
+        assert (found["barrier"] > 0 and found["l2_loads"] > 0) or " fused " not in name, (name, found)
         # PDL (models.dependent_launch): the wait and the release where asked for, neither elsewhere
         assert (found["waits"], found["releases"]) == ((1, 1) if name.endswith(" pdl") else (0, 0)), (name, found)
         if "fp32" not in name:
@@ -314,6 +353,40 @@ def test_one_cuda_graph_replays_the_kernel_at_every_position(dtype):
         graph.replay()
         mask = key_positions[None, :] <= at
         assert_matches(out.clone(), q, cache_k, cache_v, mask)
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("pdl", [False, True])
+def test_a_graph_of_a_steps_fused_merges_replays_right_and_leaves_its_counters_at_zero(pdl):
+    """A decode step's 16 attention calls (the 1B's layers) captured in one CUDA graph, back to back, each on its
+    own cache, replayed at three positions: every call's fused merge counts its own counters (the ring's), with
+    and without programmatic dependent launch (a call may start while the one before ends); every output right,
+    every counter back at 0."""
+    import hello_gpu.models.decode_attention_kernel as kernel
+    layers = [decode_inputs(1, 32, 8, 768, 64, 767, torch.bfloat16, seed=layer, garbage=0.0) for layer in range(16)]
+    key_positions = torch.arange(768, device="cuda")
+    position = torch.zeros(1, dtype=torch.long, device="cuda")
+
+    def step():
+        mask = key_positions[None, :] <= position[:, None]
+        return [kernel.decode_attention(q, keys, values, mask, pdl=pdl) for q, keys, values, _ in layers]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = step()
+    for at in (700, 3, 511):
+        position.fill_(at)
+        graph.replay()
+        mask = key_positions[None, :] <= at
+        for out, (q, keys, values, _) in zip(outs, layers):
+            assert_matches(out.clone(), q, keys, values, mask)
+    counters, _ = kernel._ArrivalRing.rings[torch.device("cuda", torch.cuda.current_device())]
+    assert int(counters.count_nonzero()) == 0
 
 
 @pytest.mark.gpu

@@ -45,8 +45,15 @@ prediction: ~2.3 MB a layer at ~3 TB/s is ~0.8 us of bytes, so two launches (~1.
 outcome: not measured yet as a ratio. The merge in a profile: 2.4 us a call in the H100's profile of the 1B's
   hello-gpu decode step after the change (records/nvidia-h100-80gb-hbm3/models/profile.1b.decode.b1.p512.hello-gpu,
   run of 5af4aad), 5.7 us in hello-gpu-pdl's before it (not one run, not one backend): about the predicted ~2 us
+The merge fused into the split kernel (session 23): the last program of a KV head to finish (an acquire-release
+  count at GPU scope, after a barrier: every thread's partial is stored before the count) merges that head's
+  splits, reading them past L1; the merge kernel and the launch gap before it go. prediction: ~2-3 us saved a
+  layer (the merge's 2.4 us and a ~1-2 us gap, less ~1 us of merge added to the split kernel's tail), ~1.3-1.5x
+  the two launches over a step's calls in a CUDA graph at batch 1, ~4% of the 1B's decode step, ~2% of the 8B's.
+  outcome: not measured yet (written without a GPU); benchmarks/decode_merge.py times the two in one run
+  (``fused_merge=False`` keeps the two launches, and a CUDA-graph capture before any counter exists takes them)
 deterministic: yes, each split reduces its tiles in order and the merge adds the splits in a fixed order (a
-  step's splits as one tl.sum, the steps in order)
+  step's splits as one tl.sum, the steps in order), whichever program merges
 """
 
 from __future__ import annotations
@@ -86,13 +93,15 @@ def attend_tile(q, k, v, seen, row_max, row_sum, acc, scale_log2, PRECISION: tl.
 
 
 @triton.jit
-def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, kv_heads, seq, chunk, splits,
-                 q_batch_stride, q_head_stride, k_batch_stride, k_head_stride, k_seq_stride,
+def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, out_ptr, arrivals_ptr, kv_heads, seq,
+                 chunk, splits, q_batch_stride, q_head_stride, k_batch_stride, k_head_stride, k_seq_stride,
                  v_batch_stride, v_head_stride, v_seq_stride, mask_stride, scale_log2,
                  GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
-                 BLOCK_N: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr):
+                 BLOCK_N: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr, FUSED_MERGE: tl.constexpr,
+                 MERGE_G: tl.constexpr, MERGE_S: tl.constexpr):
     """The partial (max, sum, unnormalised output) of one KV head's GROUP query heads over keys
-    [split * chunk, (split + 1) * chunk); visible keys only."""
+    [split * chunk, (split + 1) * chunk); visible keys only. FUSED_MERGE: the last of a KV head's programs to
+    finish (counted in ``arrivals_ptr[bkv]``, which it sets back to 0) merges its splits into ``out_ptr``."""
     wait_then_release(PDL)
     split = tl.program_id(0)
     bkv = tl.program_id(1)
@@ -124,16 +133,24 @@ def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, kv
     tl.store(part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], acc, mask=live[:, None] & in_dim[None, :])
     tl.store(part_stats_ptr + part * 2, row_max, mask=live)
     tl.store(part_stats_ptr + part * 2 + 1, row_sum, mask=live)
+    if FUSED_MERGE:
+        # Every thread's partial stores before the count (the barrier), the count a release at GPU scope; the
+        # program that counts last sees the others' partials (acquire) and reads them past L1 (.cg).
+        tl.debug_barrier()
+        arrived = tl.atomic_add(arrivals_ptr + bkv, 1, sem="acq_rel", scope="gpu")
+        if arrived == splits - 1:
+            merge_partials(part_acc_ptr, part_stats_ptr, out_ptr, bkv.to(tl.int64), splits, GROUP, HEAD_DIM,
+                           MERGE_S, MERGE_G, BLOCK_D)
+            tl.atomic_xchg(arrivals_ptr + bkv, 0, sem="relaxed", scope="gpu")   # ready for the next call
 
 
 @triton.jit
-def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 BLOCK_S: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
-    """Merge one KV head's splits, BLOCK_S of them a step loaded at once; divide once, round once; a row that
-    saw no key gets 0. (Session 19's profile of the 1B decode step on the H100: one split a step took 5.7 us
-    a call for 12 splits, 12 rounds of loads one after another; the splits' partials are ~12 KB a KV head.)"""
-    wait_then_release(PDL)
-    bkv = tl.program_id(0).to(tl.int64)
+def merge_partials(part_acc_ptr, part_stats_ptr, out_ptr, bkv, splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
+                   BLOCK_S: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Merge one KV head's splits (``bkv``: batch x KV head), BLOCK_S of them a step loaded at once; divide once,
+    round once; a row that saw no key gets 0. (Session 19's profile of the 1B decode step on the H100: one split a
+    step took 5.7 us a call for 12 splits, 12 rounds of loads one after another; the splits' partials are ~12 KB a
+    KV head.) The loads bypass L1 (.cg): in the fused merge the partials were written by other SMs' programs."""
     steps = tl.arange(0, BLOCK_S)[:, None]                    # (splits of a step, 1)
     rows = tl.arange(0, BLOCK_G)[None, :]                     # (1, rows)
     dims = tl.arange(0, BLOCK_D)[None, None, :]
@@ -144,10 +161,10 @@ def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, splits, GROUP: tl.conste
     for first in range(0, splits, BLOCK_S):
         live = (first + steps < splits) & (rows < GROUP)                  # (splits, rows)
         part = (bkv * splits + first + steps) * GROUP + rows
-        split_max = tl.load(part_stats_ptr + part * 2, mask=live, other=float("-inf"))
-        split_sum = tl.load(part_stats_ptr + part * 2 + 1, mask=live, other=0.0)
+        split_max = tl.load(part_stats_ptr + part * 2, mask=live, other=float("-inf"), cache_modifier=".cg")
+        split_sum = tl.load(part_stats_ptr + part * 2 + 1, mask=live, other=0.0, cache_modifier=".cg")
         split_acc = tl.load(part_acc_ptr + part[:, :, None] * HEAD_DIM + dims, mask=live[:, :, None] & in_dim,
-                            other=0.0)
+                            other=0.0, cache_modifier=".cg")
         new_max = tl.maximum(row_max, tl.max(split_max, axis=0))
         safe = tl.where(new_max == float("-inf"), 0.0, new_max)
         mine, theirs = tl.exp2(row_max - safe), tl.exp2(split_max - safe[None, :])
@@ -161,6 +178,15 @@ def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, splits, GROUP: tl.conste
     out_dims = tl.arange(0, BLOCK_D)[None, :]
     tl.store(out_ptr + (bkv * GROUP + out_rows) * HEAD_DIM + out_dims, out.to(out_ptr.dtype.element_ty),
              mask=(out_rows < GROUP) & (out_dims < HEAD_DIM))
+
+
+@triton.jit
+def merge_kernel(part_acc_ptr, part_stats_ptr, out_ptr, splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 BLOCK_S: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+    """The merge as a kernel of its own (``fused_merge=False``): one program a KV head."""
+    wait_then_release(PDL)
+    merge_partials(part_acc_ptr, part_stats_ptr, out_ptr, tl.program_id(0).to(tl.int64), splits, GROUP, HEAD_DIM,
+                   BLOCK_S, BLOCK_G, BLOCK_D)
 
 
 def merge_splits_a_step(splits: int, block_g: int, block_d: int) -> int:
@@ -225,12 +251,46 @@ def split_keys(seq: int, heads_in_flight: int, programs: int) -> tuple[int, int]
     return chunk, triton.cdiv(seq, chunk)
 
 
+ARRIVAL_COUNTERS = 1 << 16    # int32 counters a device's ring holds (256 KiB): 8192 8B decode calls at batch 1
+
+
+class _ArrivalRing:
+    """The fused merge's arrival counters of one device: a ring of zeros, each call taking the next
+    ``batch x kv_heads`` of them (its last program sets each back to 0).
+
+    Why a ring and not one counter a KV head: successive calls (a decode step's layers, one after another) and
+    calls captured in CUDA graphs each get counters of their own, so no call depends on the one before having
+    reset them, and two calls in flight on two streams share a counter only if ``ARRIVAL_COUNTERS`` counters' worth
+    of calls separate them. Created outside a CUDA-graph capture (the backend's check and warm-up calls come
+    first); under a capture with no ring yet, the call runs the two-kernel path instead (a capture cannot zero
+    memory it does not own without a memset node of its own)."""
+
+    rings: dict = {}
+
+    @classmethod
+    def take(cls, device: torch.device, count: int) -> torch.Tensor | None:
+        entry = cls.rings.get(device)
+        if entry is None:
+            if count > ARRIVAL_COUNTERS or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+                return None
+            entry = cls.rings[device] = [torch.zeros(ARRIVAL_COUNTERS, dtype=torch.int32, device=device), 0]
+        if count > ARRIVAL_COUNTERS:
+            return None
+        counters, start = entry
+        if start + count > ARRIVAL_COUNTERS:
+            start = 0
+        entry[1] = start + count
+        return counters[start:start + count]
+
+
 def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                     programs: int | None = None, pdl: bool = False) -> torch.Tensor:
+                     programs: int | None = None, pdl: bool = False, fused_merge: bool = True) -> torch.Tensor:
     """Attention of one query token (q (B, H, 1, D)) over the cache (B, H_kv, S, D) where the boolean
     ``mask`` (1, S) is True; a new contiguous (B, H, 1, D) tensor in q's dtype. ``programs``: how many
     programs to aim the split at (default: :func:`programs_wanted`; tests pass more to force many splits).
-    ``pdl``: both kernels launched as programmatic dependent launches (:mod:`.dependent_launch`)."""
+    ``pdl``: the kernels launched as programmatic dependent launches (:mod:`.dependent_launch`).
+    ``fused_merge``: the last program of each KV head merges the splits (one launch); False: a merge kernel
+    of its own (two launches, the kernel before session 23)."""
     if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] != 1:
         raise ValueError(f"decode attention: q has {q.shape[2]} query tokens; the kernel takes one (decode)")
     check_arguments(q, keys, values, mask, "decode attention")
@@ -249,18 +309,23 @@ def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
     part_stats = torch.empty((heads_in_flight, splits, group, 2), device=q.device, dtype=torch.float32)
     block_g = max(MIN_DOT, triton.next_power_of_2(group))
     block_d = max(MIN_DOT, triton.next_power_of_2(dim))
+    merge_rows = triton.next_power_of_2(group)          # no tl.dot in the merge: no padding to 16 rows
+    merge_steps = merge_splits_a_step(splits, merge_rows, block_d)
+    arrivals = _ArrivalRing.take(q.device, heads_in_flight) if fused_merge else None
     mask_bytes = mask.view(torch.uint8)    # the same memory, one byte a key
     scale_log2 = 1.4426950408889634 / dim ** 0.5       # softmax(q.k / sqrt(D)) computed with exp2
     split_kernel[(splits, heads_in_flight)](
-        q, keys, values, mask_bytes, part_acc, part_stats, kv_heads, seq, chunk, splits,
+        q, keys, values, mask_bytes, part_acc, part_stats, out, part_stats if arrivals is None else arrivals,
+        kv_heads, seq, chunk, splits,
         q.stride(0), q.stride(1), keys.stride(0), keys.stride(1), keys.stride(2),
         values.stride(0), values.stride(1), values.stride(2), mask_bytes.stride(1), scale_log2,
         GROUP=group, HEAD_DIM=dim, BLOCK_G=block_g, BLOCK_D=block_d, BLOCK_N=BLOCK_N,
-        PRECISION="ieee" if q.dtype == torch.float32 else "tf32", PDL=pdl, num_warps=WARPS, **launch_options(pdl))
-    merge_rows = triton.next_power_of_2(group)          # no tl.dot in the merge: no padding to 16 rows
-    merge_kernel[(heads_in_flight,)](part_acc, part_stats, out, splits, GROUP=group, HEAD_DIM=dim,
-                                     BLOCK_S=merge_splits_a_step(splits, merge_rows, block_d), BLOCK_G=merge_rows,
-                                     BLOCK_D=block_d, PDL=pdl, num_warps=WARPS, **launch_options(pdl))
+        PRECISION="ieee" if q.dtype == torch.float32 else "tf32", PDL=pdl, FUSED_MERGE=arrivals is not None,
+        MERGE_G=merge_rows, MERGE_S=merge_steps, num_warps=WARPS, **launch_options(pdl))
+    if arrivals is None:
+        merge_kernel[(heads_in_flight,)](part_acc, part_stats, out, splits, GROUP=group, HEAD_DIM=dim,
+                                         BLOCK_S=merge_steps, BLOCK_G=merge_rows, BLOCK_D=block_d, PDL=pdl,
+                                         num_warps=WARPS, **launch_options(pdl))
     return out
 
 
@@ -271,14 +336,14 @@ def attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: t
     F.scaled_dot_product_attention, as the linear replacement leaves prefill to cuBLAS.
 
     CUDA-graph capture (the hello-gpu backend's decode step): the host work is the checks, three
-    torch.empty (from the graph's pool under capture) and two launches whose arguments are the cache's
-    addresses and strides and its length max_seq, the same at every step; the position is only in the mask,
-    read on the device. Triton compiles per (GROUP, HEAD_DIM, dtype) at the first call, which the
+    torch.empty (from the graph's pool under capture), the next counters of the ring and one launch whose
+    arguments are the cache's addresses and strides and its length max_seq, the same at every step; the
+    position is only in the mask, read on the device. Triton compiles per (GROUP, HEAD_DIM, dtype) at the first call, which the
     backend's check, timing and warm-up steps make before the capture."""
     if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] != 1:
         return eager_attention(q, keys, values, mask)
     return decode_attention(q, keys, values, mask, pdl=pdl)
 
 
-__all__ = ["attend_tile", "attention", "check_arguments", "decode_attention", "merge_kernel", "merge_splits_a_step",
-           "split_kernel", "split_keys"]
+__all__ = ["attend_tile", "attention", "check_arguments", "decode_attention", "merge_kernel", "merge_partials",
+           "merge_splits_a_step", "split_kernel", "split_keys"]
