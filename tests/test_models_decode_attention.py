@@ -103,16 +103,17 @@ def test_the_fused_merges_counters_are_left_at_zero_and_taken_round_the_ring(mon
     calls that wrap a 20-counter ring (6 a call), every counter is 0 and every result right; a call wanting
     more counters than the ring holds runs the two-launch path, also right."""
     import hello_gpu.models.decode_attention_kernel as kernel
-    monkeypatch.setattr(kernel, "ARRIVAL_COUNTERS", 20)
-    monkeypatch.setattr(kernel._ArrivalRing, "rings", {})
+    from hello_gpu.models import arrival_counters
+    monkeypatch.setattr(arrival_counters, "RING", 20)
+    monkeypatch.setattr(arrival_counters, "_rings", {})
     for call in range(5):
         inputs = decode_inputs(3, 4, 2, 200, 16, 150 - call, torch.float32, seed=call)
         assert_matches(kernel.decode_attention(*inputs, programs=24), *inputs)
-    counters, next_start = kernel._ArrivalRing.rings[inputs[0].device]
-    assert next_start == 12 and torch.equal(counters.cpu(), torch.zeros(20, dtype=torch.int32))   # 0 6 12 0 6
+    counters, next_free = arrival_counters.ring(inputs[0].device)
+    assert next_free == 12 and torch.equal(counters.cpu(), torch.zeros(20, dtype=torch.int32))   # 0 6 12 0 6
     inputs = decode_inputs(6, 8, 4, 100, 16, 70, torch.float32, seed=9)            # 24 counters > 20
     assert_matches(kernel.decode_attention(*inputs, programs=48), *inputs)
-    assert kernel._ArrivalRing.rings[inputs[0].device][1] == 12
+    assert arrival_counters.ring(inputs[0].device)[1] == 12
 
 
 def test_the_merge_loads_every_split_at_once_where_the_partials_fit():
@@ -385,7 +386,8 @@ def test_a_graph_of_a_steps_fused_merges_replays_right_and_leaves_its_counters_a
         mask = key_positions[None, :] <= at
         for out, (q, keys, values, _) in zip(outs, layers):
             assert_matches(out.clone(), q, keys, values, mask)
-    counters, _ = kernel._ArrivalRing.rings[torch.device("cuda", torch.cuda.current_device())]
+    from hello_gpu.models import arrival_counters
+    counters, _ = arrival_counters.ring(torch.device("cuda", torch.cuda.current_device()))
     assert int(counters.count_nonzero()) == 0
 
 

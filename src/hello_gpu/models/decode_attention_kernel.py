@@ -63,6 +63,7 @@ import triton
 import triton.language as tl
 
 from ..ops.rung import triton_interpreter_on
+from . import arrival_counters
 from .dependent_launch import checked, launch_options, wait_then_release
 from .llama import attention as eager_attention
 
@@ -101,7 +102,8 @@ def split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, part_acc_ptr, part_stats_ptr, ou
                  MERGE_G: tl.constexpr, MERGE_S: tl.constexpr):
     """The partial (max, sum, unnormalised output) of one KV head's GROUP query heads over keys
     [split * chunk, (split + 1) * chunk); visible keys only. FUSED_MERGE: the last of a KV head's programs to
-    finish (counted in ``arrivals_ptr[bkv]``, which it sets back to 0) merges its splits into ``out_ptr``."""
+    finish (counted in ``arrivals_ptr[bkv]``, which it sets back to 0: :mod:`.arrival_counters`) merges its
+    splits into ``out_ptr``."""
     wait_then_release(PDL)
     split = tl.program_id(0)
     bkv = tl.program_id(1)
@@ -251,38 +253,6 @@ def split_keys(seq: int, heads_in_flight: int, programs: int) -> tuple[int, int]
     return chunk, triton.cdiv(seq, chunk)
 
 
-ARRIVAL_COUNTERS = 1 << 16    # int32 counters a device's ring holds (256 KiB): 8192 8B decode calls at batch 1
-
-
-class _ArrivalRing:
-    """The fused merge's arrival counters of one device: a ring of zeros, each call taking the next
-    ``batch x kv_heads`` of them (its last program sets each back to 0).
-
-    Why a ring and not one counter a KV head: successive calls (a decode step's layers, one after another) and
-    calls captured in CUDA graphs each get counters of their own, so no call depends on the one before having
-    reset them, and two calls in flight on two streams share a counter only if ``ARRIVAL_COUNTERS`` counters' worth
-    of calls separate them. Created outside a CUDA-graph capture (the backend's check and warm-up calls come
-    first); under a capture with no ring yet, the call runs the two-kernel path instead (a capture cannot zero
-    memory it does not own without a memset node of its own)."""
-
-    rings: dict = {}
-
-    @classmethod
-    def take(cls, device: torch.device, count: int) -> torch.Tensor | None:
-        entry = cls.rings.get(device)
-        if entry is None:
-            if count > ARRIVAL_COUNTERS or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
-                return None
-            entry = cls.rings[device] = [torch.zeros(ARRIVAL_COUNTERS, dtype=torch.int32, device=device), 0]
-        if count > ARRIVAL_COUNTERS:
-            return None
-        counters, start = entry
-        if start + count > ARRIVAL_COUNTERS:
-            start = 0
-        entry[1] = start + count
-        return counters[start:start + count]
-
-
 def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
                      programs: int | None = None, pdl: bool = False, fused_merge: bool = True) -> torch.Tensor:
     """Attention of one query token (q (B, H, 1, D)) over the cache (B, H_kv, S, D) where the boolean
@@ -311,7 +281,7 @@ def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
     block_d = max(MIN_DOT, triton.next_power_of_2(dim))
     merge_rows = triton.next_power_of_2(group)          # no tl.dot in the merge: no padding to 16 rows
     merge_steps = merge_splits_a_step(splits, merge_rows, block_d)
-    arrivals = _ArrivalRing.take(q.device, heads_in_flight) if fused_merge else None
+    arrivals = arrival_counters.take(q.device, heads_in_flight) if fused_merge else None
     mask_bytes = mask.view(torch.uint8)    # the same memory, one byte a key
     scale_log2 = 1.4426950408889634 / dim ** 0.5       # softmax(q.k / sqrt(D)) computed with exp2
     split_kernel[(splits, heads_in_flight)](
