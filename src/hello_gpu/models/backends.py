@@ -473,6 +473,100 @@ register_replacement(Replacement(
     baseline=_linear_then_swiglu, composes=("linear", "swiglu")))
 
 
+def _hello_gpu_linear_add_rms_norm() -> Callable:
+    from .linear_add_rms_norm_kernel import linear_add_rms_norm     # imports Triton only when asked for
+    return linear_add_rms_norm
+
+
+def _linear_then_add_rms_norm(op_for: Callable[[str], Callable]) -> Callable:
+    """The output projection then the residual add and RMSNorm as this run calls them where the fused kernel is
+    not swapped in."""
+    project, add_norm = op_for("linear"), op_for("add_rms_norm")
+
+    def linear_then_add_rms_norm(x, weight, residual, norm_weight, eps):
+        return add_norm(residual, project(x, weight), norm_weight, eps)
+    return linear_then_add_rms_norm
+
+
+def _half_layer_ends(config: LlamaConfig) -> dict:
+    """{projection: (N, K)} of the two projections a layer's halves end with."""
+    shapes = _projection_shapes(config)
+    return {name: shapes[name][:2] for name in ("o_proj", "down_proj")}
+
+
+def _add_norm_arguments(x_size: int, weight: torch.Tensor, norm_weight: torch.Tensor, batch: int, eps: float,
+                        generator: torch.Generator) -> tuple:
+    """x (B, 1, K) as an attention output or activation, a residual (B, 1, N) ~ N(0, 1), the given weights."""
+    device, dtype = weight.device, weight.dtype
+    x = torch.randn(batch, 1, x_size, device=device, dtype=dtype, generator=generator)
+    residual = torch.randn(batch, 1, weight.shape[0], device=device, dtype=dtype, generator=generator)
+    return x, weight, residual, norm_weight, eps
+
+
+def _linear_add_norm_cases(config: LlamaConfig, shape: RunShape, device, dtype) -> dict:
+    """o_proj and down_proj drawn as build_model draws them, norm weights near 1, each run once a layer (without a
+    model only: the 8B's down_proj is 117 MB)."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    cases = {}
+    for label, (n, k) in _half_layer_ends(config).items():
+        weight = torch.randn(n, k, device=device, dtype=dtype, generator=generator).mul_(INIT_STD)
+        norm_weight = 1 + 0.1 * torch.randn(n, device=device, dtype=dtype, generator=generator)
+        arguments = _add_norm_arguments(k, weight, norm_weight, shape.batch, config.rms_norm_eps, generator)
+        cases[f"{label} {shape.batch}x{n}x{k}"] = (arguments, config.num_layers)
+    return cases
+
+
+def _linear_add_norm_model_step(model: Llama, batch: int) -> list[tuple]:
+    """The arguments of every half layer's end a decode step makes, in its order, on the model's own weights."""
+    generator = torch.Generator(device=model.device).manual_seed(0)
+    eps, calls = model.config.rms_norm_eps, []
+    for index, layer in enumerate(model.layers):
+        following = model.layers[index + 1].input_layernorm if index + 1 < len(model.layers) else model.norm
+        for weight, norm in ((layer.self_attn.o_proj.weight, layer.post_attention_layernorm.weight),
+                             (layer.mlp.down_proj.weight, following.weight)):
+            calls.append(_add_norm_arguments(weight.shape[1], weight, norm, batch, eps, generator))
+    return calls
+
+
+def _linear_add_norm_model_cases(model: Llama, batch: int) -> dict:
+    """:func:`_linear_add_norm_cases` on the first layer's own weights: no weight is copied."""
+    first_layer = _linear_add_norm_model_step(model, batch)[:2]
+    return {f"{label} {batch}x{n}x{k}": (arguments, model.config.num_layers)
+            for (label, (n, k)), arguments in zip(_half_layer_ends(model.config).items(), first_layer)}
+
+
+def _linear_add_norm_float64(x, weight, residual, norm_weight, eps) -> tuple:
+    """The new residual and its norm in float64 (the projection a block of weight rows at a time)."""
+    from .llama import rms_norm
+    total = residual.double() + _linear_float64(x, weight)
+    return total, rms_norm(total, norm_weight.double(), eps)
+
+
+# A unit of the result's rounding per dtype (half an ulp on a GPU; the interpreter truncates bf16: a whole one)
+_UNIT = {torch.bfloat16: 2**-8, torch.float16: 2**-11, torch.float32: 2**-23}
+
+
+def _linear_add_norm_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, float]:
+    """The delta is rounded once (F.linear's output), the sum once, the norm once: rtol of two roundings of
+    the result; atol the linear ladder's bound on the delta plus a unit of the largest delta (where the sum
+    cancels, the delta's rounding is all that is left). A dropped weight tile moves an output by ~|delta|, a
+    dropped partial sum of squares the norm by its share: the tests draw spiky residuals so that share is large."""
+    x, weight, residual, _norm_weight, _eps = arguments
+    _rtol, delta_atol = _linear_tolerance((x, weight), dtype)
+    unit = _UNIT.get(dtype, 2**-23)
+    largest = float(_linear_float64(x, weight).abs().max()) if weight.numel() else 0.0
+    return 4 * unit if dtype != torch.float32 else 1e-5, delta_atol + 2 * unit * largest + 1e-7
+
+
+register_replacement(Replacement(
+    "linear_add_rms_norm", "a layer half's output projection, the residual add and the next RMSNorm in one Triton "
+                           "launch at batch-1 decode (hello_gpu.models.linear_add_rms_norm_kernel; a prompt's rows "
+                           "run linear then add_rms_norm)",
+    load=_hello_gpu_linear_add_rms_norm, cases=_linear_add_norm_cases, model_cases=_linear_add_norm_model_cases,
+    model_step=_linear_add_norm_model_step, reference=_linear_add_norm_float64,
+    tolerance_of=_linear_add_norm_tolerance, baseline=_linear_then_add_rms_norm, composes=("linear", "add_rms_norm")))
+
+
 def _hello_gpu_attention() -> Callable:
     from .decode_attention_kernel import attention       # imports Triton only when asked for
     return attention
@@ -770,6 +864,9 @@ def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS,
         ops = replace(ops, add_rms_norm=add_then_norm)
     if "gate_up_swiglu" in chosen:
         ops = replace(ops, gate_up_swiglu=_one_row_or_both(chosen["gate_up_swiglu"], ops.linear, ops.swiglu))
+    if "linear_add_rms_norm" in chosen:
+        ops = replace(ops, linear_add_rms_norm=_one_row_or_linear_then_add_norm(
+            chosen["linear_add_rms_norm"], ops.linear, ops.add_rms_norm))
     return ops
 
 
@@ -787,6 +884,17 @@ def _one_row_or_both(fused: Callable, linear: Callable, swiglu: Callable) -> Cal
     def gate_up_swiglu(x, weight, pdl: bool = False):
         return fused(x, weight, pdl=pdl) if x.numel() == x.shape[-1] else both(x, weight)
     return gate_up_swiglu
+
+
+def _one_row_or_linear_then_add_norm(fused: Callable, linear: Callable, add_rms_norm: Callable) -> Callable:
+    """The fused projection + add + RMSNorm kernel for one row of x (a decode step at batch 1, where it was checked
+    and timed), the run's own linear then add_rms_norm for more (a prompt), with ``pdl`` passed on where asked."""
+    def linear_add_rms_norm(x, weight, residual, norm_weight, eps, pdl: bool = False):
+        if x.numel() == x.shape[-1]:
+            return fused(x, weight, residual, norm_weight, eps, pdl=pdl) if pdl else \
+                fused(x, weight, residual, norm_weight, eps)
+        return add_rms_norm(residual, linear(x, weight), norm_weight, eps)
+    return linear_add_rms_norm
 
 
 # ------------------------------------------------------------------------------------------ runners

@@ -254,6 +254,15 @@ def gate_up_swiglu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return swiglu(F.linear(x, weight))
 
 
+def linear_add_rms_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+                        eps: float):
+    """The end of each half of a layer: its output projection, the residual add and the next RMSNorm,
+    ``add_rms_norm(residual, F.linear(x, weight), norm_weight, eps)``. The model calls ``linear`` then
+    ``add_rms_norm`` itself unless a backend gives ``ModelOps.linear_add_rms_norm`` one kernel doing all three;
+    this is what such a kernel is checked against."""
+    return add_rms_norm(residual, F.linear(x, weight), norm_weight, eps)
+
+
 def greedy(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
@@ -275,6 +284,9 @@ class ModelOps:
     swiglu: Callable = swiglu
     # One kernel for the gate/up projection and SwiGLU together (hello-gpu); None: ``linear`` then ``swiglu``
     gate_up_swiglu: Callable | None = None
+    # One kernel for an output projection (o_proj, down_proj), the residual add and the next RMSNorm (hello-gpu);
+    # None: ``linear`` then ``add_rms_norm``
+    linear_add_rms_norm: Callable | None = None
     sample: Callable = greedy
 
 
@@ -284,7 +296,7 @@ EAGER_OPS = ModelOps()
 OP_CATEGORIES = {"embed": "other", "rms_norm": "norm", "add_rms_norm": "norm", "linear": "GEMM/GEMV",
                  "rope": "elementwise", "cache_write": "elementwise", "rope_cache_write": "elementwise",
                  "attention": "attention", "prefill_attention": "attention", "swiglu": "elementwise",
-                 "gate_up_swiglu": "GEMM/GEMV", "sample": "sampling"}
+                 "gate_up_swiglu": "GEMM/GEMV", "linear_add_rms_norm": "GEMM/GEMV", "sample": "sampling"}
 LABEL_PREFIX = "hello_gpu.model/"
 
 
@@ -322,6 +334,10 @@ class Attention(nn.Module):
         self.o_proj = Weight(config.hidden_size, config.q_size, dtype=dtype)
 
     def forward(self, x, keys, values, positions, cos, sin, mask, ops: ModelOps):
+        return ops.linear(self.attend(x, keys, values, positions, cos, sin, mask, ops), self.o_proj.weight)
+
+    def attend(self, x, keys, values, positions, cos, sin, mask, ops: ModelOps):
+        """The attention's output before its projection (o_proj): (B, T, q_size)."""
         c = self.config
         batch, length, _ = x.shape
         q, k, v = ops.linear(x, self.qkv_proj.weight).split([c.q_size, c.kv_size, c.kv_size], dim=-1)
@@ -337,7 +353,7 @@ class Attention(nn.Module):
         # each swapped in by its own timing; the length is a host integer, the same at every decode step
         attend = ops.attention if length == 1 else ops.prefill_attention
         out = attend(q, keys, values, mask)
-        return ops.linear(out.transpose(1, 2).reshape(batch, length, c.q_size), self.o_proj.weight)
+        return out.transpose(1, 2).reshape(batch, length, c.q_size)
 
 
 class MLP(nn.Module):
@@ -347,11 +363,13 @@ class MLP(nn.Module):
         self.down_proj = Weight(config.hidden_size, config.intermediate_size, dtype=dtype)
 
     def forward(self, x, ops: ModelOps):
+        return ops.linear(self.activate(x, ops), self.down_proj.weight)
+
+    def activate(self, x, ops: ModelOps):
+        """The MLP's activation before its projection (down_proj): (B, T, intermediate_size)."""
         if ops.gate_up_swiglu is not None:        # one launch for both
-            activation = ops.gate_up_swiglu(x, self.gate_up_proj.weight)
-        else:
-            activation = ops.swiglu(ops.linear(x, self.gate_up_proj.weight))
-        return ops.linear(activation, self.down_proj.weight)
+            return ops.gate_up_swiglu(x, self.gate_up_proj.weight)
+        return ops.swiglu(ops.linear(x, self.gate_up_proj.weight))
 
 
 class DecoderLayer(nn.Module):
@@ -361,6 +379,14 @@ class DecoderLayer(nn.Module):
         self.self_attn = Attention(config, dtype)
         self.post_attention_layernorm = Weight(config.hidden_size, dtype=dtype)
         self.mlp = MLP(config, dtype)
+
+
+def _project_add_norm(ops: ModelOps, x, weight, residual, norm_weight, eps):
+    """A half layer's end: (new residual, its norm) from the output projection of ``x``, in one kernel where the
+    backend has one (``ops.linear_add_rms_norm``), else ``linear`` then ``add_rms_norm``."""
+    if ops.linear_add_rms_norm is not None:
+        return ops.linear_add_rms_norm(x, weight, residual, norm_weight, eps)
+    return ops.add_rms_norm(residual, ops.linear(x, weight), norm_weight, eps)
 
 
 class Llama(nn.Module):
@@ -405,12 +431,13 @@ class Llama(nn.Module):
         residual = ops.embed(tokens, self.embed_tokens.weight)
         normed = ops.rms_norm(residual, self.layers[0].input_layernorm.weight, config.rms_norm_eps)
         for index, layer in enumerate(self.layers):
-            delta = layer.self_attn(normed, cache.keys[index], cache.values[index], positions, cos, sin, mask, ops)
-            residual, normed = ops.add_rms_norm(residual, delta, layer.post_attention_layernorm.weight,
-                                                config.rms_norm_eps)
+            attended = layer.self_attn.attend(normed, cache.keys[index], cache.values[index], positions, cos, sin,
+                                              mask, ops)
+            residual, normed = _project_add_norm(ops, attended, layer.self_attn.o_proj.weight, residual,
+                                                 layer.post_attention_layernorm.weight, config.rms_norm_eps)
             following = self.layers[index + 1].input_layernorm if index + 1 < len(self.layers) else self.norm
-            residual, normed = ops.add_rms_norm(residual, layer.mlp(normed, ops), following.weight,
-                                                config.rms_norm_eps)
+            residual, normed = _project_add_norm(ops, layer.mlp.activate(normed, ops), layer.mlp.down_proj.weight,
+                                                 residual, following.weight, config.rms_norm_eps)
         if last_only:
             normed = normed[:, -1:]
         return ops.linear(normed, self.head_weight)
