@@ -473,6 +473,94 @@ register_replacement(Replacement(
     baseline=_linear_then_swiglu, composes=("linear", "swiglu")))
 
 
+# A unit of the result's rounding per dtype (half an ulp on a GPU; the interpreter truncates bf16: a whole one)
+_UNIT = {torch.bfloat16: 2**-8, torch.float16: 2**-11, torch.float32: 2**-23}
+
+
+def _hello_gpu_qkv_rope_cache_write() -> Callable:
+    from .qkv_rope_cache_write_kernel import qkv_rope_cache_write     # imports Triton only when asked for
+    return qkv_rope_cache_write
+
+
+def _linear_then_rope_cache_write(op_for: Callable[[str], Callable]) -> Callable:
+    """The qkv projection, then RoPE and the cache write as this run calls them where the fused kernel is not
+    swapped in: one rope_cache_write kernel where that was swapped in, else rope then cache_write."""
+    from .llama import split_heads
+    project, fused = op_for("linear"), op_for("rope_cache_write")
+    if fused is None:
+        fused = _rope_then_cache_write(op_for)
+
+    def linear_then_rope_cache_write(x, weight, cos, sin, keys, values, positions):
+        q, k, v = split_heads(project(x, weight), keys.shape[1], keys.shape[3])
+        return fused(q, k, v, cos, sin, keys, values, positions)
+    return linear_then_rope_cache_write
+
+
+def _qkv_arguments(config: LlamaConfig, shape: RunShape, weight: torch.Tensor, generator) -> tuple:
+    """x (B, 1, hidden) as a normed activation, a token's cos/sin at a random angle, one layer's caches of the run's
+    length (random contents), the first decode position."""
+    device, dtype = weight.device, weight.dtype
+    x = torch.randn(shape.batch, 1, config.hidden_size, device=device, dtype=dtype, generator=generator)
+    angles = 1000 * torch.rand(1, config.head_dim // 2, device=device, generator=generator, dtype=torch.float64)
+    table = compute_dtype(dtype)
+    cache = (shape.batch, config.num_kv_heads, shape.max_seq, config.head_dim)
+    keys, values = (torch.randn(cache, device=device, dtype=dtype, generator=generator) for _ in range(2))
+    positions = torch.tensor([min(shape.prompt, shape.max_seq - 1)], device=device)
+    return x, weight, torch.cos(angles).to(table), torch.sin(angles).to(table), keys, values, positions
+
+
+def _qkv_cases(config: LlamaConfig, shape: RunShape, device, dtype) -> dict:
+    """The qkv weight drawn as build_model draws it, run once a layer (without a model only)."""
+    n, k, _ = _projection_shapes(config)["qkv_proj"]
+    generator = torch.Generator(device=device).manual_seed(0)
+    weight = torch.randn(n, k, device=device, dtype=dtype, generator=generator).mul_(INIT_STD)
+    return {f"qkv_proj {shape.batch}x{n}x{k}": (_qkv_arguments(config, shape, weight, generator), config.num_layers)}
+
+
+def _qkv_model_step(model: Llama, batch: int) -> list[tuple]:
+    """The arguments of every layer's call in a decode step, on the model's own qkv weights (one example cache:
+    its contents do not matter to the timing)."""
+    shape = RunShape.of(model.config, batch)
+    generator = torch.Generator(device=model.device).manual_seed(0)
+    first = _qkv_arguments(model.config, shape, model.layers[0].self_attn.qkv_proj.weight, generator)
+    return [(first[0], layer.self_attn.qkv_proj.weight, *first[2:]) for layer in model.layers]
+
+
+def _qkv_model_cases(model: Llama, batch: int) -> dict:
+    n, k, _ = _projection_shapes(model.config)["qkv_proj"]
+    return {f"qkv_proj {batch}x{n}x{k}": (_qkv_model_step(model, batch)[0], model.config.num_layers)}
+
+
+def _qkv_rope_cache_write_rounded(x, weight, cos, sin, keys, values, positions) -> tuple:
+    """The projection in float64 rounded once to the model's dtype (F.linear's output, what RoPE reads), then
+    RoPE and the cache write as the rope_cache_write kernel is checked (_rope_cache_write_rounded)."""
+    from .llama import split_heads
+    qkv = _linear_float64(x, weight).to(x.dtype)
+    q, k, v = split_heads(qkv, keys.shape[1], keys.shape[3])
+    return _rope_cache_write_rounded(q, k, v, cos, sin, keys, values, positions)
+
+
+def _qkv_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, float]:
+    """rtol of one rounding of the result; atol the linear ladder's bound on a projection plus a unit of the
+    largest one (the kernel's float32 sum may round to the other side of the reference's: one unit of an input
+    of the rotation, whose result can cancel). The caches beyond the position are compared exactly by the same
+    bound (they are copied)."""
+    x, weight = arguments[:2]
+    _rtol, linear_atol = _linear_tolerance((x, weight), dtype)
+    unit = _UNIT.get(dtype, 2**-23)
+    largest = float(_linear_float64(x, weight).abs().max()) if weight.numel() else 0.0
+    return ROUNDED_ONCE_TOLERANCE.get(dtype, (1e-5, 1e-6))[0], linear_atol + 2 * unit * largest + 1e-7
+
+
+register_replacement(Replacement(
+    "qkv_rope_cache_write", "the attention's qkv projection, RoPE and the KV-cache write in one Triton launch at "
+                            "batch-1 decode (hello_gpu.models.qkv_rope_cache_write_kernel; a prompt's rows run "
+                            "linear then RoPE and the cache write)",
+    load=_hello_gpu_qkv_rope_cache_write, cases=_qkv_cases, model_cases=_qkv_model_cases,
+    model_step=_qkv_model_step, reference=_qkv_rope_cache_write_rounded, tolerance_of=_qkv_tolerance,
+    baseline=_linear_then_rope_cache_write, composes=("linear", "rope_cache_write")))
+
+
 def _hello_gpu_linear_add_rms_norm() -> Callable:
     from .linear_add_rms_norm_kernel import linear_add_rms_norm     # imports Triton only when asked for
     return linear_add_rms_norm
@@ -540,10 +628,6 @@ def _linear_add_norm_float64(x, weight, residual, norm_weight, eps) -> tuple:
     from .llama import rms_norm
     total = residual.double() + _linear_float64(x, weight)
     return total, rms_norm(total, norm_weight.double(), eps)
-
-
-# A unit of the result's rounding per dtype (half an ulp on a GPU; the interpreter truncates bf16: a whole one)
-_UNIT = {torch.bfloat16: 2**-8, torch.float16: 2**-11, torch.float32: 2**-23}
 
 
 def _linear_add_norm_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, float]:
@@ -864,6 +948,9 @@ def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS,
         ops = replace(ops, add_rms_norm=add_then_norm)
     if "gate_up_swiglu" in chosen:
         ops = replace(ops, gate_up_swiglu=_one_row_or_both(chosen["gate_up_swiglu"], ops.linear, ops.swiglu))
+    if "qkv_rope_cache_write" in chosen:
+        ops = replace(ops, qkv_rope_cache_write=_one_token_or_linear_then_rope(
+            chosen["qkv_rope_cache_write"], ops.linear, ops.rope_cache_write, ops.rope, ops.cache_write))
     if "linear_add_rms_norm" in chosen:
         ops = replace(ops, linear_add_rms_norm=_one_row_or_linear_then_add_norm(
             chosen["linear_add_rms_norm"], ops.linear, ops.add_rms_norm))
@@ -884,6 +971,25 @@ def _one_row_or_both(fused: Callable, linear: Callable, swiglu: Callable) -> Cal
     def gate_up_swiglu(x, weight, pdl: bool = False):
         return fused(x, weight, pdl=pdl) if x.numel() == x.shape[-1] else both(x, weight)
     return gate_up_swiglu
+
+
+def _one_token_or_linear_then_rope(fused: Callable, linear: Callable, rope_cache_write: Callable | None,
+                                   rope: Callable, cache_write: Callable) -> Callable:
+    """The fused qkv + RoPE + cache write kernel for one token of one row (a decode step at batch 1, where it was
+    checked and timed), the run's own linear and RoPE + cache write for more (a prompt, a batch), ``pdl`` passed on
+    where asked."""
+    from .llama import split_heads
+
+    def qkv_rope_cache_write(x, weight, cos, sin, keys, values, positions, pdl: bool = False):
+        if x.shape[0] == 1 and x.shape[1] == 1:
+            arguments = (x, weight, cos, sin, keys, values, positions)
+            return fused(*arguments, pdl=pdl) if pdl else fused(*arguments)
+        q, k, v = split_heads(linear(x, weight), keys.shape[1], keys.shape[3])
+        if rope_cache_write is not None:
+            return rope_cache_write(q, k, v, cos, sin, keys, values, positions)
+        q, k = rope(q, k, cos, sin)
+        return (q, *cache_write(keys, values, positions, k, v))
+    return qkv_rope_cache_write
 
 
 def _one_row_or_linear_then_add_norm(fused: Callable, linear: Callable, add_rms_norm: Callable) -> Callable:

@@ -126,8 +126,9 @@ def linear_add_rms_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.T
     """:func:`hello_gpu.models.llama.linear_add_rms_norm` for one row: ``total = residual + F.linear(x, weight)``
     and ``rms_norm(total, norm_weight, eps)``, both new (..., N) tensors in x's dtype, for x (..., K) in bf16 /
     fp16 (float32 too: the tests' tight bound) and an (N, K) weight. ``pdl``: a programmatic dependent launch,
-    the first weight tile loaded before the wait. Refuses, naming the reason, what :func:`refusal` names. Under a CUDA-graph capture before any arrival
-    counter exists (:mod:`.arrival_counters`), the GEMV and add_rms_norm run as two kernels."""
+    the first weight tile loaded before the wait. Refuses, naming the reason, what :func:`refusal` names. Under a
+    CUDA-graph capture before any arrival counter exists (:mod:`.arrival_counters`), the GEMV and add_rms_norm
+    run as two kernels."""
     problem = refusal(x, weight, residual, norm_weight, eps)
     if problem:
         raise ValueError(f"linear_add_rms_norm: {problem}")

@@ -254,6 +254,25 @@ def gate_up_swiglu(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return swiglu(F.linear(x, weight))
 
 
+def qkv_rope_cache_write(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                         keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor):
+    """The start of the attention: the fused [q | k | v] projection of x ``(B, T, hidden)``, RoPE on q and k and
+    the cache write of k and v (the caches ``(B, K, S, D)`` give the heads' count and size); ``(q rotated
+    (B, H, T, D), keys, values)``. The model calls ``linear`` then ``rope_cache_write`` (or ``rope`` then
+    ``cache_write``) itself unless a backend gives ``ModelOps.qkv_rope_cache_write`` one kernel doing all of it;
+    this is what such a kernel is checked against."""
+    q, k, v = split_heads(F.linear(x, weight), keys.shape[1], keys.shape[3])
+    return rope_cache_write(q, k, v, cos, sin, keys, values, positions)
+
+
+def split_heads(qkv: torch.Tensor, kv_heads: int, head_dim: int):
+    """q ``(B, H, T, D)``, k and v ``(B, K, T, D)`` as views of the fused projection's output ``(B, T, N)``."""
+    batch, length, n = qkv.shape
+    kv_size = kv_heads * head_dim
+    q, k, v = qkv.split([n - 2 * kv_size, kv_size, kv_size], dim=-1)
+    return tuple(t.view(batch, length, -1, head_dim).transpose(1, 2) for t in (q, k, v))
+
+
 def linear_add_rms_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
                         eps: float):
     """The end of each half of a layer: its output projection, the residual add and the next RMSNorm,
@@ -284,6 +303,8 @@ class ModelOps:
     swiglu: Callable = swiglu
     # One kernel for the gate/up projection and SwiGLU together (hello-gpu); None: ``linear`` then ``swiglu``
     gate_up_swiglu: Callable | None = None
+    # One kernel for the qkv projection, RoPE and the cache write (hello-gpu); None: ``linear`` then the above
+    qkv_rope_cache_write: Callable | None = None
     # One kernel for an output projection (o_proj, down_proj), the residual add and the next RMSNorm (hello-gpu);
     # None: ``linear`` then ``add_rms_norm``
     linear_add_rms_norm: Callable | None = None
@@ -296,7 +317,8 @@ EAGER_OPS = ModelOps()
 OP_CATEGORIES = {"embed": "other", "rms_norm": "norm", "add_rms_norm": "norm", "linear": "GEMM/GEMV",
                  "rope": "elementwise", "cache_write": "elementwise", "rope_cache_write": "elementwise",
                  "attention": "attention", "prefill_attention": "attention", "swiglu": "elementwise",
-                 "gate_up_swiglu": "GEMM/GEMV", "linear_add_rms_norm": "GEMM/GEMV", "sample": "sampling"}
+                 "gate_up_swiglu": "GEMM/GEMV", "linear_add_rms_norm": "GEMM/GEMV", "qkv_rope_cache_write": "GEMM/GEMV",
+                 "sample": "sampling"}
 LABEL_PREFIX = "hello_gpu.model/"
 
 
@@ -340,15 +362,15 @@ class Attention(nn.Module):
         """The attention's output before its projection (o_proj): (B, T, q_size)."""
         c = self.config
         batch, length, _ = x.shape
-        q, k, v = ops.linear(x, self.qkv_proj.weight).split([c.q_size, c.kv_size, c.kv_size], dim=-1)
-        q = q.view(batch, length, c.num_heads, c.head_dim).transpose(1, 2)
-        k = k.view(batch, length, c.num_kv_heads, c.head_dim).transpose(1, 2)
-        v = v.view(batch, length, c.num_kv_heads, c.head_dim).transpose(1, 2)
-        if ops.rope_cache_write is not None:         # one launch for both
-            q, keys, values = ops.rope_cache_write(q, k, v, cos, sin, keys, values, positions)
+        if ops.qkv_rope_cache_write is not None:     # one launch for the projection, RoPE and the cache write
+            q, keys, values = ops.qkv_rope_cache_write(x, self.qkv_proj.weight, cos, sin, keys, values, positions)
         else:
-            q, k = ops.rope(q, k, cos, sin)
-            keys, values = ops.cache_write(keys, values, positions, k, v)
+            q, k, v = split_heads(ops.linear(x, self.qkv_proj.weight), c.num_kv_heads, c.head_dim)
+            if ops.rope_cache_write is not None:     # one launch for both
+                q, keys, values = ops.rope_cache_write(q, k, v, cos, sin, keys, values, positions)
+            else:
+                q, k = ops.rope(q, k, cos, sin)
+                keys, values = ops.cache_write(keys, values, positions, k, v)
         # decode and prefill attention are different kernels (one query against the cache, or a tile of them),
         # each swapped in by its own timing; the length is a host integer, the same at every decode step
         attend = ops.attention if length == 1 else ops.prefill_attention
