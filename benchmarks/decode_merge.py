@@ -28,7 +28,7 @@ import json
 import torch
 
 from hello_gpu.bench import compare, measure
-from hello_gpu.models.backends import REPLACEMENTS
+from hello_gpu.models.backends import REPLACEMENTS, captured_call
 from hello_gpu.models.decode_attention_kernel import decode_attention
 from hello_gpu.models.llama import attention
 
@@ -50,17 +50,8 @@ def layer_inputs(batch, heads, kv_heads, seq, dim, position, seed):
 
 def captured(layers, fused: bool, pdl: bool):
     """(graph, outputs): every layer's call captured once, after a warm-up on a side stream."""
-    def step():
-        return [decode_attention(q, keys, values, mask, pdl=pdl, fused_merge=fused) for q, keys, values, mask in layers]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = step()
-    return graph, outputs
+    return captured_call(lambda: [decode_attention(q, keys, values, mask, pdl=pdl, fused_merge=fused)
+                                  for q, keys, values, mask in layers], warmups=1)
 
 
 def check(outputs, layers) -> float:

@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hello_gpu.models.backends import (ATTENTION_TOLERANCE, REPLACEMENTS, RunShape, check_replacement,
-                                       make_runner)
+from hello_gpu.models.backends import (ATTENTION_TOLERANCE, REPLACEMENTS, RunShape, captured_call,
+                                       check_replacement, make_runner)
 from hello_gpu.models.llama import CONFIGS, attention, build_model
 from hello_gpu.ops.checking import INTERPRETER_BFLOAT16
 from hello_gpu.ops.rung import triton_interpreter_on
@@ -372,14 +372,7 @@ def test_a_graph_of_a_steps_fused_merges_replays_right_and_leaves_its_counters_a
     def step():
         mask = key_positions[None, :] <= position[:, None]
         return [kernel.decode_attention(q, keys, values, mask, pdl=pdl) for q, keys, values, _ in layers]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = step()
+    graph, outs = captured_call(step, warmups=1)
     for at in (700, 3, 511):
         position.fill_(at)
         graph.replay()

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hello_gpu.models import build_model, compare_greedy, make_runner
 from hello_gpu.models.backends import REPLACEMENTS, _check_case, choose_replacements, ops_with
 from hello_gpu.models.gate_up_swiglu_kernel import BLOCK_K, gate_up_swiglu, refusal
 from hello_gpu.models.llama import CONFIGS, gate_up_swiglu as eager_gate_up_swiglu
 from hello_gpu.runtime.device import gpu_vendor
+from model_checks import always_faster, assert_forced_decode_gives_eagers_logits
 
 DEVICE = "cuda" if gpu_vendor() is not None else "cpu"
 # (I outputs, K): one output, odd, one past a program's two; K below, at and past a tile, and several tiles and a tail
@@ -72,33 +72,20 @@ def test_the_backend_runs_it_for_one_row_and_linear_then_swiglu_for_a_prompt():
 
 def test_it_is_timed_against_the_linear_and_swiglu_the_run_chose():
     """Decided after linear and swiglu, timed against them as swapped in; a float32 model refuses it by name."""
-    calls = []
-
-    def timer(baseline, kernel):
-        from types import SimpleNamespace
-        calls.append(baseline)
-        return SimpleNamespace(verdict="faster", speedup=SimpleNamespace(value=1.5, ci95=(1.4, 1.6)))
-
     registry = {name: REPLACEMENTS[name] for name in ("linear", "swiglu", "gate_up_swiglu")}
     choices = {c.name: c for c in choose_replacements(CONFIGS["tiny"], batch=1, device=DEVICE, dtype=torch.bfloat16,
-                                                      timer=timer, replacements=registry)}
+                                                      timer=always_faster, replacements=registry)}
     fused = choices["gate_up_swiglu"]
     assert fused.used and "1.50x linear (swapped in) then swiglu (swapped in) [" in fused.reason, fused.reason
     assert choices["linear"].used and choices["swiglu"].used        # both still run (other projections, prompts)
     choices = {c.name: c for c in choose_replacements(CONFIGS["tiny"], batch=1, device=DEVICE, dtype=torch.float32,
-                                                      timer=timer, replacements=registry)}
+                                                      timer=always_faster, replacements=registry)}
     assert not choices["gate_up_swiglu"].used and "bfloat16 or float16" in choices["gate_up_swiglu"].reason
 
 
 def test_a_greedy_bf16_decode_with_it_forced_in_gives_eagers_logits():
     """Prefill (a prompt's rows: linear then swiglu) and decode (one row: the kernel) of a bf16 model at batch 1."""
-    model = build_model(CONFIGS["tiny"], dtype=torch.bfloat16, seed=8, device=DEVICE)
-    prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (1, 5), generator=torch.Generator().manual_seed(12))
-    eager = make_runner(model, "eager", batch=1, max_seq=11)
-    ours = make_runner(model, "hello-gpu", batch=1, max_seq=11, force=["gate_up_swiglu"])
-    assert "gate_up_swiglu" in ours.used(), ours.used()
-    result = compare_greedy(eager, ours, prompt.to(DEVICE), 6)
-    assert result.ok, result.summary()
+    assert_forced_decode_gives_eagers_logits("gate_up_swiglu", torch.bfloat16, DEVICE)
 
 
 @pytest.mark.gpu

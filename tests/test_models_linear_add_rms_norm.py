@@ -7,11 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hello_gpu.models import arrival_counters, build_model, compare_greedy, make_runner
-from hello_gpu.models.backends import REPLACEMENTS, Choice, _check_case, choose_replacements, ops_with
+from hello_gpu.models import arrival_counters
+from hello_gpu.models.backends import (REPLACEMENTS, Choice, _check_case, captured_call, choose_replacements,
+                                       ops_with)
 from hello_gpu.models.linear_add_rms_norm_kernel import BLOCK_K, BLOCK_N, CHUNK, linear_add_rms_norm, refusal
 from hello_gpu.models.llama import CONFIGS, linear_add_rms_norm as eager_linear_add_rms_norm, rms_norm
 from hello_gpu.runtime.device import gpu_vendor
+from model_checks import always_faster, assert_forced_decode_gives_eagers_logits
 
 DEVICE = "cuda" if gpu_vendor() is not None else "cpu"
 EPS = 1e-5
@@ -121,13 +123,9 @@ def test_the_backend_runs_it_for_one_row_and_linear_then_add_rms_norm_for_a_prom
 def test_it_is_timed_against_the_linear_and_add_rms_norm_the_run_chose():
     """Decided after linear and add_rms_norm, timed against them as swapped in; both still run (the other
     projections, prompts)."""
-    def timer(baseline, kernel):
-        from types import SimpleNamespace
-        return SimpleNamespace(verdict="faster", speedup=SimpleNamespace(value=1.5, ci95=(1.4, 1.6)))
-
     registry = {name: REPLACEMENTS[name] for name in ("linear", "add_rms_norm", "linear_add_rms_norm")}
     choices = {c.name: c for c in choose_replacements(CONFIGS["tiny"], batch=1, device=DEVICE, dtype=torch.bfloat16,
-                                                      timer=timer, replacements=registry)}
+                                                      timer=always_faster, replacements=registry)}
     fused = choices["linear_add_rms_norm"]
     assert fused.used and "1.50x linear (swapped in) then add_rms_norm (swapped in) [" in fused.reason, fused.reason
     assert choices["linear"].used and choices["add_rms_norm"].used
@@ -137,13 +135,7 @@ def test_it_is_timed_against_the_linear_and_add_rms_norm_the_run_chose():
 def test_a_greedy_decode_with_it_forced_in_gives_eagers_logits(dtype):
     """Prefill (a prompt's rows: linear then add_rms_norm) and decode (one row: the kernel, twice a layer) at
     batch 1."""
-    model = build_model(CONFIGS["tiny"], dtype=dtype, seed=8, device=DEVICE)
-    prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (1, 5), generator=torch.Generator().manual_seed(12))
-    eager = make_runner(model, "eager", batch=1, max_seq=11)
-    ours = make_runner(model, "hello-gpu", batch=1, max_seq=11, force=["linear_add_rms_norm"])
-    assert "linear_add_rms_norm" in ours.used(), ours.used()
-    result = compare_greedy(eager, ours, prompt.to(DEVICE), 6)
-    assert result.ok, result.summary()
+    assert_forced_decode_gives_eagers_logits("linear_add_rms_norm", dtype, DEVICE)
 
 
 _COMPILE_SCRIPT = r"""
@@ -216,14 +208,7 @@ def test_a_graph_of_a_steps_calls_at_the_8bs_shapes_replays_right(pdl):
         for tensor in (*xs.values(), start):
             tensor.copy_(torch.randn(tensor.shape, device=DEVICE, generator=generator))
     fill()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = step()
+    graph, outputs = captured_call(step, warmups=1)
     for _ in range(2):
         fill()
         graph.replay()

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hello_gpu.models import build_model, compare_greedy, make_runner
 from hello_gpu.models.backends import REPLACEMENTS, Choice, _check_case, choose_replacements, ops_with
 from hello_gpu.models.llama import CONFIGS, qkv_rope_cache_write as eager_qkv_rope_cache_write
 from hello_gpu.models.qkv_rope_cache_write_kernel import BLOCK_K, qkv_rope_cache_write, refusal
 from hello_gpu.runtime.device import gpu_vendor
+from model_checks import always_faster, assert_forced_decode_gives_eagers_logits
 
 DEVICE = "cuda" if gpu_vendor() is not None else "cpu"
 # (q heads, kv heads, head_dim, K, cache positions, position): MHA and GQA, head_dim 2 (one pair), odd pair
@@ -112,14 +112,10 @@ def test_the_backend_runs_it_for_one_token_and_linear_then_rope_for_a_prompt():
 
 
 def test_it_is_timed_against_the_linear_and_rope_the_run_chose():
-    def timer(baseline, kernel):
-        from types import SimpleNamespace
-        return SimpleNamespace(verdict="faster", speedup=SimpleNamespace(value=1.5, ci95=(1.4, 1.6)))
-
     names = ("linear", "rope", "cache_write", "rope_cache_write", "qkv_rope_cache_write")
     registry = {name: REPLACEMENTS[name] for name in names}
     choices = {c.name: c for c in choose_replacements(CONFIGS["tiny"], batch=1, device=DEVICE, dtype=torch.bfloat16,
-                                                      timer=timer, replacements=registry)}
+                                                      timer=always_faster, replacements=registry)}
     fused = choices["qkv_rope_cache_write"]
     assert fused.used and "1.50x linear (swapped in) then rope_cache_write (swapped in) [" in fused.reason, \
         fused.reason
@@ -129,13 +125,7 @@ def test_it_is_timed_against_the_linear_and_rope_the_run_chose():
 def test_a_greedy_decode_with_it_forced_in_gives_eagers_logits(dtype):
     """Prefill (a prompt: linear, then RoPE and the cache write) and decode (one token: the kernel) at batch 1; the
     decode reads the keys the kernel wrote at every earlier step."""
-    model = build_model(CONFIGS["tiny"], dtype=dtype, seed=8, device=DEVICE)
-    prompt = torch.randint(0, CONFIGS["tiny"].vocab_size, (1, 5), generator=torch.Generator().manual_seed(12))
-    eager = make_runner(model, "eager", batch=1, max_seq=11)
-    ours = make_runner(model, "hello-gpu", batch=1, max_seq=11, force=["qkv_rope_cache_write"])
-    assert "qkv_rope_cache_write" in ours.used(), ours.used()
-    result = compare_greedy(eager, ours, prompt.to(DEVICE), 6)
-    assert result.ok, result.summary()
+    assert_forced_decode_gives_eagers_logits("qkv_rope_cache_write", dtype, DEVICE)
 
 
 _COMPILE_SCRIPT = r"""

@@ -1085,19 +1085,25 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
 
 
 # region cuda-graph
-def _captured(step: Callable, tokens: torch.Tensor, positions: torch.Tensor, device) -> tuple:
-    """``(graph, logits)``: ``step(tokens, positions)`` captured once in a CUDA graph on these input tensors,
-    after three warm-up runs on a side stream (Triton compiles, first launches, plans), as capture requires."""
+def captured_call(call: Callable, device=None, warmups: int = 3) -> tuple:
+    """``(graph, result)``: ``call()`` captured once in a CUDA graph, after ``warmups`` runs on a side stream
+    (Triton compiles, first launches, plans, none of which may happen during a capture). ``graph.replay()``
+    runs it again, writing the same result tensors."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
-        for _ in range(3):
-            step(tokens, positions)
+        for _ in range(warmups):
+            call()
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        logits = step(tokens, positions)
-    return graph, logits
+        result = call()
+    return graph, result
+
+
+def _captured(step: Callable, tokens: torch.Tensor, positions: torch.Tensor, device) -> tuple:
+    """``(graph, logits)``: ``step(tokens, positions)`` captured once in a CUDA graph on these input tensors."""
+    return captured_call(lambda: step(tokens, positions), device)
 
 
 def captured_decode(step: Callable, batch: int, device) -> Callable:

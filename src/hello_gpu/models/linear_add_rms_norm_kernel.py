@@ -31,6 +31,7 @@ import triton.language as tl
 from ..ops.rung import triton_interpreter_on
 from . import arrival_counters
 from .dependent_launch import checked, launch_options
+from .linear_pdl_kernel import early_weight_products
 
 BLOCK_N = 2         # t04's tile: 2 outputs a program (2048 programs at the 8B's 4096 hidden values)
 BLOCK_K = 2048      # 4 KiB of each weight row a step in bf16
@@ -45,22 +46,7 @@ def gemv_add_rms_norm_kernel(a_ptr, w_ptr, residual_ptr, norm_w_ptr, total_ptr, 
     program = tl.program_id(0)
     rows = program * BLOCK_N + tl.arange(0, BLOCK_N)
     live = rows < N
-    w_rows = w_ptr + rows[:, None].to(tl.int64) * stride_wn
-    columns = tl.arange(0, BLOCK_K)
-    # The first step's weight tile: no kernel of a decode step writes a weight, so these loads need no wait.
-    w = tl.load(w_rows + columns[None, :], mask=live[:, None] & (columns < K)[None, :], other=0.0,
-                eviction_policy="evict_first")
-    if PDL:
-        tl.extra.cuda.gdc_wait()                 # x and the residual are earlier kernels' outputs
-        tl.extra.cuda.gdc_launch_dependents()
-    x = tl.load(a_ptr + columns, mask=columns < K, other=0.0)
-    products = w.to(tl.float32) * x.to(tl.float32)[None, :]
-    for k0 in tl.range(BLOCK_K, K, BLOCK_K, num_stages=1):
-        k = k0 + columns
-        w = tl.load(w_rows + k[None, :], mask=live[:, None] & (k < K)[None, :], other=0.0,
-                    eviction_policy="evict_first")
-        x = tl.load(a_ptr + k, mask=k < K, other=0.0)
-        products += w.to(tl.float32) * x.to(tl.float32)[None, :]
+    products = early_weight_products(a_ptr, w_ptr + rows[:, None].to(tl.int64) * stride_wn, live, K, BLOCK_K, PDL)
     # The delta rounded as F.linear's output is, then the sum rounded as `residual + delta` is: the norm reads
     # what add_rms_norm would have read.
     delta = tl.sum(products, axis=1).to(total_ptr.dtype.element_ty, fp_downcast_rounding="rtne")
@@ -69,6 +55,7 @@ def gemv_add_rms_norm_kernel(a_ptr, w_ptr, residual_ptr, norm_w_ptr, total_ptr, 
     tl.store(total_ptr + rows, total, mask=live)
     wide = total.to(tl.float32)
     tl.store(partial_ptr + program, tl.sum(tl.where(live, wide * wide, 0.0), axis=0))
+    # region last-program
     tl.debug_barrier()                           # every thread's stores before the count
     arrived = tl.atomic_add(arrivals_ptr, 1, sem="acq_rel", scope="gpu")
     if arrived == tl.num_programs(0) - 1:
@@ -86,6 +73,7 @@ def gemv_add_rms_norm_kernel(a_ptr, w_ptr, residual_ptr, norm_w_ptr, total_ptr, 
             weight = tl.load(norm_w_ptr + hidden, mask=inside, other=0.0).to(tl.float32)
             tl.store(out_ptr + hidden, (sums * scale * weight).to(out_ptr.dtype.element_ty), mask=inside)
         tl.atomic_xchg(arrivals_ptr, 0, sem="relaxed", scope="gpu")     # ready for the next call
+    # endregion last-program
 
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)

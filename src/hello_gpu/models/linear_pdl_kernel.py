@@ -34,13 +34,12 @@ WARPS = 4
 
 
 @triton.jit
-def early_weight_gemv_kernel(a_ptr, w_ptr, c_ptr, N, K, stride_wn,
-                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    live = rows < N
-    w_rows = w_ptr + rows[:, None].to(tl.int64) * stride_wn
+def early_weight_products(a_ptr, w_rows, live, K, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    """t04's loop for the weight rows ``w_rows`` (a pointer to each row's first element; ``live``: which rows
+    exist): the [rows, BLOCK_K] float32 products of x and the weight, summed over the K steps, for tl.sum over
+    axis 1. With PDL the first step's weight tile is loaded before the wait: no kernel of a decode step writes a
+    weight, so those loads need no wait; x is the kernel before's output, read only after it."""
     columns = tl.arange(0, BLOCK_K)
-    # The first step's weight tile: no kernel of the step writes a weight, so these loads need no wait.
     w = tl.load(w_rows + columns[None, :], mask=live[:, None] & (columns < K)[None, :], other=0.0,
                 eviction_policy="evict_first")
     if PDL:
@@ -54,6 +53,15 @@ def early_weight_gemv_kernel(a_ptr, w_ptr, c_ptr, N, K, stride_wn,
                     eviction_policy="evict_first")
         x = tl.load(a_ptr + k, mask=k < K, other=0.0)
         products += w.to(tl.float32) * x.to(tl.float32)[None, :]
+    return products
+
+
+@triton.jit
+def early_weight_gemv_kernel(a_ptr, w_ptr, c_ptr, N, K, stride_wn,
+                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    live = rows < N
+    products = early_weight_products(a_ptr, w_ptr + rows[:, None].to(tl.int64) * stride_wn, live, K, BLOCK_K, PDL)
     tl.store(c_ptr + rows, tl.sum(products, axis=1).to(c_ptr.dtype.element_ty), mask=live)
 
 
@@ -92,4 +100,4 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, pdl: bool = False) -> torch.Tens
     return out
 
 
-__all__ = ["gemv", "refusal"]
+__all__ = ["early_weight_products", "gemv", "refusal"]

@@ -28,6 +28,7 @@ import triton.language as tl
 
 from ..ops.rung import triton_interpreter_on
 from .dependent_launch import checked, launch_options
+from .linear_pdl_kernel import early_weight_products
 
 BLOCK_K = 2048      # t04's step: 4 KiB of each weight row a step in bf16
 WARPS = 4
@@ -44,23 +45,9 @@ def qkv_rope_write_kernel(a_ptr, w_ptr, cos_ptr, sin_ptr, positions_ptr, q_out_p
     pair = program % HALF
     both = tl.arange(0, 2)                       # dimension pair and pair + HALF of the head
     rows = head * (2 * HALF) + pair + both * HALF
-    w_rows = w_ptr + rows[:, None].to(tl.int64) * stride_wn
-    columns = tl.arange(0, BLOCK_K)
-    # The first step's weight tile: no kernel of a decode step writes a weight, so these loads need no wait.
-    rows_live = both < 2                         # all True: masks must have the tile's shape
-    w = tl.load(w_rows + columns[None, :], mask=rows_live[:, None] & (columns < K)[None, :], other=0.0,
-                eviction_policy="evict_first")
-    if PDL:
-        tl.extra.cuda.gdc_wait()                 # x is the RMSNorm's output: visible from here on
-        tl.extra.cuda.gdc_launch_dependents()
-    x = tl.load(a_ptr + columns, mask=columns < K, other=0.0)
-    products = w.to(tl.float32) * x.to(tl.float32)[None, :]
-    for k0 in tl.range(BLOCK_K, K, BLOCK_K, num_stages=1):
-        k = k0 + columns
-        w = tl.load(w_rows + k[None, :], mask=rows_live[:, None] & (k < K)[None, :], other=0.0,
-                    eviction_policy="evict_first")
-        x = tl.load(a_ptr + k, mask=k < K, other=0.0)
-        products += w.to(tl.float32) * x.to(tl.float32)[None, :]
+    rows_live = both < 2                         # all True: masks have the tile's shape
+    products = early_weight_products(a_ptr, w_ptr + rows[:, None].to(tl.int64) * stride_wn, rows_live, K, BLOCK_K,
+                                     PDL)
     # Rounded as F.linear's output is: RoPE and the cache read what the two kernels would have read.
     out = tl.sum(products, axis=1).to(q_out_ptr.dtype.element_ty, fp_downcast_rounding="rtne").to(tl.float32)
     first = tl.sum(tl.where(both == 0, out, 0.0), axis=0)
