@@ -254,7 +254,7 @@ def split_keys(seq: int, heads_in_flight: int, programs: int) -> tuple[int, int]
 
 
 def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                     programs: int | None = None, pdl: bool = False, fused_merge: bool = True) -> torch.Tensor:
+                     programs: int | None = None, pdl: bool = False, fused_merge: bool = False) -> torch.Tensor:
     """Attention of one query token (q (B, H, 1, D)) over the cache (B, H_kv, S, D) where the boolean
     ``mask`` (1, S) is True; a new contiguous (B, H, 1, D) tensor in q's dtype. ``programs``: how many
     programs to aim the split at (default: :func:`programs_wanted`; tests pass more to force many splits).
