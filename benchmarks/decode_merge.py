@@ -12,7 +12,11 @@ prediction: the H100's profile of the 1B's hello-gpu decode step (records/nvidia
   attention (captured here as a step captures it: every layer's call in one CUDA graph, each on its own cache)
   ~1.3-1.5x faster at the 1B's and 8B's batch-1 shapes; ~40 us of the 1B's ~1.07 ms H200 step (~4%), ~80 us of
   the 8B's 4.5 ms (~2%). At batch 16 the split kernel is longer (16x the keys), the saving the same: ~1.05-1.1x
-outcome: not measured yet (written without a GPU, session 23)
+outcome: wrong, slower but at one shape (records/nvidia-h100-80gb-hbm3/decode-merge.json, H100, run of 3a550b2):
+  fused over two launches 0.979x [0.978, 0.980] at the 1B (5.92 against 5.81 us a call), 1.023x [1.022, 1.024]
+  at the 8B's batch 1, 0.889x [0.887, 0.890] at its batch 16; with PDL 0.925x, 0.950x, 0.844x. The merge kernel
+  and its gap cost ~1 us in a graph, not the ~3-4 us the profile's 2.4 us a call suggested, and the last program
+  merges only after its own split's work, on the critical path. The merge stays a kernel of its own
 
 Each side is a CUDA graph of a step's calls (16 layers on the 1B, 32 on the 8B), replayed; paired, interleaved,
 warm cache (the 8B's 32 caches at batch 1 are 2 x 32 x 1.6 MB = 101 MB, above the 50 MB L2, as in a step), with

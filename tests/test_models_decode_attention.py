@@ -89,12 +89,12 @@ def test_the_merge_in_several_steps_matches_float64(monkeypatch, merge_elements,
 @runs_here
 @pytest.mark.parametrize("batch, heads, kv_heads, seq, dim, position, programs", [
     (1, 8, 2, 1000, 64, 640, 64), (2, 4, 4, 127, 8, 63, None), (1, 4, 1, 31, 8, 30, 64)])
-def test_the_merge_as_a_kernel_of_its_own_matches_float64(batch, heads, kv_heads, seq, dim, position, programs):
-    """fused_merge=False (the two-launch path the fused merge is measured against, and the one a CUDA-graph
-    capture falls back to before any counters exist) gives the same answer."""
+def test_the_merge_done_by_the_last_split_matches_float64(batch, heads, kv_heads, seq, dim, position, programs):
+    """fused_merge=True (the merge by the last program of each KV head; measured slower than the merge kernel on
+    the H100, so not the default) gives the same answer."""
     from hello_gpu.models.decode_attention_kernel import decode_attention
     inputs = decode_inputs(batch, heads, kv_heads, seq, dim, position, torch.float32, seed=seq + position)
-    assert_matches(decode_attention(*inputs, programs=programs, fused_merge=False), *inputs)
+    assert_matches(decode_attention(*inputs, programs=programs, fused_merge=True), *inputs)
 
 
 @runs_here
@@ -108,11 +108,11 @@ def test_the_fused_merges_counters_are_left_at_zero_and_taken_round_the_ring(mon
     monkeypatch.setattr(arrival_counters, "_rings", {})
     for call in range(5):
         inputs = decode_inputs(3, 4, 2, 200, 16, 150 - call, torch.float32, seed=call)
-        assert_matches(kernel.decode_attention(*inputs, programs=24), *inputs)
+        assert_matches(kernel.decode_attention(*inputs, programs=24, fused_merge=True), *inputs)
     counters, next_free = arrival_counters.ring(inputs[0].device)
     assert next_free == 12 and torch.equal(counters.cpu(), torch.zeros(20, dtype=torch.int32))   # 0 6 12 0 6
     inputs = decode_inputs(6, 8, 4, 100, 16, 70, torch.float32, seed=9)            # 24 counters > 20
-    assert_matches(kernel.decode_attention(*inputs, programs=48), *inputs)
+    assert_matches(kernel.decode_attention(*inputs, programs=48, fused_merge=True), *inputs)
     assert arrival_counters.ring(inputs[0].device)[1] == 12
 
 
@@ -371,7 +371,7 @@ def test_a_graph_of_a_steps_fused_merges_replays_right_and_leaves_its_counters_a
 
     def step():
         mask = key_positions[None, :] <= position[:, None]
-        return [kernel.decode_attention(q, keys, values, mask, pdl=pdl) for q, keys, values, _ in layers]
+        return [kernel.decode_attention(q, keys, values, mask, pdl=pdl, fused_merge=True) for q, keys, values, _ in layers]
     graph, outs = captured_call(step, warmups=1)
     for at in (700, 3, 511):
         position.fill_(at)

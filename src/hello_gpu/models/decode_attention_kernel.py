@@ -50,8 +50,12 @@ The merge fused into the split kernel (session 23): the last program of a KV hea
   splits, reading them past L1; the merge kernel and the launch gap before it go. prediction: ~2-3 us saved a
   layer (the merge's 2.4 us and a ~1-2 us gap, less ~1 us of merge added to the split kernel's tail), ~1.3-1.5x
   the two launches over a step's calls in a CUDA graph at batch 1, ~4% of the 1B's decode step, ~2% of the 8B's.
-  outcome: not measured yet (written without a GPU); benchmarks/decode_merge.py times the two in one run
-  (``fused_merge=False`` keeps the two launches, and a CUDA-graph capture before any counter exists takes them)
+  outcome: slower, so not the default (``fused_merge=True`` asks for it). benchmarks/decode_merge.py on the H100
+  (records/nvidia-h100-80gb-hbm3/decode-merge.json, run of 3a550b2), a step's calls in a CUDA graph, fused over two
+  launches: 0.979x [0.978, 0.980] at the 1B, 1.023x [1.022, 1.024] at the 8B's batch 1, 0.889x [0.887, 0.890]
+  at its batch 16; with PDL 0.925x, 0.950x and 0.844x. The last program's merge comes after its own split's work,
+  on the kernel's critical path, and costs more than the merge kernel and its gap (~1 us on the H100 in a graph,
+  less with PDL, which overlaps the merge kernel's set-up)
 deterministic: yes, each split reduces its tiles in order and the merge adds the splits in a fixed order (a
   step's splits as one tl.sum, the steps in order), whichever program merges
 """
@@ -259,8 +263,8 @@ def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, 
     ``mask`` (1, S) is True; a new contiguous (B, H, 1, D) tensor in q's dtype. ``programs``: how many
     programs to aim the split at (default: :func:`programs_wanted`; tests pass more to force many splits).
     ``pdl``: the kernels launched as programmatic dependent launches (:mod:`.dependent_launch`).
-    ``fused_merge``: the last program of each KV head merges the splits (one launch); False: a merge kernel
-    of its own (two launches, the kernel before session 23)."""
+    ``fused_merge``: the last program of each KV head merges the splits (one launch; measured slower on the
+    H100, see the header); False (the default): a merge kernel of its own (two launches)."""
     if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] != 1:
         raise ValueError(f"decode attention: q has {q.shape[2]} query tokens; the kernel takes one (decode)")
     check_arguments(q, keys, values, mask, "decode attention")

@@ -17,7 +17,13 @@ prediction: one launch fewer at the end of each half of a layer. The H100's prof
   norm out: ~24 KB) adds ~1-1.5 us to the GEMV's tail. ~2 us saved a call: ~64 us of the 1B's ~1.07 ms H200
   step (32 calls, ~6%), ~130 us of the 8B's 4.5 ms (64 calls, ~3%). The backend times it against linear then
   add_rms_norm as the run calls them and swaps it in only if faster
-outcome: not measured yet (written without a GPU, session 23)
+outcome: wrong, slower, so the backend does not swap it in: on the H100 (run of 3a550b2) 0.90x [0.90, 0.90] linear
+  then add_rms_norm over the 1B's 32 calls of a step and 0.88x [0.88, 0.88] over the 8B's 64
+  (records/nvidia-h100-80gb-hbm3/models/run.{1b,8b}.b1.p512.n256). Not yet profiled. The likely cause: every one of
+  the 2048 programs (1024 at the 1B) now ends with a barrier and an atomic whose value it must wait for, ~1 us of
+  L2 round trip on a program that reads only 16 KB; t04's programs end at their store. Longer-lived programs hide
+  less DRAM latency, and 2048 atomics on one address queue at one L2 slice. Fewer, larger programs (more rows a
+  program) or a count only every few programs would be the next thing to try
 deterministic: yes: each output is one program's sum in t04's order, each partial sum of squares one program's
   tl.sum, the partials added in one tl.sum over program order by whichever program is last
 """

@@ -16,7 +16,10 @@ prediction: one launch fewer a layer. rope_cache_write ran at ~2-3 us a call wit
   rows are read as t04 reads them, two rows a program, 3072 programs at the 8B). ~2 us saved a layer: ~32 us of
   the 1B's ~1.07 ms H200 step (~3%), ~64 us of the 8B's 4.5 ms (~1.4%); the backend times it against the
   linear and RoPE + cache write this run calls and swaps it in only if faster
-outcome: not measured yet (written without a GPU, session 23)
+outcome: faster, swapped in: on the H100 (run of 3a550b2) 1.44x [1.44, 1.45] linear then rope_cache_write over
+  the 1B's 16 calls of a step and 1.12x [1.11, 1.12] over the 8B's 32
+  (records/nvidia-h100-80gb-hbm3/models/run.{1b,8b}.b1.p512.n256). No count, no barrier: each program finishes
+  its own pair, which is why it gains where linear_add_rms_norm (a last program's norm) loses
 deterministic: yes, each output is one program's sum in t04's order
 """
 
