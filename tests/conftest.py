@@ -103,7 +103,8 @@ def key_path(request):
 def compiled_mode():
     """``run(script) -> the JSON object its last line prints``: ``script`` in a Python child with this checkout's
     src first and Triton in compiled mode (no TRITON_INTERPRET), for ahead-of-time compiles (triton.compile for
-    a GPU target) on a machine without a GPU, where this process's Triton is the interpreter."""
+    a GPU target) on a machine without a GPU, where this process's Triton is the interpreter; the tests folder
+    is on its path too, for :mod:`hopper_ptx`."""
     import json
     import subprocess
     import sys
@@ -111,7 +112,8 @@ def compiled_mode():
 
     def run(script: str) -> dict:
         environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-        environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+        here = Path(__file__).resolve().parent
+        environment["PYTHONPATH"] = os.pathsep.join((str(here.parent / "src"), str(here)))
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                               env=environment)
         assert done.returncode == 0, done.stderr[-3000:]

@@ -137,26 +137,17 @@ def test_the_hello_gpu_backend_decides_the_fused_add_rms_norm_by_a_measurement_o
 
 
 _COMPILE_SCRIPT = r"""
-import json, re
+import json
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+from hopper_ptx import counts, hopper_ptx
 from hello_gpu.models.add_rms_norm_kernel import add_rms_norm_kernel as kernel
 results = {}
 for dtype, hidden in (("bf16", 4096), ("bf16", 8192), ("fp16", 4096)):
     block = triton.next_power_of_2(hidden)
     constants = {"HIDDEN": hidden, "BLOCK": block, "PDL": hidden == 8192}   # one as a dependent launch
-    signature = {n: "constexpr" if n in constants else ("*" + dtype if n.endswith("_ptr") else "fp32")
-                 for n in kernel.arg_names}
-    divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(kernel.arg_names) if n.endswith("_ptr")}
-    compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
-                              target=GPUTarget("cuda", 90, 32), options={"num_warps": min(16, block // 512)})
-    ptx = compiled.asm["ptx"]
-    results[f"{dtype} {hidden}"] = {"round_to_nearest": len(re.findall(r"cvt\.rn\.(bf16|f16)", ptx)),
-                                    "truncating": len(re.findall(r"cvt\.rz\.(bf16|f16)", ptx)),
-                                    "local": len(re.findall(r"\b(ld|st)\.local\b", ptx)),
-                                    "waits": len(re.findall(r"griddepcontrol\.wait", ptx)),
-                                    "releases": len(re.findall(r"griddepcontrol\.launch_dependents", ptx))}
+    ptx = hopper_ptx(kernel, constants, lambda n: "*" + dtype if n.endswith("_ptr") else "fp32",
+                     {"num_warps": min(16, block // 512)})
+    results[f"{dtype} {hidden}"] = counts(ptx, "round_to_nearest", "truncating", "local", "waits", "releases")
 print(json.dumps(results))
 """
 

@@ -251,10 +251,9 @@ def test_the_tolerance_grows_with_the_weight_rounding_of_each_dtype():
 
 
 _COMPILE_SCRIPT = r"""
-import json, re
+import json
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+from hopper_ptx import counts, hopper_ptx
 from hello_gpu.models.decode_attention_kernel import split_kernel, merge_kernel, merge_splits_a_step, BLOCK_N
 results = {}
 for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("bf16", 1, 128)):
@@ -275,21 +274,10 @@ for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("b
             if n.endswith("_ptr"): return "*" + dtype
             if n == "scale_log2": return "fp32"
             return "i32"
-        signature = {n: kind(n) for n in kernel.arg_names}
-        divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(kernel.arg_names) if n.endswith("_ptr")}
-        compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
-                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-        ptx = compiled.asm["ptx"]
+        ptx = hopper_ptx(kernel, constants, kind, {"num_warps": 4})
         fused = {True: " fused", False: " unfused"}.get(constants.get("FUSED_MERGE"), "")
-        results[f"{kernel.__name__}{fused} {dtype} G{group} D{dim}{' pdl' if pdl else ''}"] = {
-            "waits": len(re.findall(r"griddepcontrol\.wait", ptx)),
-            "releases": len(re.findall(r"griddepcontrol\.launch_dependents", ptx)),
-            "local": len(re.findall(r"\b(ld|st)\.local\b", ptx)), "mma": len(re.findall(r"\bmma\.|wgmma", ptx)),
-            "truncating": len(re.findall(r"cvt\.rz\.(bf16|f16)", ptx)), "round_to_nearest": len(re.findall(r"cvt\.rn\.(bf16|f16)", ptx)),
-            "arrival": len(re.findall(r"atom\.global\.gpu\.acq_rel\.add|atom\.acq_rel\.gpu\.global\.add", ptx)),
-            "barrier": len(re.findall(r"\bbar\.sync\b|\bbarrier\.sync\b", ptx)),
-            "l2_loads": len(re.findall(r"ld\.global\.cg", ptx)),
-        }
+        results[f"{kernel.__name__}{fused} {dtype} G{group} D{dim}{' pdl' if pdl else ''}"] = counts(
+            ptx, "waits", "releases", "local", "mma", "truncating", "round_to_nearest", "arrival", "barrier", "l2_loads")
 print(json.dumps(results))
 """
 

@@ -140,30 +140,20 @@ def test_a_greedy_decode_with_it_forced_in_gives_eagers_logits(dtype):
 
 _COMPILE_SCRIPT = r"""
 import json, re
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+from hopper_ptx import PATTERNS, counts, hopper_ptx
 from hello_gpu.models import linear_add_rms_norm_kernel as module
-kernel = module.gemv_add_rms_norm_kernel
+kinds = {"partial_ptr": "*fp32", "arrivals_ptr": "*i32", "eps": "fp32"}
 results = {}
 for dtype in ("bf16", "fp16"):
     for pdl in (False, True):
         constants = {"BLOCK_N": module.BLOCK_N, "BLOCK_K": module.BLOCK_K, "CHUNK": module.CHUNK, "PDL": pdl}
-        kinds = {"partial_ptr": "*fp32", "arrivals_ptr": "*i32", "eps": "fp32"}
-        signature = {n: "constexpr" if n in constants else kinds.get(n, "*" + dtype if n.endswith("_ptr") else "i32")
-                     for n in kernel.arg_names}
-        divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(kernel.arg_names) if n.endswith("_ptr")}
-        compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
-                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": module.WARPS, "num_stages": 1})
-        ptx = compiled.asm["ptx"]
-        arrival = re.search(r"atom\.global\.gpu\.acq_rel\.add", ptx)
+        ptx = hopper_ptx(module.gemv_add_rms_norm_kernel, constants,
+                         lambda n: kinds.get(n, "*" + dtype if n.endswith("_ptr") else "i32"),
+                         {"num_warps": module.WARPS, "num_stages": 1})
+        arrival = re.search(PATTERNS["arrival"], ptx)
         results[f"{dtype}{' pdl' if pdl else ''}"] = {
-            "local": len(re.findall(r"\b(ld|st)\.local\b", ptx)),
-            "arrival": len(re.findall(r"atom\.global\.gpu\.acq_rel\.add", ptx)),
+            **counts(ptx, "local", "arrival", "l2_loads", "evict_first", "waits"),
             "barrier_before_arrival": bool(arrival) and "bar.sync" in ptx[max(0, arrival.start() - 2000):arrival.start()],
-            "l2_loads": len(re.findall(r"ld\.global\.cg", ptx)),
-            "evict_first": len(re.findall(r"evict_first", ptx)),
-            "waits": len(re.findall(r"griddepcontrol\.wait", ptx)),
         }
 print(json.dumps(results))
 """

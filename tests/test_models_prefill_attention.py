@@ -178,10 +178,9 @@ def test_a_greedy_decode_with_both_attention_kernels_forced_in_gives_eagers_logi
 
 
 _COMPILE_SCRIPT = r"""
-import json, re
+import json
 import torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+from hopper_ptx import counts, hopper_ptx
 from hello_gpu.models.prefill_attention_kernel import SPAN_BLOCK_N, prefill_kernel, span_kernel, tiles_for
 results = {}
 for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("bf16", 1, 128), ("bf16", 4, 256)):
@@ -199,19 +198,12 @@ for dtype, group, dim in (("bf16", 4, 128), ("fp16", 4, 64), ("fp32", 3, 8), ("b
             if n.endswith("_ptr"): return "*" + dtype
             if n == "scale_log2": return "fp32"
             return "i32"
-        signature = {n: kind(n) for n in kernel.arg_names}
         # as a launch specialises them: the model's pointers and row strides are multiples of 16 (D = 128: a key
         # row is 256 B; a mask row is max_seq bytes, 768 or 2304 in the runs)
-        divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(kernel.arg_names)
-                     if n.endswith("_ptr") or (n.endswith("_stride") and n != "mask_col_stride")}
-        compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
-                                  target=GPUTarget("cuda", 90, 32), options=options)
-        ptx = compiled.asm["ptx"]
-        results[f"{kernel.__name__} {dtype} G{group} D{dim}"] = {
-            "local": len(re.findall(r"\b(ld|st)\.local\b", ptx)), "mma": len(re.findall(r"\bmma\.|wgmma", ptx)),
-            "async_copies": len(re.findall(r"cp\.async", ptx)), "truncating": len(re.findall(r"cvt\.rz\.(bf16|f16)", ptx)),
-            "round_to_nearest": len(re.findall(r"cvt\.rn\.(bf16|f16)", ptx)),
-        }
+        ptx = hopper_ptx(kernel, constants, kind, options,
+                         lambda n: n.endswith("_ptr") or (n.endswith("_stride") and n != "mask_col_stride"))
+        results[f"{kernel.__name__} {dtype} G{group} D{dim}"] = counts(
+            ptx, "local", "mma", "async_copies", "truncating", "round_to_nearest")
 print(json.dumps(results))
 """
 

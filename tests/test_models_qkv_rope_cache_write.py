@@ -130,29 +130,21 @@ def test_a_greedy_decode_with_it_forced_in_gives_eagers_logits(dtype):
 
 _COMPILE_SCRIPT = r"""
 import json, re
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+from hopper_ptx import counts, hopper_ptx
 from hello_gpu.models import qkv_rope_cache_write_kernel as module
-kernel = module.qkv_rope_write_kernel
+kinds = {"cos_ptr": "*fp32", "sin_ptr": "*fp32", "positions_ptr": "*i64"}
 results = {}
 for dtype, q_heads, kv_heads, half in (("bf16", 32, 8, 64), ("fp16", 32, 8, 32)):
     for pdl in (False, True):
         constants = {"Q_HEADS": q_heads, "KV_HEADS": kv_heads, "HALF": half, "BLOCK_K": module.BLOCK_K, "PDL": pdl}
-        kinds = {"cos_ptr": "*fp32", "sin_ptr": "*fp32", "positions_ptr": "*i64"}
-        signature = {n: "constexpr" if n in constants else kinds.get(n, "*" + dtype if n.endswith("_ptr") else "i32")
-                     for n in kernel.arg_names}
-        divisible = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(kernel.arg_names) if n.endswith("_ptr")}
-        compiled = triton.compile(ASTSource(kernel, signature=signature, constexprs=constants, attrs=divisible),
-                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": module.WARPS, "num_stages": 1})
-        ptx = compiled.asm["ptx"]
+        ptx = hopper_ptx(module.qkv_rope_write_kernel, constants,
+                         lambda n: kinds.get(n, "*" + dtype if n.endswith("_ptr") else "i32"),
+                         {"num_warps": module.WARPS, "num_stages": 1})
         wait = ptx.find("griddepcontrol.wait")
         first_evict = re.search(r"ld\.global[.\w:]*evict_first", ptx)
         results[f"{dtype}{' pdl' if pdl else ''}"] = {
-            "local": len(re.findall(r"\b(ld|st)\.local\b", ptx)),
-            "waits": len(re.findall(r"griddepcontrol\.wait", ptx)),
+            **counts(ptx, "local", "waits", "round_to_nearest"),
             "weight_before_wait": bool(first_evict) and (wait < 0 or first_evict.start() < wait),
-            "round_to_nearest": len(re.findall(r"cvt\.rn\.(bf16|f16)", ptx)),
         }
 print(json.dumps(results))
 """
