@@ -13,7 +13,7 @@ from hello_gpu.cli import main
 from hello_gpu.models import build_model
 from hello_gpu.models.llama import CONFIGS
 from hello_gpu.models.profile import profile_llama
-from hello_gpu.models.work import OperationWork, operation_roofline, step_work
+from hello_gpu.models.work import FUSED_OPERATIONS, OperationWork, operation_roofline, step_work
 from hello_gpu.profile import Roofs
 
 
@@ -76,17 +76,51 @@ def test_a_decode_steps_bytes_are_nearly_all_weights():
 
 
 def test_with_the_fused_gate_up_kernel_its_projection_moves_out_of_linear():
-    """step_work(gate_up_swiglu=True): the gate/up GEMV is that entry's (one call a layer), linear keeps the other
+    """step_work(fused={"gate_up_swiglu"}): the gate/up GEMV is that entry's (one call a layer), linear keeps the other
     three projections and the head, and the only bytes saved are the 2I - I outputs not written."""
     config = CONFIGS["8b"]
     plain = step_work(config, torch.bfloat16, batch=1, tokens=1, cache_length=768)
-    fused = step_work(config, torch.bfloat16, batch=1, tokens=1, cache_length=768, gate_up_swiglu=True)
+    fused = step_work(config, torch.bfloat16, batch=1, tokens=1, cache_length=768, fused={"gate_up_swiglu"})
     assert "gate_up_swiglu" not in plain and fused["gate_up_swiglu"].calls == config.num_layers
     assert fused["linear"].calls == 3 * config.num_layers + 1
     gate_up_weight = 2 * config.intermediate_size * config.hidden_size * 2
     assert fused["gate_up_swiglu"].bytes == pytest.approx(config.num_layers * gate_up_weight, rel=0.01)
     assert fused["linear"].bytes + fused["gate_up_swiglu"].bytes == (
         plain["linear"].bytes - config.num_layers * config.intermediate_size * 2)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_each_fused_operation_takes_over_the_work_it_replaces(batch):
+    """Every fused operation a profile may name, alone and all together: the FLOPs of the step are unchanged; its
+    entry has the calls of one launch a layer (two for linear_add_rms_norm), the entries it replaces are gone,
+    and the bytes saved are exactly the intermediate round trips at one row (one kernel) and none at more rows
+    (the backend's fallback runs the pieces)."""
+    config = CONFIGS["1b"]
+    layers, h, i, e = config.num_layers, config.hidden_size, config.intermediate_size, 2
+    plain = step_work(config, torch.bfloat16, batch=batch, tokens=1, cache_length=600)
+    one = batch == 1
+    rotated_k = layers * 2.0 * batch * config.kv_size * e           # rope's k written, then read by cache_write
+    saved = {"rope_cache_write": rotated_k,
+             "gate_up_swiglu": layers * 2.0 * 2 * i * e if one else 0.0,
+             "qkv_rope_cache_write": (layers * 2.0 * (config.q_size + 2 * config.kv_size) * e if one else 0.0)
+             + rotated_k,                                                  # and what rope_cache_write saves
+             "linear_add_rms_norm": 2 * layers * 2.0 * h * e if one else 0.0}
+    replaced = {"rope_cache_write": {"rope", "cache_write"}, "gate_up_swiglu": {"swiglu"},
+                "qkv_rope_cache_write": {"rope", "cache_write"}, "linear_add_rms_norm": {"add_rms_norm"}}
+    calls = {"rope_cache_write": layers, "gate_up_swiglu": layers, "qkv_rope_cache_write": layers,
+             "linear_add_rms_norm": 2 * layers}
+    projections = {"rope_cache_write": 0, "gate_up_swiglu": 1, "qkv_rope_cache_write": 1, "linear_add_rms_norm": 2}
+    for name in FUSED_OPERATIONS:
+        work = step_work(config, torch.bfloat16, batch=batch, tokens=1, cache_length=600, fused=[name, "attention"])
+        assert name not in plain and work[name].calls == calls[name], name
+        assert not replaced[name] & set(work), name
+        assert work["linear"].calls == plain["linear"].calls - projections[name] * layers, name
+        assert sum(w.flops for w in work.values()) == pytest.approx(sum(w.flops for w in plain.values()), rel=1e-12)
+        expected = sum(w.bytes for w in plain.values()) - saved[name]
+        assert sum(w.bytes for w in work.values()) == pytest.approx(expected, rel=1e-12), name
+    everything = step_work(config, torch.bfloat16, batch=batch, tokens=1, cache_length=600, fused=FUSED_OPERATIONS)
+    assert everything["linear"].calls == 1 and "rope_cache_write" not in everything     # the head alone
+    assert sum(w.flops for w in everything.values()) == pytest.approx(sum(w.flops for w in plain.values()), rel=1e-12)
 
 
 def test_bad_step_arguments_are_refused():

@@ -125,7 +125,7 @@ def rank_operations(profile: ModelProfile, model: Llama, *, batch: int, tokens: 
     """Every labelled operation of the profile, largest share of a step first."""
     steps = max(profile.steps, 1)
     work = step_work(model.config, model.dtype, batch=batch, tokens=tokens, cache_length=cache_length,
-                     gate_up_swiglu="gate_up_swiglu" in profile.operations)
+                     fused=profile.operations)
     ranked = []
     for name, seconds in profile.operations.items():
         share = seconds / profile.wall_seconds if profile.wall_seconds else 0.0

@@ -257,7 +257,7 @@ def profile_llama(model, *, backend: str = "eager", batch: int = 1, prompt: int 
                                 trace_path=trace_path)
     work = step_work(model.config, model.dtype, batch=batch, tokens=1 if phase == "decode" else prompt,
                      cache_length=runner.cache.max_seq, last_only=phase == "prefill",
-                     gate_up_swiglu="gate_up_swiglu" in profile.operations)
+                     fused=profile.operations)
     seconds = {name: total / max(profile.steps, 1) for name, total in profile.operations.items()}
     profile.roofline = operation_roofline(seconds, work, _roofs(model.device, model.dtype),
                                           str(model.dtype).removeprefix("torch."))

@@ -44,54 +44,91 @@ def _linear(rows: int, inputs: int, outputs: int, size: int) -> OperationWork:
     return OperationWork(1, 2.0 * rows * inputs * outputs, float(size) * (inputs * outputs + rows * (inputs + outputs)))
 
 
+# The backends' fused operations (hello_gpu.models.backends): each takes over the work of the operations it
+# runs in one launch; those that run, as a profile's operations name them, are ``step_work``'s ``fused``.
+FUSED_OPERATIONS = ("rope_cache_write", "gate_up_swiglu", "qkv_rope_cache_write", "linear_add_rms_norm")
+
+
 def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: int, cache_length: int,
-              last_only: bool = False, gate_up_swiglu: bool = False) -> dict[str, OperationWork]:
+              last_only: bool = False, fused=()) -> dict[str, OperationWork]:
     """``{operation: work}`` of one forward step (the names of :class:`~hello_gpu.models.llama.ModelOps`).
-    ``gate_up_swiglu``: the step ran ``ModelOps.gate_up_swiglu`` (one kernel for the gate/up projection and
-    SwiGLU): that projection's work is its entry's, not linear's, and SwiGLU's output never makes a round trip."""
+
+    ``fused``: the names of :data:`FUSED_OPERATIONS` the step ran (others are ignored, so a profile's operation
+    names may be passed whole). Each takes over the work of what it replaces, which leaves those entries:
+    ``rope_cache_write`` RoPE and the cache write; ``gate_up_swiglu`` the gate/up projection and SwiGLU;
+    ``qkv_rope_cache_write`` the qkv projection, RoPE and the cache write; ``linear_add_rms_norm`` o_proj, down_proj
+    and the add_rms_norm after each. With one row (a decode step at batch 1: one kernel) the intermediate round
+    trips are not counted; with more, the backend runs the pieces inside the fused operation's call, so it is
+    their work summed. Without ``fused``: eager's operations."""
     if min(batch, tokens, cache_length) < 1:
         raise ValueError(f"step_work: batch, tokens and cache_length must be at least 1, got {batch}, {tokens}, "
                          f"{cache_length}")
     if tokens > cache_length:
         raise ValueError(f"step_work: {tokens} tokens do not fit in a cache of {cache_length} positions")
+    fused = set(fused) & set(FUSED_OPERATIONS)
     c, e = config, torch.tensor([], dtype=dtype).element_size()
     layers, rows, h = c.num_layers, batch * tokens, c.hidden_size
+    one_kernel = rows == 1
     table = 8 if dtype == torch.float64 else 4                  # the rotation tables: float32 (float64 model: float64)
     gate_up = _linear(rows, h, 2 * c.intermediate_size, e)
-    per_layer_linears = (_linear(rows, h, c.q_size + 2 * c.kv_size, e) + _linear(rows, c.q_size, h, e)
-                         + _linear(rows, c.intermediate_size, h, e))
-    if not gate_up_swiglu:
-        per_layer_linears = per_layer_linears + gate_up
-    head_rows = batch if last_only else rows
+    qkv, o_proj, down = _linear(rows, h, c.q_size + 2 * c.kv_size, e), _linear(rows, c.q_size, h, e), \
+        _linear(rows, c.intermediate_size, h, e)
+    rotated = rows * (c.q_size + c.kv_size)
+    swiglu = OperationWork(1, 4.0 * rows * c.intermediate_size, 3.0 * rows * c.intermediate_size * e)
+    # both in one kernel: the rotated k goes to the cache without a round trip through memory
+    rope_cache_write = OperationWork(1, 3.0 * rotated, 2.0 * (rotated + rows * c.kv_size) * e
+                                     + 2 * tokens * c.head_dim // 2 * table)
+    add_rms_norm = OperationWork(1, 5.0 * rows * h, (4.0 * rows * h + h) * e)
+    per_layer, works = OperationWork(0, 0.0, 0.0), {}
+    if "gate_up_swiglu" in fused:     # one kernel: the 2I projection outputs are neither written nor read back
+        saved = 2.0 * rows * 2 * c.intermediate_size * e if one_kernel else 0.0
+        works["gate_up_swiglu"] = OperationWork(1, gate_up.flops + swiglu.flops, gate_up.bytes + swiglu.bytes - saved)
+    else:
+        per_layer = per_layer + gate_up
+    if "qkv_rope_cache_write" in fused:     # one kernel: q, k, v are not written and read back before RoPE
+        saved = 2.0 * rows * (c.q_size + 2 * c.kv_size) * e if one_kernel else 0.0
+        works["qkv_rope_cache_write"] = OperationWork(1, qkv.flops + rope_cache_write.flops,
+                                                      qkv.bytes + rope_cache_write.bytes - saved)
+    else:
+        per_layer = per_layer + qkv
+    if "linear_add_rms_norm" in fused:      # one kernel a call: the delta is not written and read back
+        saved = 2.0 * rows * h * e if one_kernel else 0.0
+        works["linear_add_rms_norm"] = OperationWork(
+            2, o_proj.flops + down.flops + 2 * add_rms_norm.flops, o_proj.bytes + down.bytes + 2 * add_rms_norm.bytes
+            - 2 * saved)
+    else:
+        per_layer = per_layer + o_proj + down
     linear = OperationWork(0, 0.0, 0.0)
     for _ in range(layers):
-        linear = linear + per_layer_linears
-    linear = linear + _linear(head_rows, h, c.vocab_size, e)
+        linear = linear + per_layer
+    linear = linear + _linear(batch if last_only else rows, h, c.vocab_size, e)
     keys_and_values = 2.0 * batch * c.num_kv_heads * cache_length * c.head_dim * e
     attention_one = OperationWork(
         1, 4.0 * batch * c.num_heads * tokens * cache_length * c.head_dim,
         2.0 * rows * c.q_size * e + keys_and_values + tokens * cache_length)        # q and out, K and V, the bool mask
-    rotated = rows * (c.q_size + c.kv_size)
-    fused = {}
-    if gate_up_swiglu:      # the weight and x read, I values written (not 2I), SwiGLU's 4 FLOPs an output added
-        width = rows * c.intermediate_size
-        fused["gate_up_swiglu"] = OperationWork(layers, layers * (gate_up.flops + 4.0 * width),
-                                                layers * (gate_up.bytes - width * e))
-    return fused | {
+    unfused = {
         "embed": OperationWork(1, 0.0, 2.0 * rows * h * e),
         "rms_norm": OperationWork(1, 4.0 * rows * h, (2.0 * rows * h + h) * e),
-        "add_rms_norm": OperationWork(2 * layers, 2 * layers * 5.0 * rows * h, 2 * layers * (4.0 * rows * h + h) * e),
+        "add_rms_norm": _times(2 * layers, add_rms_norm),
         "linear": linear,
         "rope": OperationWork(layers, layers * 3.0 * rotated, layers * (2.0 * rotated * e + 2 * tokens * c.head_dim // 2 * table)),
         "cache_write": OperationWork(layers, 0.0, layers * 4.0 * batch * c.num_kv_heads * tokens * c.head_dim * e),
-        # both in one kernel: the rotated k goes to the cache without a round trip through memory
-        "rope_cache_write": OperationWork(layers, layers * 3.0 * rotated, layers * (
-            2.0 * (rotated + rows * c.kv_size) * e + 2 * tokens * c.head_dim // 2 * table)),
         # the model's own labels: one query token a row is "attention", a prompt "prefill_attention"
-        "attention" if tokens == 1 else "prefill_attention":
-            OperationWork(layers, layers * attention_one.flops, layers * attention_one.bytes),
-        "swiglu": OperationWork(layers, layers * 4.0 * rows * c.intermediate_size, layers * 3.0 * rows * c.intermediate_size * e),
+        "attention" if tokens == 1 else "prefill_attention": _times(layers, attention_one),
+        "swiglu": _times(layers, swiglu),
     }
+    if "rope_cache_write" in fused and "qkv_rope_cache_write" not in fused:
+        works["rope_cache_write"] = rope_cache_write
+    taken = {"rope_cache_write": ("rope", "cache_write"), "gate_up_swiglu": ("swiglu",), "qkv_rope_cache_write": ("rope", "cache_write", "rope_cache_write"),
+             "linear_add_rms_norm": ("add_rms_norm",)}
+    gone = {name for operation in fused for name in taken[operation]}
+    return {name: _times(layers, work) for name, work in works.items()} | {
+        name: work for name, work in unfused.items() if name not in gone}
+
+
+def _times(count: int, work: OperationWork) -> OperationWork:
+    """``count`` calls of ``work``'s one call."""
+    return OperationWork(count * work.calls, count * work.flops, count * work.bytes)
 
 
 def operation_roofline(seconds_per_step: dict[str, float], work: dict[str, OperationWork], roofs,
