@@ -231,6 +231,31 @@ def test_kernel_names_give_their_category(name, category):
     assert category_of_name(name) == category
 
 
+def test_every_kernel_the_model_package_launches_has_its_operation():
+    """A captured graph's kernels are categorised by name alone: each Triton kernel a module of hello_gpu.models
+    launches (``kernel[(grid...)](...)``) must be in MODEL_KERNELS, and every entry must still be such a kernel."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    import triton
+
+    import hello_gpu.models as package
+    from hello_gpu.models.llama import OP_CATEGORIES
+    from hello_gpu.models.profile import MODEL_KERNELS
+    launched = set()
+    for path in sorted(Path(package.__file__).parent.glob("*_kernel.py")):
+        module = importlib.import_module(f"hello_gpu.models.{path.stem}")
+        for name in re.findall(r"\b(\w+)\[\(", path.read_text(encoding="utf-8")):       # kernel[(grid...)](...)
+            if isinstance(getattr(module, name, None), triton.runtime.KernelInterface):    # jit or interpreted
+                launched.add(name)
+    assert launched and launched == set(MODEL_KERNELS), (launched ^ set(MODEL_KERNELS))
+    assert set(MODEL_KERNELS.values()) <= set(OP_CATEGORIES)
+    # as a CUPTI trace spells them, and as the H100's graph profile had them
+    assert category_of_name("split_kernel") == category_of_name("merge_kernel") == "attention"
+    assert category_of_name("_rope_and_write") == "elementwise" and category_of_name("qkv_rope_write_kernel") == "GEMM/GEMV"
+
+
 # ------------------------------------------------------------------------------------------ GPU tier
 
 gpu = pytest.mark.skipif(gpu_vendor() is None, reason="needs a GPU")

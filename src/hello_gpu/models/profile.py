@@ -7,8 +7,9 @@ the convention of the kernel table). Every operation the model runs is inside a 
 :func:`~hello_gpu.models.llama.labelled_ops`, the vision model's leaf modules through forward hooks.
 
 - **On a GPU** each kernel is assigned to the range its launch happened in (the launch's correlation
-  id), else classified by its name (:func:`category_of_name`: Inductor and library kernels); the
-  time the GPU sat idle within the steps is "launch gaps".
+  id), else classified by its name (:func:`category_of_name`: hello-gpu's own model kernels by
+  :data:`MODEL_KERNELS`, as a captured CUDA graph replays them outside any range; Inductor and library
+  kernels by pattern); the time the GPU sat idle within the steps is "launch gaps".
 - **On the CPU** there are no kernels: each labelled range's own duration is its operation's time, and
   the rest of the step (Python, framework dispatch, unlabelled glue) is "host, unlabelled".
 
@@ -30,10 +31,10 @@ from pathlib import Path
 import torch
 
 from ..profile import is_kernel_event, is_launch_event
-from ..profile.kernel_names import display_name
+from ..profile.kernel_names import display_name, kernel_key
 from ..profile.cupti_teardown import keep_cupti_for_graphs
 from ..profile.kernel_table import CALL_LABEL
-from .llama import LABEL_PREFIX
+from .llama import LABEL_PREFIX, OP_CATEGORIES
 from .work import operation_roofline, step_work
 
 LAUNCH_GAPS = "launch gaps"
@@ -53,7 +54,29 @@ NAME_PATTERNS = {
 COMPILED_PATTERNS = [(category, re.compile(pattern, re.IGNORECASE)) for category, pattern in NAME_PATTERNS.items()]
 
 
+# The operation of each kernel that hello_gpu.models launches (its Triton function's name), for the kernels of a
+# captured CUDA graph: their launches happened at capture, so no labelled range holds them, and names such as
+# split_kernel or _rope_and_write say nothing to the patterns above (an H100 profile of the hello-gpu step had
+# its attention under "other"). tests/test_models_run.py checks every launched kernel of the package is here.
+MODEL_KERNELS = {
+    "add_rms_norm_kernel": "add_rms_norm",
+    "_write_rows": "cache_write",
+    "split_kernel": "attention", "merge_kernel": "attention",
+    "gate_up_swiglu_kernel": "gate_up_swiglu",
+    "gemv_add_rms_norm_kernel": "linear_add_rms_norm",
+    "early_weight_gemv_kernel": "linear",
+    "span_kernel": "prefill_attention", "prefill_kernel": "prefill_attention",
+    "qkv_rope_write_kernel": "qkv_rope_cache_write",
+    "_rope_and_write": "rope_cache_write",
+    "_rope_q_and_k": "rope",
+    "_swiglu_rows": "swiglu",
+}
+
+
 def category_of_name(name: str) -> str:
+    operation = MODEL_KERNELS.get(kernel_key(name))
+    if operation is not None:
+        return OP_CATEGORIES[operation]
     return next((category for category, pattern in COMPILED_PATTERNS if pattern.search(name)), "other")
 
 
