@@ -6,7 +6,7 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION ('+' for a space: gpu-tests-k:F.py:not+slow) kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
-#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep gemv-sweep:16 copy-floor decode-merge grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
+#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep gemv-sweep:16 copy-floor decode-merge decode-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
 #           ladder-add:OP:DTYPE:SHAPE,SHAPE...[:ROUTE] (the same, merged into the committed record: its other shapes are
 #           kept while their files are unchanged; a ladder split over calls, e.g. ladder-add:attention:bfloat16:1x32x8x1x32768x128);
@@ -235,6 +235,12 @@ decode_merge() {   # the model's decode attention, merge fused or not, a step's 
     && python3 -c "import json,sys; [print(r['case'], 'pdl' if r['pdl'] else '', round(r['two_launches_us_a_call'], 2), round(r['fused_us_a_call'], 2), round(r['speedup'], 3), r['ci95']) for r in json.load(open(sys.argv[1]))['results']]" \
        "$DEVICE_RECORDS/decode-merge.json"
 }
+decode_floor() {   # a batch-1 decode step's reads alone, in one kernel and in the step's launches (benchmarks/decode_floor.py)
+  python3 benchmarks/decode_floor.py >"$DEVICE_RECORDS/decode-floor.json.partial" 2>>"$ERRORS" \
+    && mv "$DEVICE_RECORDS/decode-floor.json.partial" "$DEVICE_RECORDS/decode-floor.json" \
+    && python3 -c "import json,sys; [print(f['config'], 'bound', round(f['bound_tokens_per_s'], 1), name, round(r['tokens_per_s'], 1), round(r['of_bound'], 4)) for f in json.load(open(sys.argv[1]))['floors'] for name, r in f['floors'].items() if name != 'copy']" \
+       "$DEVICE_RECORDS/decode-floor.json"
+}
 reduce_sweep() {   # Triton stage-1 designs against torch.sum at 2^28 (benchmarks/reduce_sum_sweep.py)
   python3 benchmarks/reduce_sum_sweep.py >"$DEVICE_RECORDS/reduce_sum-sweep.json" 2>>"$ERRORS" \
     && python3 -c "import json,sys; [print(r) for r in json.load(open(sys.argv[1]))['configurations']]" \
@@ -308,7 +314,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
 }
 
 export -f gemv_sweep model_run model_profile model_vision model_agent notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush window_drain ladder ladder_add profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
-  reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor decode_merge grid_check profile_one ladder_profile
+  reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor decode_merge decode_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug OUT
 
 for stage in $stages; do
@@ -341,6 +347,7 @@ for stage in $stages; do
     gemv-sweep:*) run_stage "$stage" gemv_sweep "${stage#gemv-sweep:}" ;;
     copy-floor) run_stage copy-floor copy_floor ;;
     decode-merge) run_stage decode-merge decode_merge ;;
+    decode-floor) run_stage decode-floor decode_floor ;;
     grid-check) run_stage grid-check grid_check ;;
     profile-records) run_stage profile-records profile_records ;;
     agent:*)
