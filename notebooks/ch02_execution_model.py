@@ -111,7 +111,8 @@ if gpu_only("v01_thread_per_element 对 v03_grid_stride 的成对计时（2^24 �
 #
 # 章节页的练习 1、3、4 是手算（可以用上面的 `where` 和 `launch_shape` 核对答案）；练习 5 在终端里运行
 # `hello-gpu ladder vector_add --check-only --route triton`。这里做练习 2：**把 grid 写错**，交给检查器。
-# 改下面的 `mine`（已经把 `ceil(n / 256)` 换成了向下取整），运行，再改回来。
+# 改下面的 `mine`（已经把 `ceil(n / 256)` 换成了不取整的 `n / 256`），运行，看检查器怎么说；再换成向下取整的
+# `n // 256`（最后那个不满的 block 被丢掉），看哪些形状失败；最后改回来。
 
 # %%
 mine = v01_text.replace("grid: ceil(n / 256)", "grid: n / 256")

@@ -255,3 +255,22 @@ def test_a_page_region_turns_from_the_box_into_the_table_when_the_record_arrives
     text = page.read_text(encoding="utf-8")
     assert "还没有" not in text and "| eager |" in text
     assert update_tables([page], root, check=True, renderers=renderers) == []
+
+
+def test_the_decode_floor_table_shows_each_floor_against_the_bound_of_its_own_run(tmp_path):
+    from hello_gpu.course.model_tables import render_decode_floor
+    record = "records/nvidia-h100-80gb-hbm3/decode-floor.json"
+    data = json.loads((REPO / record).read_text(encoding="utf-8"))
+    table = render_decode_floor([record], REPO, "page.md:1")
+    for entry in data["floors"]:
+        row = cells(table, entry["config"])
+        assert row[1] == f"{entry['bound_tokens_per_s']:,.1f} tokens/s"
+        for cell, key in zip(row[2:], ("one read", "the step's reads", "the step's launches")):
+            floor = entry["floors"][key]
+            assert cell.startswith(f"{floor['tokens_per_s']:,.1f} tokens/s, {floor['of_bound']:.3f} of the bound")
+            assert floor["of_bound"] == pytest.approx(floor["tokens_per_s"] / entry["bound_tokens_per_s"])
+    assert data["device"] in table and record in table
+    with pytest.raises(RecordError, match="does not exist"):
+        render_decode_floor(["records/nvidia-h200/decode-floor.json"], tmp_path, "page.md:2")
+    with pytest.raises(RecordError, match="unknown option"):
+        render_decode_floor([record, "configs=1b"], REPO, "page.md:3")

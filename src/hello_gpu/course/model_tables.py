@@ -16,6 +16,8 @@ of these kinds (:data:`RENDERERS`, registered by :func:`hello_gpu.cli.table_rend
   ``.../models/profile.vision.bB.sS/model-profile.json`` (the vision model) ``[tables=categories,kernels,roofline]
   [top=N]``: ``hello-gpu model profile``.
 - ``model-agent records/DEVICE/agent/model.CONFIG.PHASE.bB.pP.nN/report.json``: ``hello-gpu agent --model``.
+- ``decode-floor records/DEVICE/decode-floor.json``: ``benchmarks/decode_floor.py``, a batch-1 decode step's reads
+  alone, in one kernel and in the hello-gpu step's launches, against the copy bound measured in the same run.
 
 A model record that does not exist yet (no GPU has run it) renders as a warning box that says so and gives
 the command that writes it, derived from the record's path (:func:`producing_command`): a page never shows
@@ -519,6 +521,36 @@ def render_model_agent(arguments: list[str], root: Path, where: str) -> str:
     return "\n".join(lines)
 
 
-RENDERERS = {"decode-bound": render_decode_bound, "decode-launches": render_decode_launches,
+# ------------------------------------------------------------------------------------------ decode-floor
+
+
+def render_decode_floor(arguments: list[str], root: Path, where: str) -> str:
+    name = _record_argument(arguments, "decode-floor", where)
+    _options(arguments[1:], (), where)
+    path = Path(root) / name
+    if not path.is_file():
+        raise RecordError(f"{where}: {name} does not exist: run `python benchmarks/decode_floor.py > {name}` on the GPU "
+                          f"(stage decode-floor)")
+    data = _load(path, name, where)
+    floors = _field(data, "floors", name, where)
+    lines = ["| model | bound (copy, this run) | one read | the step's reads | with the step's other launches, empty |",
+             "|---|---:|---:|---:|---:|"]
+    for entry in floors:
+        cells = [f"{entry['config']}", f"{entry['bound_tokens_per_s']:,.1f} tokens/s"]
+        for key, launches in (("one read", 1), ("the step's reads", entry["read_launches"]),
+                              ("the step's launches", entry["read_launches"] + entry["empty_launches"])):
+            floor = entry["floors"][key]
+            low, high = floor["tokens_per_s_ci95"]
+            cells.append(f"{floor['tokens_per_s']:,.1f} tokens/s, {floor['of_bound']:.3f} of the bound "
+                         f"[{low:,.1f}, {high:,.1f}]; {launches} launch{'' if launches == 1 else 'es'}")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Each column one CUDA graph of the step's bytes (bf16, batch 1, prompt {floors[0]['prompt']}, "
+                  f"{floors[0]['new']} new tokens: the filled KV cache of the average step), replayed; tokens/s is "
+                  f"1 / the median replay, with its 95% interval. Record `{name}` (`benchmarks/decode_floor.py`), "
+                  f"{data['device']}. {NOTE}"]
+    return "\n".join(lines)
+
+
+RENDERERS = {"decode-bound": render_decode_bound, "decode-floor": render_decode_floor, "decode-launches": render_decode_launches,
              "conv-roofline": render_conv_roofline,
              "model-run": render_model_run, "model-profile": render_model_profile, "model-agent": render_model_agent}

@@ -15,7 +15,8 @@ prediction: one launch fewer a layer. On the H200, the 1B's step (1.047 ms, reco
   swiglu decides; a slower fused kernel is not swapped in
 outcome: faster, swapped in: on the H100 (run of 3a550b2) 1.18x [1.18, 1.18] linear then swiglu over the 1B's 16
   calls of a step and 1.05x [1.05, 1.05] over the 8B's 32 (records/nvidia-h100-80gb-hbm3/models/
-  run.{1b,8b}.b1.p512.n256); the H200 not measured yet
+  run.{1b,8b}.b1.p512.n256 as committed in e486d9f); again in the run of fdae1a2 (session 24, those files now): 1.18x
+  [1.18, 1.19] and 1.05x [1.05, 1.05]; the H200 not measured yet
 deterministic: yes, each output's two sums are one program's, each in t04's fixed order
 """
 

@@ -19,11 +19,14 @@ prediction: one launch fewer at the end of each half of a layer. The H100's prof
   add_rms_norm as the run calls them and swaps it in only if faster
 outcome: wrong, slower, so the backend does not swap it in: on the H100 (run of 3a550b2) 0.90x [0.90, 0.90] linear
   then add_rms_norm over the 1B's 32 calls of a step and 0.88x [0.88, 0.88] over the 8B's 64
-  (records/nvidia-h100-80gb-hbm3/models/run.{1b,8b}.b1.p512.n256). Not yet profiled. The likely cause: every one of
-  the 2048 programs (1024 at the 1B) now ends with a barrier and an atomic whose value it must wait for, ~1 us of
-  L2 round trip on a program that reads only 16 KB; t04's programs end at their store. Longer-lived programs hide
-  less DRAM latency, and 2048 atomics on one address queue at one L2 slice. Fewer, larger programs (more rows a
-  program) or a count only every few programs would be the next thing to try
+  (records/nvidia-h100-80gb-hbm3/models/run.{1b,8b}.b1.p512.n256 as committed in e486d9f; in the run of
+  fdae1a2, session 24, those files now: the 8B 0.88x [0.88, 0.88] again, the 1B 1.22x [0.90, 1.66], within
+  noise, so not used). Not yet profiled. The likely cause: every one of the 2048 programs (1024 at the 1B) now
+  ends with a barrier and an atomic whose value it must wait for, ~1 us of L2 round trip on a program that reads
+  only 16 KB; t04's programs end at their store. Longer-lived programs hide less DRAM latency, and 2048 atomics on
+  one address queue at one L2 slice. Fewer, larger programs (more rows a program) or a count only every few
+  programs would be the next thing to try; or no count at all: the next GEMV (qkv, gate/up) reads the whole
+  residual anyway, so it could sum its squares itself and scale its dot products at the end
 deterministic: yes: each output is one program's sum in t04's order, each partial sum of squares one program's
   tl.sum, the partials added in one tl.sum over program order by whichever program is last
 """

@@ -16,7 +16,8 @@ prediction: on the H200 the 8B's decode step (4.503 ms, records/nvidia-h200/mode
   hello-gpu there if the same 1-2 us are hidden, against the 1.010x of PDL without the early weight loads
 outcome: wrong, nothing gained: on the H100 (run of 3a550b2, where the GEMVs' neighbours were also fused:
   qkv_rope_cache_write, gate_up_swiglu) hello-gpu-pdl's decode step is 0.999x hello-gpu [0.997, 1.002] on the
-  1B and 0.997x [0.997, 0.998] on the 8B (records/nvidia-h100-80gb-hbm3/models/run.{1b,8b}.b1.p512.n256). So
+  1B and 0.997x [0.997, 0.998] on the 8B (records/nvidia-h100-80gb-hbm3/models/run.{1b,8b}.b1.p512.n256 as committed in
+  e486d9f). So
   the ~1 us ramp a GEMV pays behind the kernel before is not there to hide in a CUDA graph here, or the early
   loads do not start it sooner; a profile of the two steps side by side would say which. The H200 not measured
 deterministic: yes, and bitwise equal to t04 at M = 1: the same products into the same accumulator slots in the

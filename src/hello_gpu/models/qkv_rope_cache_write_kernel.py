@@ -18,8 +18,10 @@ prediction: one launch fewer a layer. rope_cache_write ran at ~2-3 us a call wit
   linear and RoPE + cache write this run calls and swaps it in only if faster
 outcome: faster, swapped in: on the H100 (run of 3a550b2) 1.44x [1.44, 1.45] linear then rope_cache_write over
   the 1B's 16 calls of a step and 1.12x [1.11, 1.12] over the 8B's 32
-  (records/nvidia-h100-80gb-hbm3/models/run.{1b,8b}.b1.p512.n256). No count, no barrier: each program finishes
-  its own pair, which is why it gains where linear_add_rms_norm (a last program's norm) loses
+  (records/nvidia-h100-80gb-hbm3/models/run.{1b,8b}.b1.p512.n256 as committed in e486d9f; in the run of
+  fdae1a2, session 24, those files now: 1.73x [1.46, 2.50] and 2.08x [1.88, 2.35], wider intervals). No count, no
+  barrier: each program finishes its own pair, which is why it gains where linear_add_rms_norm (a last program's
+  norm) loses
 deterministic: yes, each output is one program's sum in t04's order
 """
 
