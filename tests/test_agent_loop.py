@@ -299,11 +299,9 @@ def test_the_report_states_seconds_per_candidate_from_the_store():
 def test_the_candidate_cost_table_reads_every_committed_rerun_before_and_after(tmp_path):
     """benchmarks/agent_candidate_cost.py: one before row (the store as first committed) and one after row (the
     store in the tree) for each rerun under records/, with a per-candidate median read from the stores."""
-    import importlib.util
+    from benchmark_scripts import load
     root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("agent_candidate_cost", root / "benchmarks" / "agent_candidate_cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load("agent_candidate_cost")
     runs = sorted(path.name for path in (root / "records" / "nvidia-h100-80gb-hbm3" / "agent").glob("*.*"))
     assert len(runs) >= 8
     out = tmp_path / "cost.md"

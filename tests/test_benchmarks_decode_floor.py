@@ -1,28 +1,19 @@
 """benchmarks/decode_floor.py on a machine without a GPU: the step's reads are the bytes the bandwidth bound counts,
 and its read kernel (the Triton interpreter) sums every row it is credited with reading."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 from hello_gpu.models import config_named
 from hello_gpu.models.run import decode_bound
 
+from benchmark_scripts import load
+
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the benchmark checks its reads on the GPU")
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture(scope="module")
 def floor():
-    spec = importlib.util.spec_from_file_location("decode_floor", ROOT / "benchmarks" / "decode_floor.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module                   # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load("decode_floor")
 
 
 @pytest.mark.parametrize("name", ["1b", "8b"])

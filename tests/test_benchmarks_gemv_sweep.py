@@ -2,23 +2,16 @@
 split, and every 16-row tl.dot tile, computes the GEMV its figures are credited with, and the check refuses
 one that drops a tile of K."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
+from benchmark_scripts import load
+
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the sweep itself checks every launch on the GPU")
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("gemv_sweep", ROOT / "benchmarks" / "gemv_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("gemv_sweep")
 
 
 def _operands(n, k, seed):
