@@ -17,8 +17,10 @@ average step, 640 positions, as the bound counts it):
 3. ``the step's launches``: (2) with an empty kernel for each of the step's other launches.
 
 The read kernel is t04's loop without x: [2, 2048] bf16 tiles straight to registers, evict-first, each program
-summing its rows into one float that it stores (so no load can be dropped). What the hello-gpu step reaches is in
-the model run's record (``model-run``), another run: compare the two as tokens/s, not as a same-run ratio.
+summing its rows into one float that it stores (so no load can be dropped). Then, in the same process, the hello-gpu
+backend's own decode steps (``run_model``, as ``hello-gpu model run`` times them: 255 steps of its captured graph,
+the median step with its bootstrap interval), so the step and its floors are one run's figures: ``of_floor`` is the
+structure floor's median step over hello-gpu's (the interval from the two medians' intervals, not paired).
 
     python benchmarks/decode_floor.py > records/nvidia-h200/decode-floor.json
 """
@@ -150,6 +152,7 @@ def floor(config_name: str) -> dict:
     prompt, new = 512, 256
     bound = decode_bound(config, torch.bfloat16, batch=1, prompt=prompt, new=new)
     floors = Floors(config, context=prompt + new // 2)
+    bytes_read, read_launches, empty_count = floors.bytes, len(floors.reads), floors.empty_count
     # the copy ceiling in this run: a 2 GiB copy, read and write counted as hello-gpu ceilings counts them
     source = torch.ones(2**30, device="cuda", dtype=torch.bfloat16)
     target = torch.empty_like(source)
@@ -172,9 +175,34 @@ def floor(config_name: str) -> dict:
                          "read_bytes_per_s": floors.bytes / median}
         print(f"{config_name} {name}: {median * 1e3:.3f} ms, {1 / median:,.1f} tokens/s, "
               f"{(1 / median) / bound_tokens_per_s:.3f} of the bound", file=sys.stderr)
-    return {"config": config_name, "prompt": prompt, "new": new, "bytes_read": floors.bytes,
+    del floors, graph
+    torch.cuda.empty_cache()
+    return {"config": config_name, "prompt": prompt, "new": new, "bytes_read": bytes_read,
             "bound_bytes_per_step": bound.bytes_per_step, "bound_tokens_per_s": bound_tokens_per_s,
-            "read_launches": len(floors.reads), "empty_launches": floors.empty_count, "floors": results}
+            "read_launches": read_launches, "empty_launches": empty_count, "floors": results,
+            "hello_gpu": hello_gpu_step(config_name, prompt, new, results["the step's launches"], bound_tokens_per_s)}
+
+
+def hello_gpu_step(config_name: str, prompt: int, new: int, floor: dict, bound_tokens_per_s: float) -> dict:
+    """The hello-gpu backend's decode steps on the model with random weights, timed as ``hello-gpu model run``
+    times them, against the floor of its structure measured just before."""
+    from hello_gpu.bench import summarize
+    from hello_gpu.models import build_model
+    from hello_gpu.models.run import run_model
+
+    model = build_model(config_name, device="cuda", dtype=torch.bfloat16, seed=0)
+    (run,) = run_model(model, ["hello-gpu"], batch=1, prompt_length=prompt, new=new, check_logits=False).runs
+    step = summarize(run.step_seconds)
+    low, high = step.ci95
+    floor_low, floor_high = floor["ci95_s"]
+    del model
+    torch.cuda.empty_cache()
+    print(f"{config_name} hello-gpu: {step.median * 1e3:.3f} ms, {floor['median_s'] / step.median:.3f} of the "
+          f"structure's floor", file=sys.stderr)
+    return {"steps": len(run.step_seconds), "median_step_s": step.median, "ci95_s": [low, high],
+            "tokens_per_s": 1 / step.median, "of_bound": (1 / step.median) / bound_tokens_per_s,
+            "of_floor": floor["median_s"] / step.median, "of_floor_ci95": [floor_low / high, floor_high / low],
+            "used": run.used}
 
 
 def main() -> None:

@@ -238,7 +238,7 @@ decode_merge() {   # the model's decode attention, merge fused or not, a step's 
 decode_floor() {   # a batch-1 decode step's reads alone, in one kernel and in the step's launches (benchmarks/decode_floor.py)
   python3 benchmarks/decode_floor.py >"$DEVICE_RECORDS/decode-floor.json.partial" 2>>"$ERRORS" \
     && mv "$DEVICE_RECORDS/decode-floor.json.partial" "$DEVICE_RECORDS/decode-floor.json" \
-    && python3 -c "import json,sys; [print(f['config'], 'bound', round(f['bound_tokens_per_s'], 1), name, round(r['tokens_per_s'], 1), round(r['of_bound'], 4)) for f in json.load(open(sys.argv[1]))['floors'] for name, r in f['floors'].items() if name != 'copy']" \
+    && python3 -c "import json,sys; [print(f['config'], 'bound', round(f['bound_tokens_per_s'], 1), name, round(r['tokens_per_s'], 1), round(r['of_bound'], 4)) for f in json.load(open(sys.argv[1]))['floors'] for name, r in [*f['floors'].items(), ('hello-gpu', f['hello_gpu'])] if name != 'copy']" \
        "$DEVICE_RECORDS/decode-floor.json"
 }
 reduce_sweep() {   # Triton stage-1 designs against torch.sum at 2^28 (benchmarks/reduce_sum_sweep.py)

@@ -533,8 +533,8 @@ def render_decode_floor(arguments: list[str], root: Path, where: str) -> str:
                           f"(stage decode-floor)")
     data = _load(path, name, where)
     floors = _field(data, "floors", name, where)
-    lines = ["| model | bound (copy, this run) | one read | the step's reads | with the step's other launches, empty |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| model | bound (copy, this run) | one read | the step's reads | with the step's other launches, empty | "
+             "the hello-gpu step, this run |", "|---|---:|---:|---:|---:|---:|"]
     for entry in floors:
         cells = [f"{entry['config']}", f"{entry['bound_tokens_per_s']:,.1f} tokens/s"]
         for key, launches in (("one read", 1), ("the step's reads", entry["read_launches"]),
@@ -543,6 +543,13 @@ def render_decode_floor(arguments: list[str], root: Path, where: str) -> str:
             low, high = floor["tokens_per_s_ci95"]
             cells.append(f"{floor['tokens_per_s']:,.1f} tokens/s, {floor['of_bound']:.3f} of the bound "
                          f"[{low:,.1f}, {high:,.1f}]; {launches} launch{'' if launches == 1 else 'es'}")
+        step = entry.get("hello_gpu")          # records from before the benchmark timed the step have none
+        if step is None:
+            cells.append("not timed in this run")
+        else:
+            low, high = step["of_floor_ci95"]
+            cells.append(f"{step['tokens_per_s']:,.1f} tokens/s, {step['of_bound']:.3f} of the bound, "
+                         f"{step['of_floor']:.3f} of the floor to its left [{low:.3f}, {high:.3f}]")
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"Each column one CUDA graph of the step's bytes (bf16, batch 1, prompt {floors[0]['prompt']}, "
                   f"{floors[0]['new']} new tokens: the filled KV cache of the average step), replayed; tokens/s is "
