@@ -216,6 +216,23 @@ def test_a_kernel_takes_the_category_of_the_range_it_was_launched_in():
     assert profile.amdahl(LAUNCH_GAPS) == pytest.approx(1 / 0.3)
 
 
+def test_a_captured_graphs_own_kernels_time_their_operations_by_name():
+    """No launch is inside a range (a graph replays): our attention's two kernels and the fused qkv kernel time
+    their operations; a linear GEMV does not (its calls may also run a library's kernel), nor a library kernel."""
+    def event(name, ts, dur):
+        return {"ph": "X", "name": name, "cat": "kernel" if ts else "user_annotation", "ts": ts, "dur": dur, "args": {}}
+    trace = {"traceEvents": [
+        {"ph": "X", "name": "hello_gpu.call#0", "cat": "user_annotation", "ts": 0, "dur": 100, "args": {}},
+        event("qkv_rope_write_kernel", 1, 10), event("split_kernel", 12, 4), event("merge_kernel", 17, 2),
+        event("early_weight_gemv_kernel", 20, 9), event("nvjet_hsh_64x8_splitK", 30, 20),
+    ]}
+    profile = categorize_trace(trace)
+    assert profile.operations == pytest.approx({"qkv_rope_cache_write": 10e-6, "attention": 6e-6})
+    assert profile.categories["attention"] == pytest.approx(6e-6)
+    assert profile.categories["GEMM/GEMV"] == pytest.approx(39e-6)
+    assert any("attention, qkv_rope_cache_write" in note and "linear" in note for note in profile.notes)
+
+
 @pytest.mark.parametrize("name, category", [
     ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>", "GEMM/GEMV"),
     ("void gemv2T_kernel_val<int, int, __nv_bfloat16, float, float, 128, 16, 4, 4, false, false>", "GEMM/GEMV"),

@@ -8,8 +8,9 @@ the convention of the kernel table). Every operation the model runs is inside a 
 
 - **On a GPU** each kernel is assigned to the range its launch happened in (the launch's correlation
   id), else classified by its name (:func:`category_of_name`: hello-gpu's own model kernels by
-  :data:`MODEL_KERNELS`, as a captured CUDA graph replays them outside any range; Inductor and library
-  kernels by pattern); the time the GPU sat idle within the steps is "launch gaps".
+  :data:`MODEL_KERNELS`, as a captured CUDA graph replays them outside any range, and their time is their
+  operation's (:func:`operation_of_name`), so a graph's profile has a roofline row for those operations;
+  Inductor and library kernels by pattern); the time the GPU sat idle within the steps is "launch gaps".
 - **On the CPU** there are no kernels: each labelled range's own duration is its operation's time, and
   the rest of the step (Python, framework dispatch, unlabelled glue) is "host, unlabelled".
 
@@ -71,6 +72,18 @@ MODEL_KERNELS = {
     "_rope_q_and_k": "rope",
     "_swiglu_rows": "swiglu",
 }
+
+
+# Operations whose calls may run kernels that are not hello_gpu.models' own (linear: a ladder rung's GEMV or a
+# library's for the head and a prompt's rows): their own kernels' time by name alone may be part of their calls only.
+SHARED_OPERATIONS = frozenset({"linear"})
+
+
+def operation_of_name(name: str) -> str | None:
+    """The operation whose every call is this kernel's work, for a kernel no labelled range holds (a captured
+    graph's); None for any other kernel, and for an operation of :data:`SHARED_OPERATIONS`."""
+    operation = MODEL_KERNELS.get(kernel_key(name))
+    return None if operation in SHARED_OPERATIONS else operation
 
 
 def category_of_name(name: str) -> str:
@@ -185,17 +198,23 @@ def categorize_trace(trace, *, title: str = "model") -> ModelProfile:
 
     if kernels:
         launches = {e["args"]["correlation"]: e for e in events if is_launch_event(e)}
-        intervals = []
+        intervals, by_name = [], set()
         for kernel in kernels:
             args = kernel.get("args") if isinstance(kernel.get("args"), dict) else {}
             launch = launches.get(args.get("correlation"))
             label = _innermost(labels, float(launch["ts"])) if launch else None
             name, seconds = str(kernel.get("name", "?")), float(kernel.get("dur", 0.0)) * 1e-6
             add(display_name(name), parse_label(label)[0] if label else category_of_name(name), seconds)
-            if label:
-                operation = parse_label(label)[1]
+            operation = parse_label(label)[1] if label else operation_of_name(name)
+            if operation:
                 profile.operations[operation] = profile.operations.get(operation, 0.0) + seconds
+                if not label:
+                    by_name.add(operation)
             intervals.append((float(kernel["ts"]), float(kernel["ts"]) + float(kernel.get("dur", 0.0))))
+        if by_name:
+            profile.notes.append(f"timed by their kernels' names, no range holding their launches (a captured graph): "
+                                 f"{', '.join(sorted(by_name))}; operations that also run other kernels (a ladder "
+                                 f"rung's, a library's: {', '.join(sorted(SHARED_OPERATIONS))}) are not")
         gaps = max(wall - _busy(intervals) * 1e-6, 0.0)
         profile.categories[LAUNCH_GAPS] = gaps
         if not launches:
@@ -285,8 +304,8 @@ def profile_llama(model, *, backend: str = "eager", batch: int = 1, prompt: int 
     profile.roofline = operation_roofline(seconds, work, _roofs(model.device, model.dtype),
                                           str(model.dtype).removeprefix("torch."))
     if not profile.operations:
-        profile.notes.append("no labelled operations in this backend's steps (compiled or captured): no roofline "
-                             "per operation; the eager backend has one")
+        profile.notes.append("no labelled operations in this backend's steps (compiled or captured) and none of our "
+                             "own kernels: no roofline per operation; the eager backend has one")
     return profile
 
 
