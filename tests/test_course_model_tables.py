@@ -280,3 +280,6 @@ def test_the_decode_floor_table_shows_each_floor_against_the_bound_of_its_own_ru
         render_decode_floor(["records/nvidia-h200/decode-floor.json"], tmp_path, "page.md:2")
     with pytest.raises(RecordError, match="unknown option"):
         render_decode_floor([record, "configs=1b"], REPO, "page.md:3")
+    (tmp_path / "other.json").write_text(json.dumps({"device": "x", "floors": [{"config": "1b"}]}), encoding="utf-8")
+    with pytest.raises(RecordError, match="not a decode-floor record"):
+        render_decode_floor(["other.json"], tmp_path, "page.md:5")

@@ -124,6 +124,8 @@ def test_each_fused_operation_takes_over_the_work_it_replaces(batch):
 
 
 def test_bad_step_arguments_are_refused():
+    with pytest.raises(TypeError, match="not the string"):
+        step_work(CONFIGS["tiny"], torch.float32, batch=1, tokens=1, cache_length=4, fused="gate_up_swiglu")
     with pytest.raises(ValueError, match="at least 1"):
         step_work(CONFIGS["tiny"], torch.float32, batch=0, tokens=1, cache_length=4)
     with pytest.raises(ValueError, match="do not fit"):

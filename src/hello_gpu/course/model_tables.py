@@ -529,35 +529,42 @@ def render_decode_floor(arguments: list[str], root: Path, where: str) -> str:
     _options(arguments[1:], (), where)
     path = Path(root) / name
     if not path.is_file():
-        raise RecordError(f"{where}: {name} does not exist: run `python benchmarks/decode_floor.py > {name}` on the GPU "
-                          f"(stage decode-floor)")
+        raise RecordError(f"{where}: {name} does not exist: run `python benchmarks/decode_floor.py > {name}` on "
+                          f"the GPU (stage decode-floor)")
     data = _load(path, name, where)
     floors = _field(data, "floors", name, where)
     lines = ["| model | bound (copy, this run) | one read | the step's reads | with the step's other launches, empty | "
              "the hello-gpu step, this run |", "|---|---:|---:|---:|---:|---:|"]
-    for entry in floors:
-        cells = [f"{entry['config']}", f"{entry['bound_tokens_per_s']:,.1f} tokens/s"]
-        for key, launches in (("one read", 1), ("the step's reads", entry["read_launches"]),
-                              ("the step's launches", entry["read_launches"] + entry["empty_launches"])):
-            floor = entry["floors"][key]
-            low, high = floor["tokens_per_s_ci95"]
-            cells.append(f"{floor['tokens_per_s']:,.1f} tokens/s, {floor['of_bound']:.3f} of the bound "
-                         f"[{low:,.1f}, {high:,.1f}]; {launches} launch{'' if launches == 1 else 'es'}")
-        step = entry.get("hello_gpu")          # records from before the benchmark timed the step have none
-        if step is None:
-            cells.append("not timed in this run")
-        else:
-            low, high = step["of_floor_ci95"]
-            cells.append(f"{step['tokens_per_s']:,.1f} tokens/s, {step['of_bound']:.3f} of the bound, "
-                         f"{step['of_floor']:.3f} of the floor to its left [{low:.3f}, {high:.3f}]")
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"Each column one CUDA graph of the step's bytes (bf16, batch 1, prompt {floors[0]['prompt']}, "
-                  f"{floors[0]['new']} new tokens: the filled KV cache of the average step), replayed; tokens/s is "
-                  f"1 / the median replay, with its 95% interval. Record `{name}` (`benchmarks/decode_floor.py`), "
-                  f"{data['device']}. {NOTE}"]
+    try:
+        lines += [_floor_row(entry) for entry in floors]
+        prompt, new = floors[0]["prompt"], floors[0]["new"]
+    except (KeyError, IndexError, TypeError, ValueError) as error:
+        raise RecordError(f"{where}: {name} is not a decode-floor record ({type(error).__name__}: {error})") from None
+    lines += ["", f"Each column one CUDA graph of the step's bytes (bf16, batch 1, prompt {prompt}, {new} new tokens: "
+                  f"the filled KV cache of the average step), replayed; tokens/s is 1 / the median replay, with its "
+                  f"95% interval. Record `{name}` (`benchmarks/decode_floor.py`), {data.get('device', '?')}. {NOTE}"]
     return "\n".join(lines)
 
 
-RENDERERS = {"decode-bound": render_decode_bound, "decode-floor": render_decode_floor, "decode-launches": render_decode_launches,
-             "conv-roofline": render_conv_roofline,
+def _floor_row(entry: dict) -> str:
+    """One model's row: its bound, its three floors, and the hello-gpu step where the record timed it."""
+    cells = [f"{entry['config']}", f"{entry['bound_tokens_per_s']:,.1f} tokens/s"]
+    for key, launches in (("one read", 1), ("the step's reads", entry["read_launches"]),
+                          ("the step's launches", entry["read_launches"] + entry["empty_launches"])):
+        floor = entry["floors"][key]
+        low, high = floor["tokens_per_s_ci95"]
+        cells.append(f"{floor['tokens_per_s']:,.1f} tokens/s, {floor['of_bound']:.3f} of the bound "
+                     f"[{low:,.1f}, {high:,.1f}]; {launches} launch{'' if launches == 1 else 'es'}")
+    step = entry.get("hello_gpu")          # records from before the benchmark timed the step have none
+    if step is None:
+        cells.append("not timed in this run")
+    else:
+        low, high = step["of_floor_ci95"]
+        cells.append(f"{step['tokens_per_s']:,.1f} tokens/s, {step['of_bound']:.3f} of the bound, "
+                     f"{step['of_floor']:.3f} of the floor to its left [{low:.3f}, {high:.3f}]")
+    return "| " + " | ".join(cells) + " |"
+
+
+RENDERERS = {"decode-bound": render_decode_bound, "decode-floor": render_decode_floor,
+             "decode-launches": render_decode_launches, "conv-roofline": render_conv_roofline,
              "model-run": render_model_run, "model-profile": render_model_profile, "model-agent": render_model_agent}

@@ -65,6 +65,8 @@ def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: in
                          f"{cache_length}")
     if tokens > cache_length:
         raise ValueError(f"step_work: {tokens} tokens do not fit in a cache of {cache_length} positions")
+    if isinstance(fused, str):             # set("gate_up_swiglu") would be its letters, silently nothing fused
+        raise TypeError(f"step_work: fused is a collection of operation names, not the string {fused!r}")
     fused = set(fused) & set(FUSED_OPERATIONS)
     c, e = config, torch.tensor([], dtype=dtype).element_size()
     layers, rows, h = c.num_layers, batch * tokens, c.hidden_size
@@ -119,7 +121,8 @@ def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: in
     }
     if "rope_cache_write" in fused and "qkv_rope_cache_write" not in fused:
         works["rope_cache_write"] = rope_cache_write
-    taken = {"rope_cache_write": ("rope", "cache_write"), "gate_up_swiglu": ("swiglu",), "qkv_rope_cache_write": ("rope", "cache_write", "rope_cache_write"),
+    taken = {"rope_cache_write": ("rope", "cache_write"), "gate_up_swiglu": ("swiglu",),
+             "qkv_rope_cache_write": ("rope", "cache_write", "rope_cache_write"),
              "linear_add_rms_norm": ("add_rms_norm",)}
     gone = {name for operation in fused for name in taken[operation]}
     return {name: _times(layers, work) for name, work in works.items()} | {
