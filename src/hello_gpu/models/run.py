@@ -7,7 +7,7 @@ now if it never was). On the CPU there is no such ceiling here and the bound is 
 
 Each backend gets its own runner (its own KV cache, same weights), one untimed warm-up generation
 (compiles, CUDA-graph recordings, first launches), then the timed one: prefill (the whole prompt, up
-to the first new token) and ``new - 1`` decode steps. The prefill is then timed PREFILL_REPEATS times more on
+to the first new token) and ``new - 1`` decode steps. The prefill is then timed again (:func:`prefill_repeats`) on
 the same runner (the same prompt at the same positions: it rewrites the same cache rows), each from a
 synchronised device to its last token's logits on the host's clock, what a user waits for; the prefill tokens
 per second are from the median, and the prefill ratios between backends (:func:`prefill_ratios`) have a
@@ -32,6 +32,7 @@ runner is reused). ``--no-check-logits`` leaves it out.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -170,7 +171,7 @@ def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, b
     decode_rate = batch * (new - 1) / decode if decode > 0 else None
     limit = bound.tokens_per_s if bound else None
     peak = torch.cuda.max_memory_allocated(device) if on_gpu else None
-    prefills = [first_prefill] + time_prefills(runner, prompt, PREFILL_REPEATS)
+    prefills = [first_prefill] + time_prefills(runner, prompt, prefill_repeats(first_prefill))
     prefill = statistics.median(prefills)
     logits = compare_with(reference, runner).to_dict() if reference is not None else None
     return BackendRun(
@@ -182,7 +183,18 @@ def run_backend(model: Llama, backend: str, prompt: torch.Tensor, new: int, *, b
         logits=logits, step_seconds=_intervals(stamps), prefill_each_s=prefills)
 
 
-PREFILL_REPEATS = 8      # prefills timed after the generation: ~0.5 s at the 8B's 2048-token prompt (~55 ms each)
+# Prefills timed after the generation: as many as fit in PREFILL_SECONDS, within [MIN, MAX]. Eight alone (before
+# session 25) gave the 8B's 2048-token prefill (~52 ms each, H100) an interval of [0.996, 1.064] around 1.031x
+# compile: about +-3%. The interval narrows as 1/sqrt(n), so ~38 prefills (2 s) should give about +-1.5%,
+# for 6 s more of a three-backend run; a 1B prefill of 512 tokens (~2.6 ms) stops at MAX (0.1 s).
+PREFILL_SECONDS = 2.0
+MIN_PREFILL_REPEATS, MAX_PREFILL_REPEATS = 8, 48
+
+
+def prefill_repeats(first_seconds: float) -> int:
+    """How many prefills to time after one that took ``first_seconds``: PREFILL_SECONDS of them, clamped."""
+    wanted = math.ceil(PREFILL_SECONDS / first_seconds) if first_seconds > 0 else MAX_PREFILL_REPEATS
+    return max(MIN_PREFILL_REPEATS, min(MAX_PREFILL_REPEATS, wanted))
 
 
 def time_prefills(runner, prompt: torch.Tensor, repeats: int) -> list[float]:
