@@ -34,7 +34,7 @@ from hello_gpu.ops import load_op
 
 MULTIPLY = ("FFMA", "HMMA", "HGMMA")
 SIMT = (("v05_register_blocking_2d", 256, 0), ("v06_vectorized", 256, 0), ("v07_warp_tiling", 128, 0),
-        ("v08_tuned_tiles", 256, 0), ("v17_prefetch_double_buffer", 256, 0))
+        ("v08_tuned_tiles", 256, 0), ("v17_prefetch_double_buffer", 256, 0), ("v19_thread_tile_8x16", 128, 0))
 # (rung, threads a block, dynamic shared bytes its launcher asks for: v10 4 x 18,944, v11 4 x 27,136, v16 4 x 24,576)
 TENSOR = (("v09_mma_sync", 256, 0), ("v10_cp_async_pipeline", 256, 75_776), ("v11_large_warp_tiles", 256, 108_544),
           ("v16_swizzled_double_buffered", 256, 98_304))
@@ -100,6 +100,41 @@ def shared_load_distances(body: list[dict]) -> list[int]:
     return distances
 
 
+def wide_path(body: list[dict]) -> list[dict]:
+    """The loop as the 16-byte path runs it: its basic blocks less those holding a 4-byte global load
+    (LDG.E without .128: the element-by-element edge path that K = 517 or an odd address takes). A loop
+    with no 16-byte load is returned whole."""
+    if not any(y["op"].startswith("LDG") and ".128" in y["op"] for y in body):
+        return body
+    targets = {int(m.group(1), 16) for y in body if (m := re.search(r"BRA (?:0x([0-9a-f]+))", y["text"]))}
+    blocks, current = [], []
+    for instruction in body:
+        if instruction["address"] in targets and current:
+            blocks.append(current)
+            current = []
+        current.append(instruction)
+        if instruction["op"] == "BRA":
+            blocks.append(current)
+            current = []
+    blocks.append(current)
+    scalar = [b for b in blocks if any(y["op"].startswith("LDG") and ".128" not in y["op"] for y in b)]
+    return [y for b in blocks if b not in scalar for y in b]
+
+
+def register_banks(body: list[dict]) -> tuple[int, int, float]:
+    """(FFMAs, those reading all three sources from one register bank, reused operands an FFMA). Bank =
+    register number % 2 and a ``.reuse`` operand comes from the operand cache: the Volta-era reading of the
+    public microbenchmarks; NVIDIA documents no register-bank rule for Hopper."""
+    ffma = [y["text"] for y in body if y["op"].startswith("FFMA")]
+    same_bank = reused = 0
+    for text in ffma:
+        sources = [part.strip() for part in text.split(None, 1)[1].split(",")][1:]
+        reused += sum(source.endswith(".reuse") for source in sources)
+        banks = {int(source[1:]) % 2 for source in sources if re.fullmatch(r"R\d+", source)}
+        same_bank += len(banks) == 1 and all(re.fullmatch(r"R\d+", source) for source in sources)
+    return len(ffma), same_bank, reused / max(1, len(ffma))
+
+
 def describe(name: str, sass: str) -> str:
     body = main_loop(instructions(sass))
     ops = Counter(y["op"].split(".")[0] for y in body)
@@ -118,7 +153,15 @@ def compiled_rungs(op_name: str, dtype: str, rungs) -> None:
         occupancy = kernel.occupancy(threads, shared_mem=dynamic_shared)
         print(f"{rung_id:<34} {kernel.resources.registers_per_thread} registers, {threads} threads, "
               f"{kernel.resources.static_shared_bytes + dynamic_shared} B shared: {occupancy}")
-        print(describe(f"  {dtype}", kernel.asm("sass")))
+        sass = kernel.asm("sass")
+        print(describe(f"  {dtype}", sass))
+        if dtype == "float32":
+            body = main_loop(instructions(sass))
+            wide = wide_path(body)
+            fmas = sum(y["op"].startswith("FFMA") for y in wide)
+            ffma, same_bank, reused = register_banks(body)
+            print(f"  {'16-byte path' if wide != body else 'whole loop'}: {len(wide)} instructions, {fmas} FFMA ({fmas / len(wide):.1%}); {same_bank} of {ffma} "
+                  f"FFMA read three sources from one register bank; {reused:.2f} reused operands an FFMA")
 
 
 def hopper_epilogues(dtype: str) -> None:

@@ -224,8 +224,10 @@ def test_compute_bound_simt_climbs_the_tiling_rungs_then_tunes_the_warp_tiles():
     sizes = [p for p in proposals if p.action.startswith("warp-tiled sizes:")]
     steps = [p.action for p in proposals if p not in sizes]
     assert sizes and proposals[0] in sizes
-    # the one structural move left below the tensor cores: v17's prefetch and double buffer, a ladder rung of its own
-    assert all(step.startswith("ladder step to v17_prefetch_double_buffer") for step in steps), steps
+    # the structural moves left below the tensor cores: v17's prefetch and double buffer, a ladder rung of its own,
+    # nearest first, then its child v19 (8x16 sums a thread in the same loop)
+    assert [step.split(":")[0] for step in steps] == ["ladder step to v17_prefetch_double_buffer",
+                                                      "ladder step to v19_thread_tile_8x16"], steps
     assert not any("threads per block" in p.action for p in proposals)       # the generic move would break asserts
     assert "FMAs a load" in proposals[0].hypothesis and "Prediction" in proposals[0].hypothesis
     assert any("mma.sync" in text and "v09_mma_sync" in text for text in policy.suggestions)
