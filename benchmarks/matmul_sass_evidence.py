@@ -239,28 +239,6 @@ def persistent_tma_lines(dtype: str = "bf16") -> list[str]:
     return lines
 
 
-def warp_specialized_lines(dtype: str = "bf16") -> list[str]:
-    """t06's configurations as its autotuner compiles them: whether Triton split the kernel into warpgroups
-    (a ttg.warp_specialize region in the TTGIR, setmaxnreg in the SASS: USETMAXREG), the warpgroups'
-    register counts, resources, and the same instruction counts as persistent_tma_lines."""
-    from hello_gpu.ops.rung import load_module
-    module = load_module(load_op("matmul").rung("t06_warp_specialized").path, "matmul_t06_for_evidence")
-    lines = []
-    for config in module.CONFIGS:
-        sizes = config.kwargs
-        sass, ttgir, resources = triton_sass(module.warp_specialized_kernel, dict(sizes), dtype, config.num_warps,
-                                             config.num_stages)
-        ops = Counter(y["op"].split(".")[0] for y in instructions(sass))
-        registers = sorted({int(value, 16) for value in re.findall(r"USETMAXREG\.\w+\.CTAPOOL (?:UP\d+, )?0x([0-9a-f]+)",
-                                                                   sass)})
-        lines.append(f"t06 candidate {sizes['BLOCK_M']}x{sizes['BLOCK_N']}x{sizes['BLOCK_K']} w{config.num_warps} "
-                     f"s{config.num_stages}: {resources}; warp_specialize {'ttg.warp_specialize' in ttgir}, "
-                     f"setmaxnreg {registers}; whole kernel "
-                     + ", ".join(f"{op} {ops[op]}" for op in ("HGMMA", "UTMALDG", "UTMASTG", "LDGSTS", "STL", "LDL",
-                                                                "USETMAXREG")))
-    return lines
-
-
 def triton_kernels() -> None:
     from hello_gpu.ops.rung import load_module
     grouped = load_module(load_op("matmul").rung("t02_grouped_order").path, "matmul_t02_for_evidence").grouped_kernel
@@ -270,7 +248,7 @@ def triton_kernels() -> None:
         ops = Counter(y["op"].split(".")[0] for y in instructions(sass))
         print(f"t04 candidate {block_m}x{block_n}x{block_k} w{warps} s{stages}: {resources}; whole kernel "
               f"HGMMA {ops['HGMMA']}, LDGSTS (cp.async) {ops['LDGSTS']}, UTMALDG (TMA) {ops['UTMALDG']}")
-    for line in persistent_tma_lines() + warp_specialized_lines():
+    for line in persistent_tma_lines():
         print(line)
     row_block = load_module(load_op("linear").rung("t01_row_block").path, "linear_t01_for_evidence").row_block_kernel
     for dtype, ieee in (("fp32", True), ("bf16", False)):

@@ -40,30 +40,21 @@ def _poisoned_out(shape, dtype, device):
     return torch.full((shape[0], shape[1]), float("nan"), dtype=getattr(torch, dtype), device=device)
 
 
-def assert_configuration_is_correct(module, config, dtype, device, shapes):
-    """``module.launch`` with ``config`` against float64 on each shape (fresh inputs, a poisoned out). t06's
-    tests use this and the other assert_ helpers below: the two rungs share launch(), run() and CONFIGS."""
-    for seed, shape in enumerate(shapes):
-        inputs = MATMUL.spec.make_inputs(shape, dtype, seed=seed, device=device)
-        out = _poisoned_out(shape, dtype, device)
-        assert module.launch(*inputs, out=out, config=config) is out
-        assert output_failure(MATMUL.spec, inputs, out, dtype) is None, (config, dtype, shape)
-        assert not MATMUL.spec.invariants(inputs, out), (config, dtype, shape)
-
-
 @pytest.mark.skipif(not triton_interpreter_on(), reason="a GPU machine: the GPU tier checks every configuration")
 @pytest.mark.parametrize("index", range(4))
 def test_every_configuration_is_correct_in_the_interpreter(module, index):
     """float16 only: bfloat16 arithmetic is wrong in the Triton interpreter (the GPU tier checks it)."""
-    assert_configuration_is_correct(module, module.CONFIGS[index], "float16", "cpu", INTERPRETER_SHAPES)
+    config = module.CONFIGS[index]
+    for seed, shape in enumerate(INTERPRETER_SHAPES):
+        inputs = MATMUL.spec.make_inputs(shape, "float16", seed=seed)
+        out = _poisoned_out(shape, "float16", "cpu")
+        assert module.launch(*inputs, out=out, config=config) is out
+        assert output_failure(MATMUL.spec, inputs, out, "float16") is None, (config, shape)
+        assert not MATMUL.spec.invariants(inputs, out), (config, shape)
 
 
 @pytest.mark.skipif(not triton_interpreter_on(), reason="a GPU machine: the GPU tier checks the padded path")
 def test_a_misaligned_out_is_written_through_a_padded_c(module):
-    assert_a_misaligned_out_is_written_through_a_padded_c(module)
-
-
-def assert_a_misaligned_out_is_written_through_a_padded_c(module):
     """TMA stores need a 16-byte aligned C: an out that starts 2 bytes into its storage gets a scratch C."""
     a, b = MATMUL.spec.make_inputs((40, 24, 32), "float16", seed=5)
     storage = torch.full((40 * 24 + 1,), float("nan"), dtype=torch.float16)
@@ -75,59 +66,43 @@ def assert_a_misaligned_out_is_written_through_a_padded_c(module):
 
 
 def test_float32_and_transposed_b_are_refused_by_name(module):
-    assert_float32_and_transposed_b_are_refused_by_name(module)
-    assert RUNG.metadata.dtypes == ("bfloat16", "float16")
-
-
-def assert_float32_and_transposed_b_are_refused_by_name(module):
     a, b = torch.randn(8, 16), torch.randn(16, 8)
     with pytest.raises(ValueError, match="these kernels take bfloat16, float16"):
         module.run(a, b)
     weight = torch.randn(8, 16, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"b must be contiguous row-major.*use the linear operator"):
         module.run(a.half(), weight.t())
+    assert RUNG.metadata.dtypes == ("bfloat16", "float16")
 
 
 _COMPILE = textwrap.dedent('''
     import json, sys
     sys.path.insert(0, sys.argv[1])
     import matmul_sass_evidence
-    print(json.dumps(getattr(matmul_sass_evidence, sys.argv[2])()))
+    print(json.dumps(matmul_sass_evidence.persistent_tma_lines()))
 ''')
-
-
-def compiled_lines(evidence: str) -> list[str]:
-    """benchmarks/matmul_sass_evidence.py's ``evidence`` function (one line a configuration), run in a child
-    process: the CPU tier imports Triton in interpreter mode, and this compiles for sm_90 ahead of time."""
-    environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    environment.update(PYTHONPATH=str(ROOT / "src"), TRITON_DEFAULT_FP_FUSION="1")
-    done = subprocess.run([sys.executable, "-c", _COMPILE, str(ROOT / "benchmarks"), evidence], capture_output=True,
-                          text=True, timeout=600, env=environment)
-    if done.returncode and "SASS needs cuobjdump or nvdisasm" in done.stderr:
-        pytest.skip("SASS not checked: no cuobjdump / nvdisasm here")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def assert_on_wgmma_and_tma_without_spills(line: str) -> None:
-    """One configuration's line: wgmma (HGMMA), TMA loads and stores (UTMALDG, UTMASTG), no cp.async (LDGSTS),
-    no local memory (spills), within sm_90's 227 KiB of shared memory."""
-    counts = dict(part.rsplit(" ", 1) for part in line.split("whole kernel ")[1].split(", "))
-    assert int(counts["HGMMA"]) and int(counts["UTMALDG"]) and int(counts["UTMASTG"]), line
-    assert counts["LDGSTS"] == counts["STL"] == counts["LDL"] == "0", line
-    assert ", 0 B local;" in line, line
-    shared = int(line.split(" B shared")[0].rsplit(" ", 1)[1])
-    assert shared <= 232_448, line
 
 
 def test_every_configuration_compiles_for_sm_90_onto_wgmma_and_tma_without_spills():
     """Compiled ahead of time in a child process (the CPU tier imports Triton in interpreter mode): the
     issue's evidence that the rung runs on the tensor cores (HGMMA) and TMA (UTMALDG, UTMASTG) rather
     than cp.async (LDGSTS), with no local memory (spills) and within sm_90's 227 KiB of shared memory."""
-    lines = compiled_lines("persistent_tma_lines")
+    environment = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    environment.update(PYTHONPATH=str(ROOT / "src"), TRITON_DEFAULT_FP_FUSION="1")
+    done = subprocess.run([sys.executable, "-c", _COMPILE, str(ROOT / "benchmarks")], capture_output=True,
+                          text=True, timeout=600, env=environment)
+    if done.returncode and "SASS needs cuobjdump or nvdisasm" in done.stderr:
+        pytest.skip("SASS not checked: no cuobjdump / nvdisasm here")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(lines) == 4
     for line in lines:
-        assert_on_wgmma_and_tma_without_spills(line)
+        counts = dict(part.rsplit(" ", 1) for part in line.split("whole kernel ")[1].split(", "))
+        assert int(counts["HGMMA"]) and int(counts["UTMALDG"]) and int(counts["UTMASTG"]), line
+        assert counts["LDGSTS"] == counts["STL"] == counts["LDL"] == "0", line
+        assert ", 0 B local;" in line, line
+        shared = int(line.split(" B shared")[0].rsplit(" ", 1)[1])
+        assert shared <= 232_448, line
 
 
 # ------------------------------------------------------------------------------------------ GPU tier
@@ -145,17 +120,20 @@ def test_every_configuration_is_correct_on_the_gpu(index, dtype, monkeypatch):
     one on shapes that cross every tile edge, including the 4096^3 the ladder times."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     module = load_module(RUNG.path, "test_matmul_t05_gpu")
-    assert_configuration_is_correct(module, module.CONFIGS[index], dtype, "cuda", GPU_SHAPES)
+    config = module.CONFIGS[index]
+    for seed, shape in enumerate(GPU_SHAPES):
+        inputs = MATMUL.spec.make_inputs(shape, dtype, seed=seed, device="cuda")
+        out = _poisoned_out(shape, dtype, "cuda")
+        assert module.launch(*inputs, out=out, config=config) is out
+        assert output_failure(MATMUL.spec, inputs, out, dtype) is None, (config, dtype, shape)
+        assert not MATMUL.spec.invariants(inputs, out), (config, dtype, shape)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
 def test_the_autotuned_rung_names_its_winner(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    assert_the_autotuned_rung_names_its_winner(load_module(RUNG.path, "test_matmul_t05_winner"))
-
-
-def assert_the_autotuned_rung_names_its_winner(module):
+    module = load_module(RUNG.path, "test_matmul_t05_winner")
     a, b = MATMUL.spec.make_inputs((512, 384, 256), "bfloat16", seed=4, device="cuda")
     assert output_failure(MATMUL.spec, (a, b), module.run(a, b), "bfloat16") is None
     winners = module.winners()
