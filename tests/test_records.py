@@ -272,6 +272,21 @@ def test_claim_needs_an_entry_for_that_very_file(repo):
     assert "has no entry whose source is examples/saxpy.cu" in missing
 
 
+def test_a_claim_is_met_by_one_routes_ladder_record(repo):
+    kernel = repo / "examples" / "vector_add.hip"
+    kernel.write_text("// hello-gpu: record vector_add.float32\n" + KERNEL)
+    rules = SourceRules(claims_in=claims)
+    [missing] = check_records(repo, rules).missing
+    assert "claims record 'vector_add.float32'" in missing
+    write_record(_record(repo, name="vector_add.hip.float32"), repo_root=repo)     # the hip route alone
+    report = check_records(repo, rules)
+    assert report.ok and report.missing == [], report
+    # another operator's route record, or another dtype's, does not meet it
+    path = repo / "records" / "nvidia-h200" / "vector_add.hip.float32.json"
+    path.rename(path.with_name("vector_add.hip.bfloat16.json"))
+    assert check_records(repo, rules).missing
+
+
 @pytest.mark.parametrize("reason, acknowledged", [
     ("skipped: requires amd gfx1201; this GPU is nvidia sm_90", True),
     ("skipped: the rung's header lists dtypes float32", False),      # a dtype, not the GPU: still missing

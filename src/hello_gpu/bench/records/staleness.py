@@ -150,8 +150,13 @@ def find_claims(root: Path, claims_in) -> list[tuple[str, int, str]]:
 
 
 def _claim_problem(file: str, line: int, name: str, root: Path) -> str | None:
-    """Why a claim is not met, or None: some records/*/NAME.json must measure this very file."""
+    """Why a claim is not met, or None: some records/*/NAME.json must measure this very file. A claim of
+    OP.DTYPE is also met by one route's ladder record, OP.ROUTE.DTYPE (``hello-gpu ladder --route``, e.g. the
+    hip rungs of matmul.float32 measured alone on a second GPU as matmul.hip.float32)."""
     candidates = sorted((root / "records").glob(f"*/{name}.json"))
+    if name.count(".") == 1:
+        op, dtype = name.split(".")
+        candidates += sorted((root / "records").glob(f"*/{op}.*.{dtype}.json"))
     where = f"{file}:{line}: claims record {name!r}"
     if not candidates:
         return f"{where}, but there is no records/*/{name}.json (missing record)"

@@ -39,7 +39,12 @@ prediction: ~1.08x v17 at 4096^3 float32 (1.02-1.12): ~46 TFLOP/s (44-48), ~0.90
   other warps filled), the issuing fraction falls: at 0.71 this rung only matches v17, and the issue's
   0.85x (43.5 TFLOP/s) then needs more warps, which 128 sums a thread cannot have (2 blocks of 128
   threads x 248 registers, 243 rounded up to the allocation unit, take 63,488 of the SM's 65,536)
-outcome: not measured yet
+outcome: 1.056x v17 [1.054, 1.056] at 4096^3 float32 (predicted ~1.08x, 1.02-1.12): 45.9 TFLOP/s, 0.886x
+  torch.mm [0.884, 0.886] (predicted ~0.90x), above the issue's 0.85x. Measured on an H100 (records
+  matmul.hip.float32 of nvidia-h100-80gb-hbm3, run of 90e366c; the H200 was not lent), where torch.mm
+  makes 51.6 TFLOP/s and v17 43.1, as on the H200. Between the two models above: the FFMA share alone
+  predicted 1.04x, the register banks 1.11x more; the gain sits nearer the first, so the bank conflicts
+  cost less than an issue cycle each here, or the fewer warps gave some of it back (not separated)
 deterministic: yes, each element is one thread's sum in k order
 dtypes: float32
 */
