@@ -269,13 +269,20 @@ def test_the_decode_floor_table_shows_each_floor_against_the_bound_of_its_own_ru
             floor = entry["floors"][key]
             assert cell.startswith(f"{floor['tokens_per_s']:,.1f} tokens/s, {floor['of_bound']:.3f} of the bound")
             assert floor["of_bound"] == pytest.approx(floor["tokens_per_s"] / entry["bound_tokens_per_s"])
-        assert row[5] == "not timed in this run"            # the H100's record predates the step's timing
+        step = entry["hello_gpu"]                               # the hello-gpu step, timed in the same run
+        low, high = step["of_floor_ci95"]
+        assert row[5] == (f"{step['tokens_per_s']:,.1f} tokens/s, {step['of_bound']:.3f} of the bound, "
+                          f"{step['of_floor']:.3f} of the floor to its left [{low:.3f}, {high:.3f}]")
     assert data["device"] in table and record in table
     timed = {**data, "floors": [{**data["floors"][0], "hello_gpu": {
         "tokens_per_s": 900.0, "of_bound": 0.75, "of_floor": 0.88, "of_floor_ci95": [0.87, 0.89]}}]}
     (tmp_path / "decode-floor.json").write_text(json.dumps(timed), encoding="utf-8")
     row = cells(render_decode_floor(["decode-floor.json"], tmp_path, "page.md:4"), "1b")
     assert row[5] == "900.0 tokens/s, 0.750 of the bound, 0.880 of the floor to its left [0.870, 0.890]"
+    untimed = {**data, "floors": [{key: value for key, value in data["floors"][0].items() if key != "hello_gpu"}]}
+    (tmp_path / "decode-floor.json").write_text(json.dumps(untimed), encoding="utf-8")      # a record before session 25
+    row = cells(render_decode_floor(["decode-floor.json"], tmp_path, "page.md:4"), "1b")
+    assert row[5] == "not timed in this run"
     with pytest.raises(RecordError, match="does not exist"):
         render_decode_floor(["records/nvidia-h200/decode-floor.json"], tmp_path, "page.md:2")
     with pytest.raises(RecordError, match="unknown option"):
