@@ -278,7 +278,11 @@ def test_a_claim_is_met_by_one_routes_ladder_record(repo):
     rules = SourceRules(claims_in=claims)
     [missing] = check_records(repo, rules).missing
     assert "claims record 'vector_add.float32'" in missing
-    write_record(_record(repo, name="vector_add.hip.float32"), repo_root=repo)     # the hip route alone
+    route_record = _record(repo, name="vector_add.hip.float32")                    # the hip route alone
+    write_record(route_record, repo_root=repo)
+    assert check_records(repo, rules).missing, "a record that does not say it is one route's stands in for nothing"
+    route_record["extra"] = {"route": "hip"}
+    write_record(route_record, repo_root=repo)
     report = check_records(repo, rules)
     assert report.ok and report.missing == [], report
     # another operator's route record, or another dtype's, does not meet it

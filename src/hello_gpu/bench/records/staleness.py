@@ -156,7 +156,8 @@ def _claim_problem(file: str, line: int, name: str, root: Path) -> str | None:
     candidates = sorted((root / "records").glob(f"*/{name}.json"))
     if name.count(".") == 1:
         op, dtype = name.split(".")
-        candidates += sorted((root / "records").glob(f"*/{op}.*.{dtype}.json"))
+        candidates += [path for path in sorted((root / "records").glob(f"*/{op}.*.{dtype}.json"))
+                       if _route_of(path, root) == path.name.split(".")[1]]
     where = f"{file}:{line}: claims record {name!r}"
     if not candidates:
         return f"{where}, but there is no records/*/{name}.json (missing record)"
@@ -168,6 +169,14 @@ def _claim_problem(file: str, line: int, name: str, root: Path) -> str | None:
             return None
     found = ", ".join(relative_name(c, root) for c in candidates)
     return f"{where}, but {found} has no entry whose source is {file} (missing record)"
+
+
+def _route_of(path: Path, root: Path) -> str | None:
+    """The route a ladder record was limited to (its ``extra.route``), or None: only a ladder record of one route
+    named OP.ROUTE.DTYPE stands in for OP.DTYPE, not any file whose name has that shape."""
+    data, _ = load_json(path, root)
+    extra = data.get("extra") if isinstance(data, dict) else None
+    return extra.get("route") if isinstance(extra, dict) else None
 
 
 def _needs_another_gpu(file: str, name: str, root: Path) -> str | None:
