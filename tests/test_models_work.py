@@ -110,7 +110,7 @@ def test_each_fused_operation_takes_over_the_work_it_replaces(batch):
     calls = {"rope_cache_write": layers, "gate_up_swiglu": layers, "qkv_rope_cache_write": layers,
              "linear_add_rms_norm": 2 * layers}
     projections = {"rope_cache_write": 0, "gate_up_swiglu": 1, "qkv_rope_cache_write": 1, "linear_add_rms_norm": 2}
-    for name in FUSED_OPERATIONS:
+    for name in calls:
         work = step_work(config, torch.bfloat16, batch=batch, tokens=1, cache_length=600, fused=[name, "attention"])
         assert name not in plain and work[name].calls == calls[name], name
         assert not replaced[name] & set(work), name
@@ -121,6 +121,33 @@ def test_each_fused_operation_takes_over_the_work_it_replaces(batch):
     everything = step_work(config, torch.bfloat16, batch=batch, tokens=1, cache_length=600, fused=FUSED_OPERATIONS)
     assert everything["linear"].calls == 1 and "rope_cache_write" not in everything     # the head alone
     assert sum(w.flops for w in everything.values()) == pytest.approx(sum(w.flops for w in plain.values()), rel=1e-12)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_the_norm_folds_take_the_norms_out_of_a_one_row_step(batch):
+    """With both norm folds and linear_add: every layer half ends with linear_add but the last (the head reads its
+    norm), the embedding's norm goes into the first qkv kernel, the FLOPs are unchanged, and the bytes saved are
+    the delta's round trip and the normed values' write at each folded end (3 h a row, less the norm weight the
+    projection now reads: the same h) plus the two projections' fusions. With more rows nothing folds."""
+    config = CONFIGS["1b"]
+    layers, h, i, e = config.num_layers, config.hidden_size, config.intermediate_size, 2
+    plain = step_work(config, torch.bfloat16, batch=batch, tokens=1, cache_length=600)
+    folds = ["norm_qkv_rope_cache_write", "norm_gate_up_swiglu", "linear_add", "linear_add_rms_norm", "attention"]
+    work = step_work(config, torch.bfloat16, batch=batch, tokens=1, cache_length=600, fused=folds)
+    if batch != 1:      # the model folds one token of one row only; linear_add_rms_norm is the fused end there
+        assert not {"norm_qkv_rope_cache_write", "norm_gate_up_swiglu", "linear_add"} & set(work)
+        assert work["linear_add_rms_norm"].calls == 2 * layers
+        return
+    assert work["norm_qkv_rope_cache_write"].calls == layers and work["norm_gate_up_swiglu"].calls == layers
+    assert work["linear_add"].calls == 2 * layers - 1 and work["linear_add_rms_norm"].calls == 1
+    assert "rms_norm" not in work and "add_rms_norm" not in work and work["linear"].calls == 1      # the head
+    assert sum(w.flops for w in work.values()) == pytest.approx(sum(w.flops for w in plain.values()), rel=1e-12)
+    saved = ((2 * layers - 1) * 3.0 * h * e                          # delta round trip, normed write, less the weight
+             + 2.0 * h * e                                            # the last end: linear_add_rms_norm's delta
+             + 2.0 * h * e                                            # the embedding's norm: read and write, not weight
+             + layers * 2.0 * (config.q_size + 2 * config.kv_size) * e + layers * 2.0 * config.kv_size * e
+             + layers * 2.0 * 2 * i * e)
+    assert sum(w.bytes for w in work.values()) == pytest.approx(sum(w.bytes for w in plain.values()) - saved, rel=1e-12)
 
 
 def test_bad_step_arguments_are_refused():

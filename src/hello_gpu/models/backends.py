@@ -122,6 +122,9 @@ class Replacement:
     # The operations whose work this kernel does wherever it runs (rope_cache_write: rope and cache_write): where
     # it is used, they are not called, and their choices say so
     supersedes: tuple[str, ...] = ()
+    # Operations one of which must be used for this kernel to be called at all (linear_add: a layer half ends with
+    # it only where the next projection folds the norm in); where none is, it is not used, and its choice says so
+    needs_any: tuple[str, ...] = ()
 
     @property
     def category(self) -> str:
@@ -531,11 +534,11 @@ def _qkv_model_cases(model: Llama, batch: int) -> dict:
     return {f"qkv_proj {batch}x{n}x{k}": (_qkv_model_step(model, batch)[0], model.config.num_layers)}
 
 
-def _qkv_rope_cache_write_rounded(x, weight, cos, sin, keys, values, positions) -> tuple:
-    """The projection in float64 rounded once to the model's dtype (F.linear's output, what RoPE reads), then
-    RoPE and the cache write as the rope_cache_write kernel is checked (_rope_cache_write_rounded)."""
+def _qkv_rope_cache_write_rounded(x, weight, cos, sin, keys, values, positions, dtype=None) -> tuple:
+    """The projection in float64 rounded once to the model's dtype (F.linear's output, what RoPE reads; ``dtype``,
+    else x's), then RoPE and the cache write as the rope_cache_write kernel is checked (_rope_cache_write_rounded)."""
     from .llama import split_heads
-    qkv = _linear_float64(x, weight).to(x.dtype)
+    qkv = _linear_float64(x, weight).to(dtype or x.dtype)
     q, k, v = split_heads(qkv, keys.shape[1], keys.shape[3])
     return _rope_cache_write_rounded(q, k, v, cos, sin, keys, values, positions)
 
@@ -631,11 +634,18 @@ def _linear_add_norm_float64(x, weight, residual, norm_weight, eps) -> tuple:
 
 
 def _linear_add_norm_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, float]:
-    """The delta is rounded once (F.linear's output), the sum once, the norm once: rtol of two roundings of
-    the result; atol the linear ladder's bound on the delta plus a unit of the largest delta (where the sum
-    cancels, the delta's rounding is all that is left). A dropped weight tile moves an output by ~|delta|, a
+    """The delta is rounded once (F.linear's output), the sum once, the norm once: the bound of
+    :func:`residual_add_tolerance` for both outputs. A dropped weight tile moves an output by ~|delta|, a
     dropped partial sum of squares the norm by its share: the tests draw spiky residuals so that share is large."""
-    x, weight, residual, _norm_weight, _eps = arguments
+    x, weight, _residual, _norm_weight, _eps = arguments
+    return residual_add_tolerance((x, weight), dtype)
+
+
+def residual_add_tolerance(arguments: tuple, dtype: torch.dtype) -> tuple[float, float]:
+    """``residual + F.linear(x, weight)`` with the delta rounded once (F.linear's output) and the sum once: rtol
+    of two roundings of the result; atol the linear ladder's bound on the delta plus a unit of the largest delta
+    (where the sum cancels, the delta's rounding is all that is left). ``arguments`` begin with x and weight."""
+    x, weight = arguments[:2]
     _rtol, delta_atol = _linear_tolerance((x, weight), dtype)
     unit = _UNIT.get(dtype, 2**-23)
     largest = float(_linear_float64(x, weight).abs().max()) if weight.numel() else 0.0
@@ -875,7 +885,17 @@ def choose_replacements(config: LlamaConfig, *, batch: int, device, dtype: torch
             swapped[name] = function
     choices = [choices[name] for name in replacements]
     _leave_out_superseded(choices, replacements, force)
+    _leave_out_uncalled(choices, replacements)
     return choices
+
+
+def _leave_out_uncalled(choices: list[Choice], replacements: dict[str, Replacement]) -> None:
+    """A used kernel that is called only where one of its ``needs_any`` is used, with none of them used, is not."""
+    used = {choice.name for choice in choices if choice.used}
+    for choice in choices:
+        needs = replacements[choice.name].needs_any
+        if choice.used and needs and not used & set(needs):
+            choice.used, choice.reason = False, f"not called: none of {', '.join(needs)} is used ({choice.reason})"
 
 
 def _leave_out_superseded(choices: list[Choice], replacements: dict[str, Replacement], force) -> None:
@@ -954,6 +974,12 @@ def ops_with(choices: list[Choice], base: ModelOps = EAGER_OPS,
     if "linear_add_rms_norm" in chosen:
         ops = replace(ops, linear_add_rms_norm=_one_row_or_linear_then_add_norm(
             chosen["linear_add_rms_norm"], ops.linear, ops.add_rms_norm))
+    if "linear_add" not in chosen and ops.linear is not base.linear:     # the folded step's add after our GEMV
+        linear = ops.linear
+
+        def linear_add(x, weight, residual):
+            return residual + linear(x, weight)
+        ops = replace(ops, linear_add=linear_add)
     return ops
 
 
@@ -1182,6 +1208,9 @@ def greedy_tokens(runner: Runner, prompt: torch.Tensor, new_tokens: int, on_step
             logits = runner.decode(token, positions[length + step:length + step + 1])[:, -1]
     return torch.cat(out, dim=1)
 
+
+# The norm-folding replacements register themselves after every kernel they compose (their module imports this one).
+from . import norm_fold  # noqa: E402,F401
 
 __all__ = ["BACKENDS", "REPLACEMENTS", "Choice", "Replacement", "Runner", "check_replacement",
            "choose_replacements", "captured_decode", "captured_prefill", "decode_cases", "greedy_tokens", "make_runner", "ops_with",

@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from .dependent_launch import checked, launch_options
-from .linear_pdl_kernel import refusal as one_row_refusal
+from .linear_pdl_kernel import norm_refusal, refusal as one_row_refusal, x_step
 
 BLOCK_N = 2         # outputs a program: gate rows j, j + 1 and up rows I + j, I + j + 1 (7168 programs at the 8B)
 BLOCK_K = 2048      # t04's step: 4 KiB of each row in bf16
@@ -35,8 +35,10 @@ WARPS = 8           # two [2, 2048] float32 accumulators: 32 sums a thread, as t
 
 
 @triton.jit
-def gate_up_swiglu_kernel(a_ptr, w_ptr, c_ptr, I, K, stride_wn,
-                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+def gate_up_swiglu_rows(a_ptr, norm_ptr, eps, w_ptr, c_ptr, I, K, stride_wn,
+                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr, NORM: tl.constexpr):
+    """One program's outputs; with NORM, of rms_norm(x) (x the residual, the norm's weight at norm_ptr: the dot
+    products of x * norm_weight, scaled at the end by the norm's one scale, as weight_products does)."""
     outputs = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     live = outputs < I
     gate_rows = w_ptr + outputs[:, None].to(tl.int64) * stride_wn
@@ -49,20 +51,36 @@ def gate_up_swiglu_kernel(a_ptr, w_ptr, c_ptr, I, K, stride_wn,
     if PDL:
         tl.extra.cuda.gdc_wait()                 # x is the RMSNorm's output: visible from here on
         tl.extra.cuda.gdc_launch_dependents()
-    x = tl.load(a_ptr + columns, mask=columns < K, other=0.0).to(tl.float32)[None, :]
-    gate = gate_w.to(tl.float32) * x
-    up = up_w.to(tl.float32) * x
+    x, squares = x_step(a_ptr, norm_ptr, columns, K, tl.zeros([BLOCK_K], tl.float32), NORM)
+    gate = gate_w.to(tl.float32) * x[None, :]
+    up = up_w.to(tl.float32) * x[None, :]
     for k0 in tl.range(BLOCK_K, K, BLOCK_K, num_stages=1):
         k = k0 + columns
         inside = live[:, None] & (k < K)[None, :]
         gate_w = tl.load(gate_rows + k[None, :], mask=inside, other=0.0, eviction_policy="evict_first")
         up_w = tl.load(up_rows + k[None, :], mask=inside, other=0.0, eviction_policy="evict_first")
-        x = tl.load(a_ptr + k, mask=k < K, other=0.0).to(tl.float32)[None, :]
-        gate += gate_w.to(tl.float32) * x
-        up += up_w.to(tl.float32) * x
+        x, squares = x_step(a_ptr, norm_ptr, k, K, squares, NORM)
+        gate += gate_w.to(tl.float32) * x[None, :]
+        up += up_w.to(tl.float32) * x[None, :]
     g = tl.sum(gate, axis=1)
     u = tl.sum(up, axis=1)
+    if NORM:
+        scale = 1.0 / tl.sqrt(tl.sum(squares, axis=0) / K + eps)
+        g = g * scale
+        u = u * scale
     tl.store(c_ptr + outputs, (g / (1.0 + tl.exp(-g)) * u).to(c_ptr.dtype.element_ty), mask=live)
+
+
+@triton.jit
+def gate_up_swiglu_kernel(a_ptr, w_ptr, c_ptr, I, K, stride_wn,
+                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    gate_up_swiglu_rows(a_ptr, a_ptr, 0.0, w_ptr, c_ptr, I, K, stride_wn, BLOCK_N, BLOCK_K, PDL, False)
+
+
+@triton.jit
+def norm_gate_up_swiglu_kernel(a_ptr, norm_ptr, eps, w_ptr, c_ptr, I, K, stride_wn,
+                               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    gate_up_swiglu_rows(a_ptr, norm_ptr, eps, w_ptr, c_ptr, I, K, stride_wn, BLOCK_N, BLOCK_K, PDL, True)
 
 
 def refusal(x: torch.Tensor, weight: torch.Tensor) -> str | None:
@@ -80,6 +98,25 @@ def gate_up_swiglu(x: torch.Tensor, weight: torch.Tensor, pdl: bool = False) -> 
     problem = refusal(x, weight)
     if problem:
         raise ValueError(f"gate_up_swiglu: {problem}")
+    return _launch(x, None, 0.0, weight, pdl)
+
+
+def norm_gate_up_swiglu(residual: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight: torch.Tensor,
+                        pdl: bool = False) -> torch.Tensor:
+    """:func:`gate_up_swiglu` of ``rms_norm(residual, norm_weight, eps)`` in the same one launch
+    (:func:`hello_gpu.models.llama.norm_gate_up_swiglu`): each program sums the squares of the residual as it
+    reads it and scales its two dot products at the end, so no kernel before it writes the normed activation.
+    The normed values are not rounded to the model's dtype before the projection (eager rounds them once): closer
+    to the float64 result, not bitwise eager's. Refuses what :func:`refusal` and
+    :func:`.linear_pdl_kernel.norm_refusal` name."""
+    problem = refusal(residual, weight) or norm_refusal(residual, norm_weight, eps)
+    if problem:
+        raise ValueError(f"norm_gate_up_swiglu: {problem}")
+    return _launch(residual, norm_weight, float(eps), weight, pdl)
+
+
+def _launch(x, norm_weight, eps, weight, pdl) -> torch.Tensor:
+    """Checked arguments: one launch of the kernel (the norm-folded one where ``norm_weight`` is given)."""
     pdl = checked(pdl, x.device)
     width, k = weight.shape[0] // 2, weight.shape[1]
     out = torch.empty(*x.shape[:-1], width, device=x.device, dtype=x.dtype)
@@ -87,10 +124,13 @@ def gate_up_swiglu(x: torch.Tensor, weight: torch.Tensor, pdl: bool = False) -> 
         return out
     if k == 0:
         return out.zero_()                       # silu(0) * 0
-    gate_up_swiglu_kernel[(triton.cdiv(width, BLOCK_N),)](x, weight, out, width, k, weight.stride(0), BLOCK_N=BLOCK_N,
-                                                          BLOCK_K=BLOCK_K, PDL=pdl, num_warps=WARPS, num_stages=1,
-                                                          **launch_options(pdl))
+    programs = triton.cdiv(width, BLOCK_N)
+    options = dict(BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, PDL=pdl, num_warps=WARPS, num_stages=1, **launch_options(pdl))
+    if norm_weight is None:
+        gate_up_swiglu_kernel[(programs,)](x, weight, out, width, k, weight.stride(0), **options)
+    else:
+        norm_gate_up_swiglu_kernel[(programs,)](x, norm_weight, eps, weight, out, width, k, weight.stride(0), **options)
     return out
 
 
-__all__ = ["gate_up_swiglu", "refusal"]
+__all__ = ["gate_up_swiglu", "norm_gate_up_swiglu", "refusal"]

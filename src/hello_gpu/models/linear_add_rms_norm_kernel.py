@@ -49,11 +49,11 @@ CHUNK = 2048        # partials and hidden values the last program holds at once:
 
 
 @triton.jit
-def gemv_add_rms_norm_kernel(a_ptr, w_ptr, residual_ptr, norm_w_ptr, total_ptr, out_ptr, partial_ptr, arrivals_ptr,
-                             N, K, stride_wn, eps, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                             CHUNK: tl.constexpr, PDL: tl.constexpr):
-    program = tl.program_id(0)
-    rows = program * BLOCK_N + tl.arange(0, BLOCK_N)
+def residual_plus_projection(a_ptr, w_ptr, residual_ptr, total_ptr, N, K, stride_wn, BLOCK_N: tl.constexpr,
+                             BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    """One program's BLOCK_N outputs of ``residual + F.linear(x, weight)``, stored at total_ptr and returned with
+    the mask of the rows that exist."""
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     live = rows < N
     products = early_weight_products(a_ptr, w_ptr + rows[:, None].to(tl.int64) * stride_wn, live, K, BLOCK_K, PDL)
     # The delta rounded as F.linear's output is, then the sum rounded as `residual + delta` is: the norm reads
@@ -62,6 +62,22 @@ def gemv_add_rms_norm_kernel(a_ptr, w_ptr, residual_ptr, norm_w_ptr, total_ptr, 
     residual = tl.load(residual_ptr + rows, mask=live, other=0.0)
     total = (residual.to(tl.float32) + delta.to(tl.float32)).to(total_ptr.dtype.element_ty, fp_downcast_rounding="rtne")
     tl.store(total_ptr + rows, total, mask=live)
+    return total, live
+
+
+@triton.jit
+def gemv_add_kernel(a_ptr, w_ptr, residual_ptr, total_ptr, N, K, stride_wn, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    residual_plus_projection(a_ptr, w_ptr, residual_ptr, total_ptr, N, K, stride_wn, BLOCK_N, BLOCK_K, PDL)
+
+
+@triton.jit
+def gemv_add_rms_norm_kernel(a_ptr, w_ptr, residual_ptr, norm_w_ptr, total_ptr, out_ptr, partial_ptr, arrivals_ptr,
+                             N, K, stride_wn, eps, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                             CHUNK: tl.constexpr, PDL: tl.constexpr):
+    program = tl.program_id(0)
+    total, live = residual_plus_projection(a_ptr, w_ptr, residual_ptr, total_ptr, N, K, stride_wn, BLOCK_N, BLOCK_K,
+                                           PDL)
     wide = total.to(tl.float32)
     tl.store(partial_ptr + program, tl.sum(tl.where(live, wide * wide, 0.0), axis=0))
     # region last-program
@@ -90,7 +106,25 @@ DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 def refusal(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps) -> str | None:
     """None where :func:`linear_add_rms_norm` runs these arguments, else why not."""
-    for name, tensor in (("x", x), ("weight", weight), ("residual", residual), ("norm_weight", norm_weight)):
+    if not isinstance(norm_weight, torch.Tensor):
+        return f"norm_weight must be a torch.Tensor, not {type(norm_weight).__name__}"
+    problem = add_refusal(x, weight, residual, extra=(("norm_weight", norm_weight),))
+    if problem:
+        return problem
+    n = weight.shape[0]
+    if norm_weight.shape != (n,):
+        return f"norm_weight must have shape ({n},), one per hidden value; got {tuple(norm_weight.shape)}"
+    if not norm_weight.is_contiguous():
+        return "a contiguous norm_weight"
+    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps >= 0):
+        return f"eps must be a number >= 0, got {eps!r}"
+    return None
+
+
+def add_refusal(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, extra=()) -> str | None:
+    """None where :func:`linear_add` runs these arguments (and ``extra`` (name, tensor) pairs share x's dtype and
+    device), else why not."""
+    for name, tensor in (("x", x), ("weight", weight), ("residual", residual), *extra):
         if not isinstance(tensor, torch.Tensor):
             return f"{name} must be a torch.Tensor, not {type(tensor).__name__}"
         if tensor.dtype != x.dtype or tensor.device != x.device:
@@ -104,18 +138,34 @@ def refusal(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_
     n = weight.shape[0]
     if residual.shape != (*x.shape[:-1], n):
         return f"residual {tuple(residual.shape)} must have the projection's shape {(*x.shape[:-1], n)}"
-    if norm_weight.shape != (n,):
-        return f"norm_weight must have shape ({n},), one per hidden value; got {tuple(norm_weight.shape)}"
-    if weight.stride(1) != 1 or not (x.is_contiguous() and residual.is_contiguous() and norm_weight.is_contiguous()):
-        return (f"contiguous x, residual and norm_weight and a weight with unit column stride (weight strides "
-                f"{tuple(weight.stride())})")
-    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps >= 0):
-        return f"eps must be a number >= 0, got {eps!r}"
+    if weight.stride(1) != 1 or not (x.is_contiguous() and residual.is_contiguous()):
+        return f"contiguous x and residual and a weight with unit column stride (weight strides {tuple(weight.stride())})"
     if not x.is_cuda and not triton_interpreter_on():
         return f"x is on {x.device}; the kernel runs on a GPU (or in Triton's interpreter, TRITON_INTERPRET=1)"
-    if any(t.requires_grad for t in (x, weight, residual, norm_weight)) and torch.is_grad_enabled():
+    if any(t.requires_grad for _name, t in (("x", x), ("weight", weight), ("residual", residual), *extra)) \
+            and torch.is_grad_enabled():
         return "forward only: call it under torch.no_grad()"
     return None
+
+
+def linear_add(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, pdl: bool = False) -> torch.Tensor:
+    """:func:`hello_gpu.models.llama.linear_add` for one row: ``residual + F.linear(x, weight)`` in one launch, a
+    new (..., N) tensor in x's dtype, the projection rounded as F.linear's output is and the sum as the add's (t04's
+    tiles, the first loaded before the dependent-launch wait with ``pdl``). What a layer half ends with where the
+    next projection's kernel normalises the residual itself (the ``norm_*`` kernels), so no norm is computed
+    here. Refuses what :func:`add_refusal` names."""
+    problem = add_refusal(x, weight, residual)
+    if problem:
+        raise ValueError(f"linear_add: {problem}")
+    pdl = checked(pdl, x.device)
+    n, k = weight.shape
+    if n == 0 or k == 0:                         # nothing to add: the residual itself, as a new tensor
+        return residual.clone()
+    total = torch.empty_like(residual)
+    gemv_add_kernel[(triton.cdiv(n, BLOCK_N),)](x, weight, residual, total, n, k, weight.stride(0), BLOCK_N=BLOCK_N,
+                                                BLOCK_K=BLOCK_K, PDL=pdl, num_warps=WARPS, num_stages=1,
+                                                **launch_options(pdl))
+    return total
 
 
 def linear_add_rms_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
@@ -151,4 +201,4 @@ def linear_add_rms_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.T
     return total, out
 
 
-__all__ = ["linear_add_rms_norm", "refusal"]
+__all__ = ["add_refusal", "linear_add", "linear_add_rms_norm", "refusal"]

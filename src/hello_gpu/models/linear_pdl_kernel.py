@@ -43,21 +43,43 @@ def early_weight_products(a_ptr, w_rows, live, K, BLOCK_K: tl.constexpr, PDL: tl
     exist): the [rows, BLOCK_K] float32 products of x and the weight, summed over the K steps, for tl.sum over
     axis 1. With PDL the first step's weight tile is loaded before the wait: no kernel of a decode step writes a
     weight, so those loads need no wait; x is the kernel before's output, read only after it."""
+    products, _squares = weight_products(a_ptr, a_ptr, w_rows, live, K, BLOCK_K, PDL, False)
+    return products
+
+
+@triton.jit
+def weight_products(a_ptr, norm_ptr, w_rows, live, K, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
+                    NORM: tl.constexpr):
+    """:func:`early_weight_products`, and with NORM the products of ``x * norm_weight`` (the RMSNorm's weight at
+    ``norm_ptr``) instead, with the [BLOCK_K] float32 sums of x's squares: the caller scales each tl.sum of the
+    products by 1 / sqrt(tl.sum(squares) / K + eps) and gets the projection of rms_norm(x), in the same one pass
+    over x and the weight (the norm's scale is the same for every column, so it moves out of the sum)."""
     columns = tl.arange(0, BLOCK_K)
     w = tl.load(w_rows + columns[None, :], mask=live[:, None] & (columns < K)[None, :], other=0.0,
                 eviction_policy="evict_first")
     if PDL:
         tl.extra.cuda.gdc_wait()                 # x is the kernel before's output: from here on it is visible
         tl.extra.cuda.gdc_launch_dependents()    # the kernel after may be set up
-    x = tl.load(a_ptr + columns, mask=columns < K, other=0.0)
-    products = w.to(tl.float32) * x.to(tl.float32)[None, :]
+    x, squares = x_step(a_ptr, norm_ptr, columns, K, tl.zeros([BLOCK_K], tl.float32), NORM)
+    products = w.to(tl.float32) * x[None, :]
     for k0 in tl.range(BLOCK_K, K, BLOCK_K, num_stages=1):     # t04's loop for the other steps
         k = k0 + columns
         w = tl.load(w_rows + k[None, :], mask=live[:, None] & (k < K)[None, :], other=0.0,
                     eviction_policy="evict_first")
-        x = tl.load(a_ptr + k, mask=k < K, other=0.0)
-        products += w.to(tl.float32) * x.to(tl.float32)[None, :]
-    return products
+        x, squares = x_step(a_ptr, norm_ptr, k, K, squares, NORM)
+        products += w.to(tl.float32) * x[None, :]
+    return products, squares
+
+
+@triton.jit
+def x_step(a_ptr, norm_ptr, k, K, squares, NORM: tl.constexpr):
+    """x at columns ``k`` in float32 (0 past K) and ``squares``; with NORM, x times the norm's weight there and
+    ``squares`` plus x's squares (the folded norm's sum, weight_products)."""
+    x = tl.load(a_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+    if NORM:
+        squares += x * x
+        x = x * tl.load(norm_ptr + k, mask=k < K, other=0.0).to(tl.float32)
+    return x, squares
 
 
 @triton.jit
@@ -84,6 +106,21 @@ def refusal(x: torch.Tensor, weight: torch.Tensor) -> str | None:
     return None
 
 
+def norm_refusal(x: torch.Tensor, norm_weight: torch.Tensor, eps) -> str | None:
+    """None where a kernel that projects rms_norm(x, norm_weight, eps) (weight_products with NORM) takes these
+    norm arguments, else why not: one weight per column of x, x's dtype and device, contiguous; eps >= 0."""
+    if not isinstance(norm_weight, torch.Tensor):
+        return f"norm_weight must be a torch.Tensor, not {type(norm_weight).__name__}"
+    if norm_weight.shape != (x.shape[-1],):
+        return f"norm_weight must have shape ({x.shape[-1]},), one per column of x; got {tuple(norm_weight.shape)}"
+    if norm_weight.dtype != x.dtype or norm_weight.device != x.device or not norm_weight.is_contiguous():
+        return (f"norm_weight is {norm_weight.dtype} on {norm_weight.device}, x {x.dtype} on {x.device}: a contiguous "
+                f"norm_weight of x's dtype and device")
+    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps >= 0):
+        return f"eps must be a number >= 0, got {eps!r}"
+    return None
+
+
 def gemv(x: torch.Tensor, weight: torch.Tensor, pdl: bool = False) -> torch.Tensor:
     """``F.linear(x, weight)`` for one row of x (..., K) in bf16 / fp16 and an (N, K) weight, as the decode
     step calls it; the result is (..., N). ``pdl``: launched as a programmatic dependent launch, the first weight
@@ -104,4 +141,4 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, pdl: bool = False) -> torch.Tens
     return out
 
 
-__all__ = ["early_weight_products", "gemv", "refusal"]
+__all__ = ["early_weight_products", "gemv", "norm_refusal", "refusal", "weight_products", "x_step"]

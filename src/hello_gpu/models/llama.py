@@ -282,6 +282,27 @@ def linear_add_rms_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.T
     return add_rms_norm(residual, F.linear(x, weight), norm_weight, eps)
 
 
+def linear_add(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """``residual + F.linear(x, weight)``: the end of a half layer where the projection after it normalises the
+    new residual itself (``norm_qkv_rope_cache_write``, ``norm_gate_up_swiglu``), so no norm is computed here."""
+    return residual + F.linear(x, weight)
+
+
+def norm_qkv_rope_cache_write(residual: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight: torch.Tensor,
+                              cos: torch.Tensor, sin: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                              positions: torch.Tensor):
+    """:func:`qkv_rope_cache_write` of ``rms_norm(residual, norm_weight, eps)``: what a kernel that normalises its
+    input itself is checked against."""
+    return qkv_rope_cache_write(rms_norm(residual, norm_weight, eps), weight, cos, sin, keys, values, positions)
+
+
+def norm_gate_up_swiglu(residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                        weight: torch.Tensor) -> torch.Tensor:
+    """:func:`gate_up_swiglu` of ``rms_norm(residual, norm_weight, eps)``: what a kernel that normalises its input
+    itself is checked against."""
+    return gate_up_swiglu(rms_norm(residual, norm_weight, eps), weight)
+
+
 def greedy(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
@@ -308,6 +329,12 @@ class ModelOps:
     # One kernel for an output projection (o_proj, down_proj), the residual add and the next RMSNorm (hello-gpu);
     # None: ``linear`` then ``add_rms_norm``
     linear_add_rms_norm: Callable | None = None
+    # The RMSNorm folded into the projection after it (hello-gpu, one token of one row): where a backend gives
+    # these, a half layer ends with ``linear_add`` (no norm) and the next projection's kernel normalises the
+    # residual itself as it reads it. None: the norm is its own step (``add_rms_norm`` or ``linear_add_rms_norm``)
+    norm_qkv_rope_cache_write: Callable | None = None
+    norm_gate_up_swiglu: Callable | None = None
+    linear_add: Callable = linear_add
     sample: Callable = greedy
 
 
@@ -318,6 +345,7 @@ OP_CATEGORIES = {"embed": "other", "rms_norm": "norm", "add_rms_norm": "norm", "
                  "rope": "elementwise", "cache_write": "elementwise", "rope_cache_write": "elementwise",
                  "attention": "attention", "prefill_attention": "attention", "swiglu": "elementwise",
                  "gate_up_swiglu": "GEMM/GEMV", "linear_add_rms_norm": "GEMM/GEMV", "qkv_rope_cache_write": "GEMM/GEMV",
+                 "norm_qkv_rope_cache_write": "GEMM/GEMV", "norm_gate_up_swiglu": "GEMM/GEMV", "linear_add": "GEMM/GEMV",
                  "sample": "sampling"}
 LABEL_PREFIX = "hello_gpu.model/"
 
@@ -358,11 +386,15 @@ class Attention(nn.Module):
     def forward(self, x, keys, values, positions, cos, sin, mask, ops: ModelOps):
         return ops.linear(self.attend(x, keys, values, positions, cos, sin, mask, ops), self.o_proj.weight)
 
-    def attend(self, x, keys, values, positions, cos, sin, mask, ops: ModelOps):
-        """The attention's output before its projection (o_proj): (B, T, q_size)."""
+    def attend(self, x, keys, values, positions, cos, sin, mask, ops: ModelOps, norm: tuple | None = None):
+        """The attention's output before its projection (o_proj): (B, T, q_size). ``norm``: (weight, eps) where x
+        is the residual and ``ops.norm_qkv_rope_cache_write`` normalises it in the same launch."""
         c = self.config
         batch, length, _ = x.shape
-        if ops.qkv_rope_cache_write is not None:     # one launch for the projection, RoPE and the cache write
+        if norm is not None:                          # one launch for the norm, the projection, RoPE and the write
+            q, keys, values = ops.norm_qkv_rope_cache_write(x, *norm, self.qkv_proj.weight, cos, sin, keys, values,
+                                                            positions)
+        elif ops.qkv_rope_cache_write is not None:   # one launch for the projection, RoPE and the cache write
             q, keys, values = ops.qkv_rope_cache_write(x, self.qkv_proj.weight, cos, sin, keys, values, positions)
         else:
             q, k, v = split_heads(ops.linear(x, self.qkv_proj.weight), c.num_kv_heads, c.head_dim)
@@ -387,8 +419,11 @@ class MLP(nn.Module):
     def forward(self, x, ops: ModelOps):
         return ops.linear(self.activate(x, ops), self.down_proj.weight)
 
-    def activate(self, x, ops: ModelOps):
-        """The MLP's activation before its projection (down_proj): (B, T, intermediate_size)."""
+    def activate(self, x, ops: ModelOps, norm: tuple | None = None):
+        """The MLP's activation before its projection (down_proj): (B, T, intermediate_size). ``norm``: (weight,
+        eps) where x is the residual and ``ops.norm_gate_up_swiglu`` normalises it in the same launch."""
+        if norm is not None:                      # one launch for the norm, the projection and SwiGLU
+            return ops.norm_gate_up_swiglu(x, *norm, self.gate_up_proj.weight)
         if ops.gate_up_swiglu is not None:        # one launch for both
             return ops.gate_up_swiglu(x, self.gate_up_proj.weight)
         return ops.swiglu(ops.linear(x, self.gate_up_proj.weight))
@@ -403,9 +438,12 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config, dtype)
 
 
-def _project_add_norm(ops: ModelOps, x, weight, residual, norm_weight, eps):
+def _project_add_norm(ops: ModelOps, x, weight, residual, norm_weight, eps, fold: bool = False):
     """A half layer's end: (new residual, its norm) from the output projection of ``x``, in one kernel where the
-    backend has one (``ops.linear_add_rms_norm``), else ``linear`` then ``add_rms_norm``."""
+    backend has one (``ops.linear_add_rms_norm``), else ``linear`` then ``add_rms_norm``. ``fold``: the next
+    projection normalises the residual itself, so (new residual, None) from ``linear_add``."""
+    if fold:
+        return ops.linear_add(x, weight, residual), None
     if ops.linear_add_rms_norm is not None:
         return ops.linear_add_rms_norm(x, weight, residual, norm_weight, eps)
     return ops.add_rms_norm(residual, ops.linear(x, weight), norm_weight, eps)
@@ -450,16 +488,25 @@ class Llama(nn.Module):
         config = self.config
         cos, sin = cache.cos[positions], cache.sin[positions]
         mask = cache.key_positions[None, :] <= positions[:, None]
+        eps = config.rms_norm_eps
+        # One token of one row, with a backend whose projections normalise their input themselves: a half layer
+        # then ends with the residual add alone, and the next projection's kernel norms the residual as it reads it
+        fold_attention = tokens.numel() == 1 and ops.norm_qkv_rope_cache_write is not None
+        fold_mlp = tokens.numel() == 1 and ops.norm_gate_up_swiglu is not None
         residual = ops.embed(tokens, self.embed_tokens.weight)
-        normed = ops.rms_norm(residual, self.layers[0].input_layernorm.weight, config.rms_norm_eps)
+        normed = None if fold_attention else ops.rms_norm(residual, self.layers[0].input_layernorm.weight, eps)
         for index, layer in enumerate(self.layers):
-            attended = layer.self_attn.attend(normed, cache.keys[index], cache.values[index], positions, cos, sin,
-                                              mask, ops)
+            norm = (layer.input_layernorm.weight, eps) if fold_attention else None
+            attended = layer.self_attn.attend(residual if norm else normed, cache.keys[index], cache.values[index],
+                                              positions, cos, sin, mask, ops, norm)
             residual, normed = _project_add_norm(ops, attended, layer.self_attn.o_proj.weight, residual,
-                                                 layer.post_attention_layernorm.weight, config.rms_norm_eps)
-            following = self.layers[index + 1].input_layernorm if index + 1 < len(self.layers) else self.norm
-            residual, normed = _project_add_norm(ops, layer.mlp.activate(normed, ops), layer.mlp.down_proj.weight,
-                                                 residual, following.weight, config.rms_norm_eps)
+                                                 layer.post_attention_layernorm.weight, eps, fold_mlp)
+            norm = (layer.post_attention_layernorm.weight, eps) if fold_mlp else None
+            activated = layer.mlp.activate(residual if norm else normed, ops, norm)
+            last = index + 1 == len(self.layers)
+            following = self.norm if last else self.layers[index + 1].input_layernorm
+            residual, normed = _project_add_norm(ops, activated, layer.mlp.down_proj.weight, residual,
+                                                 following.weight, eps, fold_attention and not last)
         if last_only:
             normed = normed[:, -1:]
         return ops.linear(normed, self.head_weight)

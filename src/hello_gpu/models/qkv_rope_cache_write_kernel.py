@@ -33,7 +33,7 @@ import triton.language as tl
 
 from ..ops.rung import triton_interpreter_on
 from .dependent_launch import checked, launch_options
-from .linear_pdl_kernel import early_weight_products
+from .linear_pdl_kernel import norm_refusal, weight_products
 
 BLOCK_K = 2048      # t04's step: 4 KiB of each weight row a step in bf16
 WARPS = 4
@@ -41,20 +41,24 @@ DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 @triton.jit
-def qkv_rope_write_kernel(a_ptr, w_ptr, cos_ptr, sin_ptr, positions_ptr, q_out_ptr, keys_ptr, values_ptr,
-                          K, stride_wn, max_seq, cache_head_stride, cache_position_stride,
-                          Q_HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HALF: tl.constexpr,
-                          BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+def qkv_rope_write(a_ptr, norm_ptr, eps, w_ptr, cos_ptr, sin_ptr, positions_ptr, q_out_ptr, keys_ptr, values_ptr,
+                   K, stride_wn, max_seq, cache_head_stride, cache_position_stride,
+                   Q_HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HALF: tl.constexpr,
+                   BLOCK_K: tl.constexpr, PDL: tl.constexpr, NORM: tl.constexpr):
+    """One program's pair of rows; with NORM, of rms_norm(x) (x the residual, the norm's weight at norm_ptr)."""
     program = tl.program_id(0)
     head = program // HALF                       # q's heads, then k's, then v's
     pair = program % HALF
     both = tl.arange(0, 2)                       # dimension pair and pair + HALF of the head
     rows = head * (2 * HALF) + pair + both * HALF
     rows_live = both < 2                         # all True: masks have the tile's shape
-    products = early_weight_products(a_ptr, w_ptr + rows[:, None].to(tl.int64) * stride_wn, rows_live, K, BLOCK_K,
-                                     PDL)
+    products, squares = weight_products(a_ptr, norm_ptr, w_ptr + rows[:, None].to(tl.int64) * stride_wn, rows_live,
+                                        K, BLOCK_K, PDL, NORM)
+    sums = tl.sum(products, axis=1)
+    if NORM:                                     # the norm's one scale, out of the sum (weight_products)
+        sums = sums / tl.sqrt(tl.sum(squares, axis=0) / K + eps)
     # Rounded as F.linear's output is: RoPE and the cache read what the two kernels would have read.
-    out = tl.sum(products, axis=1).to(q_out_ptr.dtype.element_ty, fp_downcast_rounding="rtne").to(tl.float32)
+    out = sums.to(q_out_ptr.dtype.element_ty, fp_downcast_rounding="rtne").to(tl.float32)
     first = tl.sum(tl.where(both == 0, out, 0.0), axis=0)
     second = tl.sum(tl.where(both == 1, out, 0.0), axis=0)
     if head < Q_HEADS + KV_HEADS:                # q and k: rotated by the position's angle
@@ -73,6 +77,26 @@ def qkv_rope_write_kernel(a_ptr, w_ptr, cos_ptr, sin_ptr, positions_ptr, q_out_p
             tl.store(keys_ptr + at, out, mask=inside)
         else:
             tl.store(values_ptr + at, out, mask=inside)
+
+
+@triton.jit
+def qkv_rope_write_kernel(a_ptr, w_ptr, cos_ptr, sin_ptr, positions_ptr, q_out_ptr, keys_ptr, values_ptr,
+                          K, stride_wn, max_seq, cache_head_stride, cache_position_stride,
+                          Q_HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HALF: tl.constexpr,
+                          BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    qkv_rope_write(a_ptr, a_ptr, 0.0, w_ptr, cos_ptr, sin_ptr, positions_ptr, q_out_ptr, keys_ptr, values_ptr, K,
+                   stride_wn, max_seq, cache_head_stride, cache_position_stride, Q_HEADS, KV_HEADS, HALF, BLOCK_K, PDL,
+                   False)
+
+
+@triton.jit
+def norm_qkv_rope_write_kernel(a_ptr, norm_ptr, eps, w_ptr, cos_ptr, sin_ptr, positions_ptr, q_out_ptr, keys_ptr,
+                               values_ptr, K, stride_wn, max_seq, cache_head_stride, cache_position_stride,
+                               Q_HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HALF: tl.constexpr,
+                               BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    qkv_rope_write(a_ptr, norm_ptr, eps, w_ptr, cos_ptr, sin_ptr, positions_ptr, q_out_ptr, keys_ptr, values_ptr, K,
+                   stride_wn, max_seq, cache_head_stride, cache_position_stride, Q_HEADS, KV_HEADS, HALF, BLOCK_K, PDL,
+                   True)
 
 
 def refusal(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, keys: torch.Tensor,
@@ -129,6 +153,26 @@ def qkv_rope_cache_write(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tenso
     problem = refusal(x, weight, cos, sin, keys, values, positions)
     if problem:
         raise ValueError(f"qkv_rope_cache_write: {problem}")
+    return _project_rotate_write(x, None, 0.0, weight, cos, sin, keys, values, positions, pdl)
+
+
+def norm_qkv_rope_cache_write(residual: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight: torch.Tensor,
+                              cos: torch.Tensor, sin: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                              positions: torch.Tensor, pdl: bool = False):
+    """:func:`qkv_rope_cache_write` of ``rms_norm(residual, norm_weight, eps)`` in the same one launch
+    (:func:`hello_gpu.models.llama.norm_qkv_rope_cache_write`): each program sums the squares of the residual
+    as it reads it for its dot products and scales the two sums at the end, so no kernel before it writes the
+    normed activation. The normed values are not rounded to the model's dtype before the projection (eager
+    rounds them once): closer to the float64 result, not bitwise eager's. Refuses what :func:`refusal` and
+    :func:`.linear_pdl_kernel.norm_refusal` name."""
+    problem = refusal(residual, weight, cos, sin, keys, values, positions) or norm_refusal(residual, norm_weight, eps)
+    if problem:
+        raise ValueError(f"norm_qkv_rope_cache_write: {problem}")
+    return _project_rotate_write(residual, norm_weight, float(eps), weight, cos, sin, keys, values, positions, pdl)
+
+
+def _project_rotate_write(x, norm_weight, eps, weight, cos, sin, keys, values, positions, pdl):
+    """Checked arguments: one launch of the kernel (the norm-folded one where ``norm_weight`` is given)."""
     pdl = checked(pdl, x.device)
     kv_heads, dim = keys.shape[1], keys.shape[3]
     q_heads = (weight.shape[0] - 2 * kv_heads * dim) // dim
@@ -139,11 +183,16 @@ def qkv_rope_cache_write(x: torch.Tensor, weight: torch.Tensor, cos: torch.Tenso
             keys.index_fill_(2, positions, 0)
             values.index_fill_(2, positions, 0)
         return q, keys, values
-    qkv_rope_write_kernel[((q_heads + 2 * kv_heads) * (dim // 2),)](
-        x, weight, cos, sin, positions, q, keys, values, x.shape[-1], weight.stride(0), keys.shape[2], keys.stride(1),
-        keys.stride(2), Q_HEADS=q_heads, KV_HEADS=kv_heads, HALF=dim // 2, BLOCK_K=BLOCK_K, PDL=pdl,
-        num_warps=WARPS, num_stages=1, **launch_options(pdl))
+    programs = (q_heads + 2 * kv_heads) * (dim // 2)
+    shapes = (x.shape[-1], weight.stride(0), keys.shape[2], keys.stride(1), keys.stride(2))
+    options = dict(Q_HEADS=q_heads, KV_HEADS=kv_heads, HALF=dim // 2, BLOCK_K=BLOCK_K, PDL=pdl, num_warps=WARPS,
+                   num_stages=1, **launch_options(pdl))
+    if norm_weight is None:
+        qkv_rope_write_kernel[(programs,)](x, weight, cos, sin, positions, q, keys, values, *shapes, **options)
+    else:
+        norm_qkv_rope_write_kernel[(programs,)](x, norm_weight, eps, weight, cos, sin, positions, q, keys, values,
+                                                *shapes, **options)
     return q, keys, values
 
 
-__all__ = ["qkv_rope_cache_write", "refusal"]
+__all__ = ["norm_qkv_rope_cache_write", "qkv_rope_cache_write", "refusal"]

@@ -46,7 +46,10 @@ def _linear(rows: int, inputs: int, outputs: int, size: int) -> OperationWork:
 
 # The backends' fused operations (hello_gpu.models.backends): each takes over the work of the operations it
 # runs in one launch; those that run, as a profile's operations name them, are ``step_work``'s ``fused``.
-FUSED_OPERATIONS = ("rope_cache_write", "gate_up_swiglu", "qkv_rope_cache_write", "linear_add_rms_norm")
+FUSED_OPERATIONS = ("rope_cache_write", "gate_up_swiglu", "qkv_rope_cache_write", "linear_add_rms_norm",
+                    "norm_qkv_rope_cache_write", "norm_gate_up_swiglu", "linear_add")
+# The RMSNorm folded into the projection after it: the model folds only one token of one row (Llama.forward)
+NORM_FOLDS = ("norm_qkv_rope_cache_write", "norm_gate_up_swiglu")
 
 
 def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: int, cache_length: int,
@@ -59,7 +62,10 @@ def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: in
     ``qkv_rope_cache_write`` the qkv projection, RoPE and the cache write; ``linear_add_rms_norm`` o_proj, down_proj
     and the add_rms_norm after each. With one row (a decode step at batch 1: one kernel) the intermediate round
     trips are not counted; with more, the backend runs the pieces inside the fused operation's call, so it is
-    their work summed. Without ``fused``: eager's operations."""
+    their work summed. The norm folds (:data:`NORM_FOLDS`, one token of one row only, as the model runs them):
+    ``norm_qkv_rope_cache_write`` / ``norm_gate_up_swiglu`` also take the norm before their projection (its
+    squares and scale, its weight), and each layer half before them ends with ``linear_add`` (the projection and
+    the add; the delta and the normed values are never written). Without ``fused``: eager's operations."""
     if min(batch, tokens, cache_length) < 1:
         raise ValueError(f"step_work: batch, tokens and cache_length must be at least 1, got {batch}, {tokens}, "
                          f"{cache_length}")
@@ -71,62 +77,75 @@ def step_work(config: LlamaConfig, dtype: torch.dtype, *, batch: int, tokens: in
     c, e = config, torch.tensor([], dtype=dtype).element_size()
     layers, rows, h = c.num_layers, batch * tokens, c.hidden_size
     one_kernel = rows == 1
+    fold_attention = one_kernel and "norm_qkv_rope_cache_write" in fused
+    fold_mlp = one_kernel and "norm_gate_up_swiglu" in fused
     table = 8 if dtype == torch.float64 else 4                  # the rotation tables: float32 (float64 model: float64)
     gate_up = _linear(rows, h, 2 * c.intermediate_size, e)
     qkv, o_proj, down = _linear(rows, h, c.q_size + 2 * c.kv_size, e), _linear(rows, c.q_size, h, e), \
         _linear(rows, c.intermediate_size, h, e)
     rotated = rows * (c.q_size + c.kv_size)
     swiglu = OperationWork(1, 4.0 * rows * c.intermediate_size, 3.0 * rows * c.intermediate_size * e)
+    rope = OperationWork(1, 3.0 * rotated, 2.0 * rotated * e + 2 * tokens * c.head_dim // 2 * table)
+    cache_write = OperationWork(1, 0.0, 4.0 * batch * c.num_kv_heads * tokens * c.head_dim * e)
     # both in one kernel: the rotated k goes to the cache without a round trip through memory
     rope_cache_write = OperationWork(1, 3.0 * rotated, 2.0 * (rotated + rows * c.kv_size) * e
                                      + 2 * tokens * c.head_dim // 2 * table)
+    norm = OperationWork(1, 4.0 * rows * h, (2.0 * rows * h + h) * e)
     add_rms_norm = OperationWork(1, 5.0 * rows * h, (4.0 * rows * h + h) * e)
-    per_layer, works = OperationWork(0, 0.0, 0.0), {}
-    if "gate_up_swiglu" in fused:     # one kernel: the 2I projection outputs are neither written nor read back
-        saved = 2.0 * rows * 2 * c.intermediate_size * e if one_kernel else 0.0
-        works["gate_up_swiglu"] = OperationWork(1, gate_up.flops + swiglu.flops, gate_up.bytes + swiglu.bytes - saved)
-    else:
-        per_layer = per_layer + gate_up
-    if "qkv_rope_cache_write" in fused:     # one kernel: q, k, v are not written and read back before RoPE
-        saved = 2.0 * rows * (c.q_size + 2 * c.kv_size) * e if one_kernel else 0.0
-        works["qkv_rope_cache_write"] = OperationWork(1, qkv.flops + rope_cache_write.flops,
-                                                      qkv.bytes + rope_cache_write.bytes - saved)
-    else:
-        per_layer = per_layer + qkv
-    if "linear_add_rms_norm" in fused:      # one kernel a call: the delta is not written and read back
-        saved = 2.0 * rows * h * e if one_kernel else 0.0
-        works["linear_add_rms_norm"] = OperationWork(
-            2, o_proj.flops + down.flops + 2 * add_rms_norm.flops, o_proj.bytes + down.bytes + 2 * add_rms_norm.bytes
-            - 2 * saved)
-    else:
-        per_layer = per_layer + o_proj + down
-    linear = OperationWork(0, 0.0, 0.0)
-    for _ in range(layers):
-        linear = linear + per_layer
-    linear = linear + _linear(batch if last_only else rows, h, c.vocab_size, e)
+    # A folded norm inside its projection: its FLOPs and its weight; it reads the residual in place of the normed x
+    folded_norm = OperationWork(0, norm.flops, h * e)
     keys_and_values = 2.0 * batch * c.num_kv_heads * cache_length * c.head_dim * e
-    attention_one = OperationWork(
+    attention = OperationWork(
         1, 4.0 * batch * c.num_heads * tokens * cache_length * c.head_dim,
         2.0 * rows * c.q_size * e + keys_and_values + tokens * cache_length)        # q and out, K and V, the bool mask
-    unfused = {
-        "embed": OperationWork(1, 0.0, 2.0 * rows * h * e),
-        "rms_norm": OperationWork(1, 4.0 * rows * h, (2.0 * rows * h + h) * e),
-        "add_rms_norm": _times(2 * layers, add_rms_norm),
-        "linear": linear,
-        "rope": OperationWork(layers, layers * 3.0 * rotated, layers * (2.0 * rotated * e + 2 * tokens * c.head_dim // 2 * table)),
-        "cache_write": OperationWork(layers, 0.0, layers * 4.0 * batch * c.num_kv_heads * tokens * c.head_dim * e),
+    works: dict[str, OperationWork] = {}
+
+    def add(name: str, work: OperationWork, saved: float = 0.0) -> None:
+        """One call (one launch: fused pieces' sums count once) of ``work`` to ``name``'s entry, less the bytes a
+        fused kernel does not move (one row only)."""
+        work = OperationWork(1, work.flops, work.bytes - (saved if one_kernel else 0.0))
+        works[name] = works.get(name, OperationWork(0, 0.0, 0.0)) + work
+
+    def half_layer_end(projection: OperationWork, fold: bool) -> None:
+        """A layer half's output projection and the residual add, with the next norm unless the next projection
+        folds it in."""
+        if fold:          # the delta is not written and read back; the add's FLOPs, the residual read
+            add("linear_add", projection + OperationWork(0, float(rows * h), rows * h * e))
+        elif "linear_add_rms_norm" in fused:      # one kernel a call: the delta is not written and read back
+            add("linear_add_rms_norm", projection + add_rms_norm, saved=2.0 * rows * h * e)
+        else:
+            add("linear", projection)
+            add("add_rms_norm", add_rms_norm)
+
+    add("embed", OperationWork(1, 0.0, 2.0 * rows * h * e))
+    if not fold_attention:
+        add("rms_norm", norm)
+    for index in range(layers):
+        if fold_attention:       # one kernel: q, k, v are not written and read back, nor the normed x
+            add("norm_qkv_rope_cache_write", qkv + rope_cache_write + folded_norm,
+                saved=2.0 * rows * (c.q_size + 2 * c.kv_size) * e)
+        elif "qkv_rope_cache_write" in fused:     # one kernel: q, k, v are not written and read back before RoPE
+            add("qkv_rope_cache_write", qkv + rope_cache_write, saved=2.0 * rows * (c.q_size + 2 * c.kv_size) * e)
+        else:
+            add("linear", qkv)
+            if "rope_cache_write" in fused:
+                add("rope_cache_write", rope_cache_write)
+            else:
+                add("rope", rope)
+                add("cache_write", cache_write)
         # the model's own labels: one query token a row is "attention", a prompt "prefill_attention"
-        "attention" if tokens == 1 else "prefill_attention": _times(layers, attention_one),
-        "swiglu": _times(layers, swiglu),
-    }
-    if "rope_cache_write" in fused and "qkv_rope_cache_write" not in fused:
-        works["rope_cache_write"] = rope_cache_write
-    taken = {"rope_cache_write": ("rope", "cache_write"), "gate_up_swiglu": ("swiglu",),
-             "qkv_rope_cache_write": ("rope", "cache_write", "rope_cache_write"),
-             "linear_add_rms_norm": ("add_rms_norm",)}
-    gone = {name for operation in fused for name in taken[operation]}
-    return {name: _times(layers, work) for name, work in works.items()} | {
-        name: work for name, work in unfused.items() if name not in gone}
+        add("attention" if tokens == 1 else "prefill_attention", attention)
+        half_layer_end(o_proj, fold_mlp)
+        if fold_mlp:             # one kernel: the 2I projection outputs are neither written nor read back
+            add("norm_gate_up_swiglu", gate_up + swiglu + folded_norm, saved=2.0 * rows * 2 * c.intermediate_size * e)
+        elif "gate_up_swiglu" in fused:
+            add("gate_up_swiglu", gate_up + swiglu, saved=2.0 * rows * 2 * c.intermediate_size * e)
+        else:
+            add("linear", gate_up)
+            add("swiglu", swiglu)
+        half_layer_end(down, fold_attention and index + 1 < layers)
+    add("linear", _linear(batch if last_only else rows, h, c.vocab_size, e))
+    return works
 
 
 def _times(count: int, work: OperationWork) -> OperationWork:
