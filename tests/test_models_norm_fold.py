@@ -266,3 +266,28 @@ def test_they_compile_for_sm_90_without_spills(compiled_mode):
         assert found["local"] == 0 and found["evict_first"] > 0 and found["weight_before_wait"], (name, found)
         assert found["waits"] == (1 if name.endswith(" pdl") else 0), (name, found)
         assert (found["square_root"] > 0) == name.startswith("norm_"), (name, found)
+
+
+def test_the_unfolded_backend_keeps_every_decision_but_the_folds():
+    """hello-gpu-unfolded: the folds left out, the kernels they stood in for used again with their own reasons,
+    everything else as decided; its decode step (eager-timed on the CPU) calls no fold, hello-gpu's does."""
+    from hello_gpu.models.backends import make_runner
+    from hello_gpu.models.norm_fold import FOLDS, without_folds
+    registry = {name: REPLACEMENTS[name] for name in ("linear", "rms_norm", "gate_up_swiglu", "norm_gate_up_swiglu",
+                                                      "qkv_rope_cache_write", "norm_qkv_rope_cache_write",
+                                                      "linear_add")}
+    decided = choose_replacements(CONFIGS["tiny"], batch=1, device=DEVICE, dtype=torch.bfloat16,
+                                  timer=always_faster, replacements=registry)
+    by_name = {c.name: c for c in decided}
+    assert by_name["gate_up_swiglu"].superseded_by == "norm_gate_up_swiglu" and not by_name["gate_up_swiglu"].used
+    unfolded = {c.name: c for c in without_folds(decided)}
+    assert not any(unfolded[name].used for name in FOLDS)
+    assert unfolded["gate_up_swiglu"].used and unfolded["qkv_rope_cache_write"].used
+    assert unfolded["gate_up_swiglu"].reason.startswith("faster: 1.50x"), unfolded["gate_up_swiglu"].reason
+    assert unfolded["linear"] == by_name["linear"] and by_name["norm_gate_up_swiglu"].used       # nothing else moved
+    model = build_model(CONFIGS["tiny"], dtype=torch.bfloat16, seed=2, device=DEVICE)
+    runner = make_runner(model, "hello-gpu-unfolded", batch=1, max_seq=8, choices=decided, replacements=registry)
+    assert runner.ops.norm_gate_up_swiglu is None and runner.ops.norm_qkv_rope_cache_write is None
+    assert runner.ops.gate_up_swiglu is not None and any("norm folds left out" in note for note in runner.notes)
+    folded = make_runner(model, "hello-gpu", batch=1, max_seq=8, choices=decided, replacements=registry)
+    assert folded.ops.norm_gate_up_swiglu is not None and folded.ops.gate_up_swiglu is None

@@ -695,7 +695,8 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--new", type=int, default=256, help="new tokens (default 256)")
     run.add_argument("--backend", default="eager", help="comma-separated: eager, compile, compile-reduce-overhead, "
                                                         "hello-gpu, hello-gpu-pdl (ours with programmatic dependent "
-                                                        "launches, sm_90+) (default: eager)")
+                                                        "launches, sm_90+), hello-gpu-unfolded (ours without the "
+                                                        "norm folds) (default: eager)")
     run.add_argument("--force", nargs="+", metavar="OP", help="hello-gpu: swap these kernels in without timing them "
                                                               "(still checked), e.g. rms_norm")
     run.add_argument("--text", help="a text prompt (needs --checkpoint with tokenizer.json and tokenizers)")

@@ -48,7 +48,8 @@ from .llama import (EAGER_OPS, INIT_STD, OP_CATEGORIES, KVCache, Llama, LlamaCon
 
 # hello-gpu-pdl: hello-gpu with its own kernels launched as programmatic dependent launches (.dependent_launch),
 # a backend of its own so that one run compares the two decode steps
-BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu", "hello-gpu-pdl")
+# hello-gpu-unfolded: hello-gpu's kernels without the norm folds (norm_fold.py), to measure the folds in one run
+BACKENDS = ("eager", "compile", "compile-reduce-overhead", "hello-gpu", "hello-gpu-pdl", "hello-gpu-unfolded")
 
 
 # ------------------------------------------------------------------------------------------ replacements
@@ -774,6 +775,7 @@ class Choice:
     reason: str
     speedup: float | None = None                    # eager time / kernel time, when timed
     ci95: tuple[float, float] | None = None
+    superseded_by: str | None = None                # the used kernel that does this one's work, where one does
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -913,6 +915,7 @@ def _leave_out_superseded(choices: list[Choice], replacements: dict[str, Replace
         for other in covered:
             if other.used:
                 other.used, other.reason = False, f"not called: {choice.name} does its work ({other.reason})"
+                other.superseded_by = choice.name
 
 
 # region swap-rule
@@ -1095,6 +1098,10 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
                                           max_seq=max_seq, prompt=prompt)
         else:
             notes.append("kernel choices taken from an earlier backend of this run")
+        if backend == "hello-gpu-unfolded":
+            from .norm_fold import without_folds
+            choices = without_folds(choices)
+            notes.append("the norm folds left out: each layer half ends with its norm, as before them")
         ops = ops_with(choices, replacements=replacements)
         if backend == "hello-gpu-pdl":
             from .dependent_launch import with_dependent_launches

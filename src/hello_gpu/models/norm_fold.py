@@ -31,11 +31,12 @@ outcome: not measured yet (no GPU in the session that wrote it)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import torch
 
-from .backends import (ROUNDED_ONCE_TOLERANCE, Replacement, RunShape, _gate_up_cases, _gate_up_model_step,
+from .backends import (ROUNDED_ONCE_TOLERANCE, Choice, Replacement, RunShape, _gate_up_cases, _gate_up_model_step,
                        _gate_up_swiglu_float64, _half_layer_ends, _linear_cases, _linear_float64,
                        _linear_model_step, _linear_then_rope_cache_write, _linear_then_swiglu, _qkv_cases,
                        _qkv_model_step, _qkv_rope_cache_write_rounded, _qkv_tolerance, register_replacement,
@@ -223,3 +224,25 @@ register_replacement(Replacement(
     load=_hello_gpu_linear_add, cases=_linear_add_cases, model_cases=_linear_add_model_cases,
     model_step=_linear_add_model_step, reference=_linear_add_float64, tolerance_of=residual_add_tolerance,
     baseline=_linear_then_add, composes=("linear",), needs_any=("norm_qkv_rope_cache_write", "norm_gate_up_swiglu")))
+
+
+# ---------------------------------------------------------------------------------------------- without them
+
+FOLDS = ("norm_qkv_rope_cache_write", "norm_gate_up_swiglu", "linear_add")
+
+
+def without_folds(choices: list[Choice]) -> list[Choice]:
+    """The hello-gpu-unfolded backend's choices: ``choices`` with the folds left out and the kernels they stood in
+    for (the unfolded qkv and gate/up kernels) used again, each with the reason it was decided for. The same
+    decisions otherwise, so a run's hello-gpu / hello-gpu-unfolded ratio is the folds' alone."""
+    unfolded = []
+    for choice in choices:
+        if choice.name in FOLDS and choice.used:
+            choice = replace(choice, used=False, reason=f"left out: this backend runs without the norm folds "
+                                                        f"({choice.reason})")
+        elif choice.superseded_by in FOLDS:
+            prefix = f"not called: {choice.superseded_by} does its work ("
+            reason = choice.reason[len(prefix):-1] if choice.reason.startswith(prefix) else choice.reason
+            choice = replace(choice, used=True, reason=reason, superseded_by=None)
+        unfolded.append(choice)
+    return unfolded

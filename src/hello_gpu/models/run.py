@@ -242,6 +242,7 @@ def _ratios(runs: list[BackendRun], times: str, count: str, median: str) -> list
     pairs = [(name, "eager") for name in by_name if name != "eager"]
     pairs += [(ours, name) for ours in ("hello-gpu", "hello-gpu-pdl") for name in by_name if name.startswith("compile")]
     pairs += [("hello-gpu-pdl", "hello-gpu")]          # the dependent launches alone
+    pairs += [("hello-gpu", "hello-gpu-unfolded")]     # the norm folds alone
     found = []
     for candidate, baseline in pairs:
         if candidate in by_name and baseline in by_name:
@@ -403,7 +404,8 @@ def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: i
         if model.device.type == "cuda":
             torch.cuda.empty_cache()            # the reference runner's cache, before the backends' peaks
     # hello-gpu and hello-gpu-pdl swap in the same kernels (PDL changes how they launch, not which): the first
-    # one's decisions serve the second, so their ratio compares launches. Decided twice, a kernel within a few
+    # one's decisions serve the second, so their ratio compares launches (hello-gpu-unfolded: the same, less the
+    # norm folds; it takes the others' decisions, and gives its own to none). Decided twice, a kernel within a few
     # percent of eager could go in for one and not the other (session 19's 8B run: linear at 1.02x eager,
     # "faster" for hello-gpu, "within noise" for hello-gpu-pdl).
     decided = None
@@ -416,8 +418,8 @@ def run_model(model: Llama, backends: list[str], *, batch: int, prompt_length: i
                               on_step=lambda index, task=task: bar.update(task, completed=index + 1),
                               reference=reference if backend != "eager" else None,
                               choices=decided if ours else None)
-            if ours and decided is None:
-                decided = [Choice(**choice) for choice in run.choices]
+            if ours and decided is None and backend != "hello-gpu-unfolded":    # its choices are hello-gpu's, less
+                decided = [Choice(**choice) for choice in run.choices]          # the folds: not for the others
             run.agreement = agreement(run.tokens, result.runs[0].tokens) if result.runs else "(reference)"
             result.runs.append(run)
             if on_run is not None:
