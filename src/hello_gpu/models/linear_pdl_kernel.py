@@ -71,6 +71,7 @@ def weight_products(a_ptr, norm_ptr, w_rows, live, K, BLOCK_K: tl.constexpr, PDL
     return products, squares
 
 
+# region fold-norm
 @triton.jit
 def x_step(a_ptr, norm_ptr, k, K, squares, NORM: tl.constexpr):
     """x at columns ``k`` in float32 (0 past K) and ``squares``; with NORM, x times the norm's weight there and
@@ -80,6 +81,7 @@ def x_step(a_ptr, norm_ptr, k, K, squares, NORM: tl.constexpr):
         squares += x * x
         x = x * tl.load(norm_ptr + k, mask=k < K, other=0.0).to(tl.float32)
     return x, squares
+# endregion fold-norm
 
 
 @triton.jit

@@ -14,8 +14,8 @@ no program waits for another, unlike linear_add_rms_norm's last-program norm (0.
 - ``norm_qkv_rope_cache_write`` and ``norm_gate_up_swiglu``: the two fused projection kernels with the norm
   folded in (their ``NORM`` variants).
 
-6 launches a layer instead of 8, and the first layer's norm of the embedding goes too: 65 fewer a step at the 8B
-(of 262), 33 at the 1B (of 134). The model folds where the backend gives the ``norm_*`` kernels and a step is one
+6 launches a layer instead of 8, and the first layer's norm of the embedding goes too: 64 fewer a step at the 8B
+(of 262), 32 at the 1B (of 134). The model folds where the backend gives the ``norm_*`` kernels and a step is one
 token of one row (:meth:`hello_gpu.models.llama.Llama.forward`); the last layer still ends with the norm the head
 reads.
 
