@@ -14,13 +14,17 @@ average step, 640 positions, as the bound counts it):
 1. ``one read``: all of the step's bytes in one streaming kernel: the bound's premise, measured as reads (the copy
    ceiling counts a read and a write);
 2. ``the step's reads``: one read kernel per weight matrix, in the step's order, and one per layer for its K and V;
-3. ``the step's launches``: (2) with an empty kernel for each of the step's other launches.
+3. ``the step's launches``: (2) with an empty kernel for each of the step's other launches;
+4. ``the folded step's launches``: the same where the norms are folded into the projections after them
+   (hello_gpu.models.norm_fold): the merge alone a layer, and the last layer's norm once a step.
 
 The read kernel is t04's loop without x: [2, 2048] bf16 tiles straight to registers, evict-first, each program
 summing its rows into one float that it stores (so no load can be dropped). Then, in the same process, the hello-gpu
 backend's own decode steps (``run_model``, as ``hello-gpu model run`` times them: 255 steps of its captured graph,
 the median step with its bootstrap interval), so the step and its floors are one run's figures: ``of_floor`` is the
-structure floor's median step over hello-gpu's (the interval from the two medians' intervals, not paired).
+floor of the structure it ran (folded where it used both norm folds, else the unfolded one; ``structure`` says
+"folded", "partly folded" or "unfolded"), its
+median step over hello-gpu's (the interval from the two medians' intervals, not paired).
 
     python benchmarks/decode_floor.py > records/nvidia-h200/decode-floor.json
 """
@@ -39,6 +43,8 @@ import torch
 # session 24: merge_kernel 16, add_rms_norm_kernel 32; two index kernels, two elementwise, rms_norm_kernel 1)
 EMPTY_A_LAYER = 3
 EMPTY_A_STEP = 5
+# folded (norm_fold): the merge a layer; the embedding, the two gathers, the mask and the last layer's norm a step
+FOLDED_EMPTY_A_LAYER = 1
 ROW = 2048                  # the read kernel's row: t04's BLOCK_K
 SECONDS = 3.0
 
@@ -65,8 +71,8 @@ def step_reads(config, *, batch: int = 1, context: int) -> list[Read]:
     return reads
 
 
-def empty_launches(config) -> int:
-    return EMPTY_A_LAYER * config.num_layers + EMPTY_A_STEP
+def empty_launches(config, folded: bool = False) -> int:
+    return (FOLDED_EMPTY_A_LAYER if folded else EMPTY_A_LAYER) * config.num_layers + EMPTY_A_STEP
 
 
 def _kernels():
@@ -107,6 +113,7 @@ class Floors:
         self.sum_views = [self.sums[start:end] for start, end in zip(offsets, offsets[1:])]
         self.flag = torch.zeros(1, device="cuda", dtype=torch.float32)
         self.empty_count = empty_launches(config)
+        self.folded_empty_count = empty_launches(config, folded=True)
         self.layers = config.num_layers
 
     @property
@@ -121,16 +128,17 @@ class Floors:
     def one_read(self):
         self._read(self.buffer, self.sums)
 
-    def in_step_order(self, with_empty: bool = False):
-        empties_left = self.empty_count
+    def in_step_order(self, with_empty: bool = False, folded: bool = False):
+        empties_left = self.folded_empty_count if folded else self.empty_count
         if with_empty:
             for _ in range(EMPTY_A_STEP):
                 self.empty[(1,)](self.flag)
                 empties_left -= 1
+        # after a layer's K and V (the merge), after o_proj and after down (the two norms; folded: none)
+        after = (1,) if folded else (1, 2, 4)
         for index, (view, sums) in enumerate(zip(self.views, self.sum_views)):
             self._read(view, sums)
-            # after a layer's K and V (the merge), after o_proj and after down (the two norms)
-            if with_empty and index < 5 * self.layers and index % 5 in (1, 2, 4):
+            if with_empty and index < 5 * self.layers and index % 5 in after:
                 self.empty[(1,)](self.flag)
                 empties_left -= 1
         assert not with_empty or empties_left == 0, empties_left
@@ -153,6 +161,7 @@ def floor(config_name: str) -> dict:
     bound = decode_bound(config, torch.bfloat16, batch=1, prompt=prompt, new=new)
     floors = Floors(config, context=prompt + new // 2)
     bytes_read, read_launches, empty_count = floors.bytes, len(floors.reads), floors.empty_count
+    folded_empty_count = floors.folded_empty_count
     # the copy ceiling in this run: a 2 GiB copy, read and write counted as hello-gpu ceilings counts them
     source = torch.ones(2**30, device="cuda", dtype=torch.bfloat16)
     target = torch.empty_like(source)
@@ -163,7 +172,8 @@ def floor(config_name: str) -> dict:
     results = {"copy": {"bytes_per_s": copy_bytes_per_s, "median_s": copy.summary.median,
                         "ci95_s": list(copy.summary.ci95)}}
     for name, call in (("one read", floors.one_read), ("the step's reads", floors.in_step_order),
-                       ("the step's launches", lambda: floors.in_step_order(with_empty=True))):
+                       ("the step's launches", lambda: floors.in_step_order(with_empty=True)),
+                       ("the folded step's launches", lambda: floors.in_step_order(with_empty=True, folded=True))):
         floors.sums.fill_(-1.0)
         graph, _ = captured_call(lambda: call(), torch.device("cuda"), warmups=1)
         graph.replay()
@@ -179,13 +189,15 @@ def floor(config_name: str) -> dict:
     torch.cuda.empty_cache()
     return {"config": config_name, "prompt": prompt, "new": new, "bytes_read": bytes_read,
             "bound_bytes_per_step": bound.bytes_per_step, "bound_tokens_per_s": bound_tokens_per_s,
-            "read_launches": read_launches, "empty_launches": empty_count, "floors": results,
-            "hello_gpu": hello_gpu_step(config_name, prompt, new, results["the step's launches"], bound_tokens_per_s)}
+            "read_launches": read_launches, "empty_launches": empty_count,
+            "folded_empty_launches": folded_empty_count, "floors": results,
+            "hello_gpu": hello_gpu_step(config_name, prompt, new, results, bound_tokens_per_s)}
 
 
-def hello_gpu_step(config_name: str, prompt: int, new: int, floor: dict, bound_tokens_per_s: float) -> dict:
+def hello_gpu_step(config_name: str, prompt: int, new: int, floors: dict, bound_tokens_per_s: float) -> dict:
     """The hello-gpu backend's decode steps on the model with random weights, timed as ``hello-gpu model run``
-    times them, against the floor of its structure measured just before."""
+    times them, against the floor of its structure measured just before (folded where it used the norm folds)."""
+    from hello_gpu.models.work import NORM_FOLDS
     from hello_gpu.bench import summarize
     from hello_gpu.models import build_model
     from hello_gpu.models.run import run_model
@@ -194,6 +206,9 @@ def hello_gpu_step(config_name: str, prompt: int, new: int, floor: dict, bound_t
     (run,) = run_model(model, ["hello-gpu"], batch=1, prompt_length=prompt, new=new, check_logits=False).runs
     step = summarize(run.step_seconds)
     low, high = step.ci95
+    folds = set(NORM_FOLDS) & set(run.used)
+    structure = "folded" if folds == set(NORM_FOLDS) else "partly folded" if folds else "unfolded"
+    floor = floors["the folded step's launches" if structure == "folded" else "the step's launches"]
     floor_low, floor_high = floor["ci95_s"]
     del model
     torch.cuda.empty_cache()
@@ -202,7 +217,7 @@ def hello_gpu_step(config_name: str, prompt: int, new: int, floor: dict, bound_t
     return {"steps": len(run.step_seconds), "median_step_s": step.median, "ci95_s": [low, high],
             "tokens_per_s": 1 / step.median, "of_bound": (1 / step.median) / bound_tokens_per_s,
             "of_floor": floor["median_s"] / step.median, "of_floor_ci95": [floor_low / high, floor_high / low],
-            "used": run.used}
+            "structure": structure, "used": run.used}
 
 
 def main() -> None:

@@ -27,6 +27,8 @@ def test_the_steps_reads_are_the_bounds_bytes(floor, name):
     assert 2 * sum(read.elements for read in reads) == bound.bytes_per_step - 2 * (gains + config.hidden_size)
     assert len(reads) == 5 * config.num_layers + 1 and reads[-1].label == "head"
     assert floor.empty_launches(config) == 3 * config.num_layers + 5
+    # folded: the merge a layer; the embedding, two gathers, the mask and the last layer's norm a step
+    assert floor.empty_launches(config, folded=True) == config.num_layers + 5
 
 
 def test_the_read_kernel_sums_every_row(floor):

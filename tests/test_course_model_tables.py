@@ -269,20 +269,35 @@ def test_the_decode_floor_table_shows_each_floor_against_the_bound_of_its_own_ru
             floor = entry["floors"][key]
             assert cell.startswith(f"{floor['tokens_per_s']:,.1f} tokens/s, {floor['of_bound']:.3f} of the bound")
             assert floor["of_bound"] == pytest.approx(floor["tokens_per_s"] / entry["bound_tokens_per_s"])
+        if "folded_empty_launches" not in entry:                # a record from before the norm folds
+            assert row[5] == "not in this record"
         step = entry["hello_gpu"]                               # the hello-gpu step, timed in the same run
         low, high = step["of_floor_ci95"]
-        assert row[5] == (f"{step['tokens_per_s']:,.1f} tokens/s, {step['of_bound']:.3f} of the bound, "
-                          f"{step['of_floor']:.3f} of the floor to its left [{low:.3f}, {high:.3f}]")
+        against = "folded" if step.get("structure") == "folded" else "unfolded"
+        assert row[6].startswith(f"{step['tokens_per_s']:,.1f} tokens/s, {step['of_bound']:.3f} of the bound, "
+                                 f"{step['of_floor']:.3f} of the {against} floor [{low:.3f}, {high:.3f}]")
     assert data["device"] in table and record in table
-    timed = {**data, "floors": [{**data["floors"][0], "hello_gpu": {
-        "tokens_per_s": 900.0, "of_bound": 0.75, "of_floor": 0.88, "of_floor_ci95": [0.87, 0.89]}}]}
+    first = data["floors"][0]
+    folded_floor = {**first["floors"]["the step's launches"], "tokens_per_s": 1100.0, "of_bound": 0.9,
+                    "tokens_per_s_ci95": [1099.0, 1101.0]}
+    timed = {**data, "floors": [{**first, "folded_empty_launches": 21,
+                                 "floors": {**first["floors"], "the folded step's launches": folded_floor},
+                                 "hello_gpu": {"tokens_per_s": 900.0, "of_bound": 0.75, "of_floor": 0.88,
+                                               "of_floor_ci95": [0.87, 0.89], "structure": "folded"}}]}
     (tmp_path / "decode-floor.json").write_text(json.dumps(timed), encoding="utf-8")
     row = cells(render_decode_floor(["decode-floor.json"], tmp_path, "page.md:4"), "1b")
-    assert row[5] == "900.0 tokens/s, 0.750 of the bound, 0.880 of the floor to its left [0.870, 0.890]"
+    assert row[5] == f"1,100.0 tokens/s, 0.900 of the bound [1,099.0, 1,101.0]; {first['read_launches'] + 21} launches"
+    assert row[6] == "900.0 tokens/s, 0.750 of the bound, 0.880 of the folded floor [0.870, 0.890]"
+    partly = {**timed, "floors": [{**timed["floors"][0], "hello_gpu": {**timed["floors"][0]["hello_gpu"],
+                                                                        "structure": "partly folded"}}]}
+    (tmp_path / "decode-floor.json").write_text(json.dumps(partly), encoding="utf-8")
+    row = cells(render_decode_floor(["decode-floor.json"], tmp_path, "page.md:4"), "1b")
+    assert row[6] == ("900.0 tokens/s, 0.750 of the bound, 0.880 of the unfolded floor [0.870, 0.890] "
+                      "(its step: partly folded)")
     untimed = {**data, "floors": [{key: value for key, value in data["floors"][0].items() if key != "hello_gpu"}]}
     (tmp_path / "decode-floor.json").write_text(json.dumps(untimed), encoding="utf-8")      # a record before session 25
     row = cells(render_decode_floor(["decode-floor.json"], tmp_path, "page.md:4"), "1b")
-    assert row[5] == "not timed in this run"
+    assert row[6] == "not timed in this run"
     with pytest.raises(RecordError, match="does not exist"):
         render_decode_floor(["records/nvidia-h200/decode-floor.json"], tmp_path, "page.md:2")
     with pytest.raises(RecordError, match="unknown option"):

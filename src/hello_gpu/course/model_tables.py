@@ -534,7 +534,8 @@ def render_decode_floor(arguments: list[str], root: Path, where: str) -> str:
     data = _load(path, name, where)
     floors = _field(data, "floors", name, where)
     lines = ["| model | bound (copy, this run) | one read | the step's reads | with the step's other launches, empty | "
-             "the hello-gpu step, this run |", "|---|---:|---:|---:|---:|---:|"]
+             "the same, norms folded into the projections | the hello-gpu step, this run |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     try:
         lines += [_floor_row(entry) for entry in floors]
         prompt, new = floors[0]["prompt"], floors[0]["new"]
@@ -549,8 +550,13 @@ def render_decode_floor(arguments: list[str], root: Path, where: str) -> str:
 def _floor_row(entry: dict) -> str:
     """One model's row: its bound, its three floors, and the hello-gpu step where the record timed it."""
     cells = [f"{entry['config']}", f"{entry['bound_tokens_per_s']:,.1f} tokens/s"]
+    folded = entry.get("folded_empty_launches")     # records before the norm folds (session 26) have none
     for key, launches in (("one read", 1), ("the step's reads", entry["read_launches"]),
-                          ("the step's launches", entry["read_launches"] + entry["empty_launches"])):
+                          ("the step's launches", entry["read_launches"] + entry["empty_launches"]),
+                          ("the folded step's launches", None if folded is None else entry["read_launches"] + folded)):
+        if launches is None:
+            cells.append("not in this record")
+            continue
         floor = entry["floors"][key]
         low, high = floor["tokens_per_s_ci95"]
         cells.append(f"{floor['tokens_per_s']:,.1f} tokens/s, {floor['of_bound']:.3f} of the bound "
@@ -560,8 +566,11 @@ def _floor_row(entry: dict) -> str:
         cells.append("not timed in this run")
     else:
         low, high = step["of_floor_ci95"]
+        structure = step.get("structure", "unfolded")
+        against = "folded" if structure == "folded" else "unfolded"
         cells.append(f"{step['tokens_per_s']:,.1f} tokens/s, {step['of_bound']:.3f} of the bound, "
-                     f"{step['of_floor']:.3f} of the floor to its left [{low:.3f}, {high:.3f}]")
+                     f"{step['of_floor']:.3f} of the {against} floor [{low:.3f}, {high:.3f}]"
+                     + (f" (its step: {structure})" if structure != against else ""))
     return "| " + " | ".join(cells) + " |"
 
 
