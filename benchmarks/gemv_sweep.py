@@ -57,6 +57,15 @@ tiles with one split read at 0.95-0.98 of the floor and 1.02-1.10x F.linear at a
    1.12-1.29x F.linear. The read floor's own kernel loads with the default policy, so it is no floor under the
    cold protocol's dirty L2 (linear t04_evict_first_gemv's header; a cold-clean control has not run).
 
+5. ``--rows 16 --loads`` (session 26): does the one-row finding carry to 16 rows? The 16-row sweep above pipelined
+   every tl.dot tile through cp.async (3 or 5 stages) with the default policy: its best read 0.94-0.97 of the floor,
+   1.01-1.04x F.linear (records/nvidia-h100-80gb-hbm3/gemv-sweep.m16.json), where one row's one-stage evict-first
+   tiles read 1.06-1.18 of the same floor. So: each tl.dot tile with 1 and 3 stages, with and without evict_first,
+   and split-K (2, 4) where the row blocks are fewer than twice the SMs (4096 rows in 64-row blocks: 64 programs for
+   132 SMs). Prediction: the one-stage evict-first tiles gain what they gained at one row, ~+10%: ~1.1x F.linear
+   and ~1.05 of the floor at 16x14336x4096; at 16x4096x14336 only with split-K, the partial sums added by float32
+   atomics into an output zeroed first (timed with it). Issue 21's M = 16 target is 1.0x F.linear and 0.85 of copy.
+
 Prints one JSON object: the read floor and F.linear per shape, then every configuration's cold median,
 GB/s on the weight bytes, fraction of the read floor and paired speedup over F.linear (> 1: faster),
 with the 95% interval. Each configuration's output is checked against a float64 reference first.
@@ -64,6 +73,7 @@ with the 95% interval. Each configuration's output is checked against a float64 
     python benchmarks/gemv_sweep.py > records/<device>/gemv-sweep.json
     python benchmarks/gemv_sweep.py --rows 16 > records/<device>/gemv-sweep.m16.json
     python benchmarks/gemv_sweep.py --loads > records/<device>/gemv-sweep.loads.json
+    python benchmarks/gemv_sweep.py --rows 16 --loads > records/<device>/gemv-sweep.m16.loads.json
 """
 
 from __future__ import annotations
@@ -93,7 +103,10 @@ DOT_ROWS = 16
 LOAD_TILES = ((1, 2048), (2, 2048), (4, 1024), (8, 512), (16, 512))
 LOAD_STAGES = (1, 3)
 EVICTIONS = ("", "evict_first")
+# --rows 16 --loads: the tl.dot tiles at LOAD_STAGES with each policy, split-K where row blocks are few
+DOT_SPLITS = (1, 2, 4)
 READ_TILE = 8192         # elements of the read floor's tile: 16 KiB of bfloat16
+SM_COUNT = 132           # the H100's and H200's SMs: split-K is swept only below two row blocks an SM
 SECONDS = 0.3            # per measurement and per comparison: ~100 configurations in ~2 minutes
 
 
@@ -125,33 +138,44 @@ def tiled_gemv_kernel(x_ptr, w_ptr, out_ptr, N, K, stride_w, k_per_split,
 
 
 @triton.jit
-def dot_gemv_kernel(x_ptr, w_ptr, out_ptr, M, N, K, stride_x, stride_w, stride_out,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr):
+def dot_gemv_kernel(x_ptr, w_ptr, out_ptr, M, N, K, stride_x, stride_w, stride_out, k_per_split,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
+                    EVICT: tl.constexpr = "", SPLIT: tl.constexpr = 1):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     x_rows = tl.arange(0, BLOCK_M)
+    first_k = tl.program_id(1) * k_per_split
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k0 in tl.range(0, K, BLOCK_K, num_stages=STAGES):
+    for k0 in tl.range(first_k, first_k + k_per_split, BLOCK_K, num_stages=STAGES):
         columns = k0 + tl.arange(0, BLOCK_K)
         inside = columns < K
         x = tl.load(x_ptr + x_rows[:, None] * stride_x + columns[None, :],
                     mask=(x_rows[:, None] < M) & inside[None, :], other=0.0)
         w = tl.load(w_ptr + rows[:, None].to(tl.int64) * stride_w + columns[None, :],
-                    mask=(rows[:, None] < N) & inside[None, :], other=0.0)
+                    mask=(rows[:, None] < N) & inside[None, :], other=0.0, eviction_policy=EVICT)
         acc = tl.dot(x, tl.trans(w), acc)
-    tl.store(out_ptr + x_rows[:, None] * stride_out + rows[None, :], acc,
-             mask=(x_rows[:, None] < M) & (rows[None, :] < N))
+    where = out_ptr + x_rows[:, None] * stride_out + rows[None, :]
+    live = (x_rows[:, None] < M) & (rows[None, :] < N)
+    if SPLIT == 1:
+        tl.store(where, acc, mask=live)
+    else:
+        tl.atomic_add(where, acc, mask=live)
 
 
-def dot_launch(x, weight, out, block_n: int, block_k: int, stages: int):
-    """A callable running the tl.dot GEMV of ``x`` (M <= 16, K) by ``weight`` (N, K) into float32 ``out`` (M, N)."""
+def dot_launch(x, weight, out, block_n: int, block_k: int, stages: int, evict: str = "", split: int = 1):
+    """A callable running the tl.dot GEMV of ``x`` (M <= 16, K) by ``weight`` (N, K) into float32 ``out`` (M, N);
+    with ``split`` > 1, that many programs share a row block's K and add into ``out``, zeroed first (timed)."""
     (m, k), n = x.shape, weight.shape[0]
     if m > DOT_ROWS:
         raise ValueError(f"the dot GEMV holds {DOT_ROWS} rows of x a program, got {m}")
+    k_per_split = triton.cdiv(triton.cdiv(k, split), block_k) * block_k   # a whole number of tiles a split
+    grid = (triton.cdiv(n, block_n), triton.cdiv(k, k_per_split))
 
     def launch():
-        dot_gemv_kernel[(triton.cdiv(n, block_n),)](x, weight, out, m, n, k, x.stride(0), weight.stride(0),
-                                                    out.stride(0), BLOCK_M=DOT_ROWS, BLOCK_N=block_n,
-                                                    BLOCK_K=block_k, STAGES=stages, num_warps=4)
+        if grid[1] > 1:
+            out.zero_()
+        dot_gemv_kernel[grid](x, weight, out, m, n, k, x.stride(0), weight.stride(0), out.stride(0), k_per_split,
+                              BLOCK_M=DOT_ROWS, BLOCK_N=block_n, BLOCK_K=block_k, STAGES=stages, EVICT=evict,
+                              SPLIT=grid[1], num_warps=4)
     return launch
 
 
@@ -202,6 +226,19 @@ def configurations(rows: int, x, weight, out, loads: bool = False):
     tl.dot tiles and stages at 16; with ``loads``, one row's tiles at one split with each number of stages and
     each eviction policy."""
     n, k = weight.shape
+    if loads and rows > 1:
+        for block_n, block_k in DOT_TILES:
+            blocks = triton.cdiv(n, block_n)
+            for split in DOT_SPLITS:
+                # split-K only where the row blocks are fewer than twice the SMs, each split a few tiles of K
+                if split > 1 and (blocks >= 2 * SM_COUNT or k // split < 4 * block_k):
+                    continue
+                for stages in LOAD_STAGES:
+                    for evict in EVICTIONS:
+                        yield ({"block_n": block_n, "block_k": block_k, "split": split, "stages": stages,
+                                "evict": evict or "default", "warps": 4, "programs": blocks * split},
+                               dot_launch(x, weight, out, block_n, block_k, stages, evict, split))
+        return
     if loads:
         for block_n, block_k in LOAD_TILES:
             for stages in LOAD_STAGES:
@@ -291,9 +328,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, choices=(1, DOT_ROWS), default=1,
                         help="rows of x: 1 (tiles and split-K, FMAs) or 16 (tl.dot tiles and stages)")
     parser.add_argument("--loads", action="store_true",
-                        help="one row: stages and eviction policies at one split, and Inductor's own kernel")
+                        help="stages and eviction policies (one row: at one split; 16 rows: the tl.dot tiles, with "
+                             "split-K where row blocks are few), and Inductor's own kernel")
     args = parser.parse_args()
-    rows, loads = (1, True) if args.loads else (args.rows, False)
+    rows, loads = args.rows, args.loads
     results = [sweep_shape(n, k, seed=70 + index, rows=rows, loads=loads) for index, (n, k) in enumerate(SHAPES)]
     stages = list(LOAD_STAGES) if loads else STAGES if rows == 1 else list(DOT_STAGES)
     print(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows, "loads": loads, "stages": stages,

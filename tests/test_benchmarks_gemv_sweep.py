@@ -84,3 +84,21 @@ def test_every_load_configuration_computes_the_gemv(sweep):
     for fields, launch in configurations:
         sweep.check(launch, out, x, weight)
         assert fields["evict"] in ("default", "evict_first") and fields["stages"] in sweep.LOAD_STAGES
+
+
+def test_every_16_row_load_configuration_computes_the_gemv(sweep):
+    """--rows 16 --loads: each tl.dot tile with 1 and 3 stages, each policy, and split-K (2, 4) where the row blocks
+    are few (here all are: 37 rows): a split's share rounds up to whole tiles, so the last split runs past K and
+    must be masked, and the atomics add into the zeroed output."""
+    generator = torch.Generator().manual_seed(21)
+    weight = (torch.randn(37, 2200, generator=generator) * 0.02).half()
+    x = torch.randn(16, 2200, generator=generator).half()
+    out = torch.empty(16, 37, dtype=torch.float32)
+    configurations = list(sweep.configurations(16, x, weight, out, loads=True))
+    splits = {fields["split"] for fields, _ in configurations}
+    assert splits == {1, 2, 4}, splits
+    assert {fields["stages"] for fields, _ in configurations} == set(sweep.LOAD_STAGES)
+    for fields, launch in configurations:
+        if fields["block_k"] > 256:          # the interpreter is slow: every split and policy on the small tiles
+            continue
+        sweep.check(launch, out, x, weight)
