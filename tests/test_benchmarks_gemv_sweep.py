@@ -102,3 +102,13 @@ def test_every_16_row_load_configuration_computes_the_gemv(sweep):
         if fields["block_k"] > 256:          # the interpreter is slow: every split and policy on the small tiles
             continue
         sweep.check(launch, out, x, weight)
+
+
+def test_the_evict_first_read_floor_sums_every_row(sweep):
+    """linear t04's loop without x: 37 rows (a partial pair) and a K that cuts the last 2048-wide tile."""
+    weight, _ = _operands(37, 4100, seed=22)
+    sums = torch.full((37,), -1.0)
+    sweep.evict_read_launch(weight, sums)()
+    torch.testing.assert_close(sums.double(), weight.double().sum(dim=1), rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="one sum a row"):
+        sweep.evict_read_launch(weight, torch.empty(36))
