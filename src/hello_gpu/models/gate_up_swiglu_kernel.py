@@ -7,6 +7,8 @@ j + 1 (gate) and I + j, I + j + 1 (up), the same bytes the GEMV reads, keeps bot
 writes silu(gate) * up rounded once. The tiles are t04's ([2, 2048] of each half, loaded straight to registers,
 evict-first), with twice the warps for the twice as many rows. As in :mod:`.linear_pdl_kernel`, the first weight
 tiles are loaded before the dependent-launch wait where ``pdl`` asks for it.
+``norm_gate_up_swiglu`` is the same kernel with the RMSNorm before it folded in (:mod:`.norm_fold`): the residual
+read in place of the normed x, its squares summed on the way, both dot products scaled at the end.
 
 prediction: one launch fewer a layer. On the H200, the 1B's step (1.047 ms, records/nvidia-h200/models/
   run.1b.b1.p512.n256, hello-gpu) runs ~10 kernels a layer for ~29 us above its read floor, ~3 us a kernel:

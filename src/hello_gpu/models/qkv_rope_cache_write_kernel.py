@@ -10,6 +10,8 @@ job itself: program p computes rows h*D + i and h*D + i + D/2 (h = p // (D/2), i
 wait), rounds both to the model's dtype as F.linear does, then rotates them by the position's angle (q and k
 heads, float32 math rounded once, as the two kernels do) and stores them: q's into a new contiguous q, k's and
 v's (unrotated) into the caches at the position read on the device (a position outside the cache writes nothing).
+``norm_qkv_rope_cache_write`` is the same kernel with the RMSNorm before it folded in (:mod:`.norm_fold`): the
+residual read in place of the normed x, its squares summed on the way, the two sums scaled before the rounding.
 
 prediction: one launch fewer a layer. rope_cache_write ran at ~2-3 us a call with its launch gap in the H100's
   profiles; the rotation adds a few instructions to each program's tail and nothing to its bytes (the weight's
