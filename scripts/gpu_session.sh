@@ -6,7 +6,7 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION ('+' for a space: gpu-tests-k:F.py:not+slow) kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
-#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep gemv-sweep:16 gemv-sweep:loads gemv-sweep:16-loads copy-floor decode-merge decode-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
+#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep gemv-sweep:16 gemv-sweep:loads gemv-sweep:16-loads copy-floor decode-merge decode-floor decode-attention-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
 #           ladder-add:OP:DTYPE:SHAPE,SHAPE...[:ROUTE] (the same, merged into the committed record: its other shapes are
 #           kept while their files are unchanged; a ladder split over calls, e.g. ladder-add:attention:bfloat16:1x32x8x1x32768x128);
@@ -231,6 +231,13 @@ copy_floor() {   # copies of each missed target's tensor, paired with its peer (
     && python3 -c "import json,sys; [print(f['op'], f['shape'], f['dtype'], f['vs'], r) for f in json.load(open(sys.argv[1]))['floors'] for r in f['results']]" \
        "$DEVICE_RECORDS/copy-floor.json"
 }
+decode_attention_floor() {   # issue 22's decode shapes: the KV bytes read alone against the best SDPA backend
+  # (benchmarks/decode_attention_floor.py)
+  python3 benchmarks/decode_attention_floor.py >"$DEVICE_RECORDS/decode-attention-floor.json.partial" 2>>"$ERRORS" \
+    && mv "$DEVICE_RECORDS/decode-attention-floor.json.partial" "$DEVICE_RECORDS/decode-attention-floor.json" \
+    && python3 -c "import json,sys; [print(f['shape'], 'best', f['best_backend'], round(f['best_of_copy'], 3), name, round(r['speedup'], 3), r['ci95'], round(r['of_copy'], 3)) for f in json.load(open(sys.argv[1]))['floors'] for name, r in f['results'].items()]" \
+       "$DEVICE_RECORDS/decode-attention-floor.json"
+}
 decode_merge() {   # the model's decode attention, merge fused or not, a step's calls in a CUDA graph (benchmarks/decode_merge.py)
   python3 benchmarks/decode_merge.py >"$DEVICE_RECORDS/decode-merge.json.partial" 2>>"$ERRORS" \
     && mv "$DEVICE_RECORDS/decode-merge.json.partial" "$DEVICE_RECORDS/decode-merge.json" \
@@ -350,6 +357,7 @@ for stage in $stages; do
     copy-floor) run_stage copy-floor copy_floor ;;
     decode-merge) run_stage decode-merge decode_merge ;;
     decode-floor) run_stage decode-floor decode_floor ;;
+    decode-attention-floor) run_stage decode-attention-floor decode_attention_floor ;;
     grid-check) run_stage grid-check grid_check ;;
     profile-records) run_stage profile-records profile_records ;;
     agent:*)
