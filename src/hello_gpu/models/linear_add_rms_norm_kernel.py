@@ -40,7 +40,7 @@ import triton.language as tl
 from ..ops.rung import triton_interpreter_on
 from . import arrival_counters
 from .dependent_launch import checked, launch_options
-from .linear_pdl_kernel import early_weight_products
+from .linear_pdl_kernel import early_weight_products, norm_refusal
 
 BLOCK_N = 2         # t04's tile: 2 outputs a program (2048 programs at the 8B's 4096 hidden values)
 BLOCK_K = 2048      # 4 KiB of each weight row a step in bf16
@@ -105,26 +105,14 @@ DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def refusal(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps) -> str | None:
-    """None where :func:`linear_add_rms_norm` runs these arguments, else why not."""
-    if not isinstance(norm_weight, torch.Tensor):
-        return f"norm_weight must be a torch.Tensor, not {type(norm_weight).__name__}"
-    problem = add_refusal(x, weight, residual, extra=(("norm_weight", norm_weight),))
-    if problem:
-        return problem
-    n = weight.shape[0]
-    if norm_weight.shape != (n,):
-        return f"norm_weight must have shape ({n},), one per hidden value; got {tuple(norm_weight.shape)}"
-    if not norm_weight.is_contiguous():
-        return "a contiguous norm_weight"
-    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps >= 0):
-        return f"eps must be a number >= 0, got {eps!r}"
-    return None
+    """None where :func:`linear_add_rms_norm` runs these arguments, else why not: what :func:`linear_add` takes, and
+    a norm of the sum (:func:`.linear_pdl_kernel.norm_refusal`)."""
+    return add_refusal(x, weight, residual) or norm_refusal(residual, norm_weight, eps)
 
 
-def add_refusal(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, extra=()) -> str | None:
-    """None where :func:`linear_add` runs these arguments (and ``extra`` (name, tensor) pairs share x's dtype and
-    device), else why not."""
-    for name, tensor in (("x", x), ("weight", weight), ("residual", residual), *extra):
+def add_refusal(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> str | None:
+    """None where :func:`linear_add` runs these arguments, else why not."""
+    for name, tensor in (("x", x), ("weight", weight), ("residual", residual)):
         if not isinstance(tensor, torch.Tensor):
             return f"{name} must be a torch.Tensor, not {type(tensor).__name__}"
         if tensor.dtype != x.dtype or tensor.device != x.device:
@@ -142,8 +130,7 @@ def add_refusal(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, e
         return f"contiguous x and residual and a weight with unit column stride (weight strides {tuple(weight.stride())})"
     if not x.is_cuda and not triton_interpreter_on():
         return f"x is on {x.device}; the kernel runs on a GPU (or in Triton's interpreter, TRITON_INTERPRET=1)"
-    if any(t.requires_grad for _name, t in (("x", x), ("weight", weight), ("residual", residual), *extra)) \
-            and torch.is_grad_enabled():
+    if any(t.requires_grad for t in (x, weight, residual)) and torch.is_grad_enabled():
         return "forward only: call it under torch.no_grad()"
     return None
 

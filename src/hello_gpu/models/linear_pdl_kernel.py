@@ -109,17 +109,21 @@ def refusal(x: torch.Tensor, weight: torch.Tensor) -> str | None:
 
 
 def norm_refusal(x: torch.Tensor, norm_weight: torch.Tensor, eps) -> str | None:
-    """None where a kernel that projects rms_norm(x, norm_weight, eps) (weight_products with NORM) takes these
-    norm arguments, else why not: one weight per column of x, x's dtype and device, contiguous; eps >= 0."""
+    """None where a kernel that normalises ``x`` over its last dimension (weight_products with NORM, the last
+    program of linear_add_rms_norm) takes these norm arguments, else why not: one weight per value of that
+    dimension, x's dtype and device, contiguous; eps a number >= 0."""
     if not isinstance(norm_weight, torch.Tensor):
         return f"norm_weight must be a torch.Tensor, not {type(norm_weight).__name__}"
     if norm_weight.shape != (x.shape[-1],):
-        return f"norm_weight must have shape ({x.shape[-1]},), one per column of x; got {tuple(norm_weight.shape)}"
+        return (f"norm_weight must have shape ({x.shape[-1]},), one per normalised value; got "
+                f"{tuple(norm_weight.shape)}")
     if norm_weight.dtype != x.dtype or norm_weight.device != x.device or not norm_weight.is_contiguous():
         return (f"norm_weight is {norm_weight.dtype} on {norm_weight.device}, x {x.dtype} on {x.device}: a contiguous "
                 f"norm_weight of x's dtype and device")
     if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and eps >= 0):
         return f"eps must be a number >= 0, got {eps!r}"
+    if norm_weight.requires_grad and torch.is_grad_enabled():
+        return "forward only: call it under torch.no_grad()"
     return None
 
 
