@@ -323,7 +323,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
 }
 
 export -f gemv_sweep model_run model_profile model_vision model_agent notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush window_drain ladder ladder_add profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
-  reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor decode_merge decode_floor grid_check profile_one ladder_profile
+  reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor decode_merge decode_floor decode_attention_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug OUT
 
 for stage in $stages; do
