@@ -24,6 +24,14 @@ beats a copy's read-and-write rate, decode_floor.json's "one read" 1.05 of its b
 2.1 GB) ~1.0 of copy, where cuDNN reads 0.83 and 1.03: at 16x32x8x1x32768x128 the floor leaves ~0-5% over the
 best backend, and 1.0x it is the target.
 
+Outcome (H100, run of 2d4889b, session 27, records/nvidia-h100-80gb-hbm3/decode-attention-floor.json; copy 3,029
+GB/s; cuDNN the best backend at all four): at 1x32x8x1x4096x128 cuDNN read at 0.29 of copy (the H200's 0.22 was the
+issue's), one read took 11.6 us, 0.48 of copy as predicted, 1.67x cuDNN [1.65, 1.69], and with a merge launch 1.38x
+[1.37, 1.40]: the 1.3x target is inside the floor, by ~6% for a two-kernel design (t06: 0.59x). At
+1x32x8x1x32768x128 one read 0.84 of copy (predicted 0.95-1.05: wrong; a 134 MB read does not reach a copy's rate
+here), 1.20x cuDNN; t06 0.57 of copy. At B = 16: 1.03x cuDNN at S_kv = 4096, and 0.97x at 32768, where cuDNN (1.04
+of copy) and t06 (1.02) read faster than this "floor": its [2, 2048] tiles are not the fastest read of 2.1 GB.
+
     python benchmarks/decode_attention_floor.py > records/<device>/decode-attention-floor.json
 """
 

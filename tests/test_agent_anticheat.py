@@ -410,6 +410,36 @@ def test_precision_names_the_precision_used(compute_dtype, bits):
         assert tags(reasons) == {LOW_PRECISION} and f"({bits}:" in reasons[0], reasons
 
 
+def test_the_precision_probe_keeps_a_float16_product_finite():
+    """The probe's 2^+-8 spread took an honest float16 matmul of K = 1025 past 65504 (inf against a reference of
+    73458, on the H100 in session 27): the inputs are scaled by a power of two until the reference fits, and the
+    honest product passes, while one computed in bfloat16 is still caught."""
+    generator = torch.Generator().manual_seed(anticheat.fresh_seeds(1)[0])
+    a = (8 * torch.randn(4, 1025, generator=generator)).half()
+    b = (8 * torch.randn(1025, 6, generator=generator)).half()
+
+    def reference(a, b):
+        return a.double() @ b.double()
+    probe = anticheat.precision_probe_inputs((a, b), seed=5)
+    assert reference(*probe).abs().max() > 65504 / 4, "the probe must reach past the range for this test to test"
+    fitted, expected = anticheat.within_range(probe, reference, "float16")
+    assert expected.abs().max() <= 65504 / 4 and torch.equal(expected, reference(*fitted))
+    normal = fitted[0].abs() >= 2 ** -14                   # float16's normal numbers keep their significands
+    ratio = fitted[0].double()[normal] / probe[0].double()[normal]
+    assert torch.all(ratio == ratio[0]) and float(ratio[0]).hex().startswith("0x1.0000000000000p-"), ratio[0]
+    assert expected.abs().max() > 65504 / 16, "scaled no further than the product needs (within a factor of 4)"
+
+    def run_in(dtype):
+        def run(inputs, out):
+            x, y = inputs
+            return out.copy_((x.float() @ y.float()) if dtype is None else (x.to(dtype) @ y.to(dtype)))
+        return run
+    tolerance = (2 ** -10, 1e-3)
+    assert anticheat.check_precision(run_in(None), probe, reference, "float16", tolerance=tolerance) == []
+    assert tags(anticheat.check_precision(run_in(torch.bfloat16), probe, reference, "float16",
+                                          tolerance=tolerance)) == {LOW_PRECISION}
+
+
 def test_partial_writes_tell_unwritten_from_correctly_nan():
     """An element whose right answer is NaN (softmax of an all -inf row) is written as NaN: the finite
     second poison shows it was written; an element left alone keeps both poisons."""

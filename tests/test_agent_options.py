@@ -107,3 +107,28 @@ def test_the_agent_command_runs_on_attention_in_the_interpreter(tmp_path, capsys
         assert start.results["check"]["passed"]
         assert len(candidates) > 1                                    # the policy's candidates were evaluated
     assert Path(run_dir / "report.md").is_file()
+
+
+@pytest.mark.parametrize("start, route, asked, expected", [
+    ("v01_naive", "hip", "float32", ("float32",)),
+    ("t01_block_tile", "triton", "bfloat16", ("bfloat16", "float32", "float16")),   # its header names no dtypes
+    ("t01_block_tile", "triton", None, ("float32", "bfloat16", "float16")),
+    ("v01_naive", "hip", "bfloat16", None),
+])
+def test_the_agents_task_checks_the_dtypes_its_starting_rung_takes(monkeypatch, tmp_path, capsys, start, route,
+                                                                   asked, expected):
+    """matmul's routes take some of its dtypes each (the SIMT route float32, the tensor-core routes 16-bit): a task of
+    all three failed both starting rungs at once on the H100 (session 27, "dtype coverage"). The task is the
+    dtypes the starting rung takes, the one asked for first; one it does not take is refused before any search."""
+    from hello_gpu.agent import command
+    from hello_gpu.cli import main
+    tasks = []
+    monkeypatch.setattr(command, "_search", lambda task, *rest: tasks.append(task) or 0)
+    monkeypatch.setattr(command, "_can_run_here", lambda *rest: True)
+    status = main(["agent", "matmul", "--from", start, "--route", route, "--policy", "scripted", "--rounds", "1",
+                   "--run-dir", str(tmp_path / "run"), *(["--dtype", asked] if asked else [])])
+    out = capsys.readouterr().out
+    if expected is None:
+        assert status == 2 and not tasks and f"{start} takes float32 (its header's dtypes), not {asked}" in out, out
+    else:
+        assert status == 0 and tasks[0].dtypes == expected, (out, tasks)

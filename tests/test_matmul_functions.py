@@ -61,7 +61,7 @@ def test_the_rule_names_candidates_of_the_stated_routes():
         rungs = [op.rung(rung_id) for rung_id in candidates]
         assert not any(rung.is_baseline for rung in rungs) and "triton" in [rung.route for rung in rungs]
     assert [MATMUL.rung(r).route for r in MATMUL_RULE["16-bit"]] == ["cuda", "cuda", "cuda", "triton"]
-    assert [MATMUL.rung(r).route for r in MATMUL_RULE["float32"]] == ["triton", "hip"]
+    assert [MATMUL.rung(r).route for r in MATMUL_RULE["float32"]] == ["hip", "triton"]
     assert [LINEAR.rung(r).route for r in LINEAR_DECODE["16-bit"]] == ["triton", "triton", "hip"]
     assert [LINEAR.rung(r).route for r in LINEAR_DECODE["float32"]] == ["triton", "hip", "triton"]
     # one row in 16 bits: t04, then t03, ahead of the same list; float32 one row as more rows
@@ -73,11 +73,11 @@ def test_the_rule_names_candidates_of_the_stated_routes():
 
 
 @pytest.mark.parametrize("machine, bf16, fp32", [
-    (H200, "v18_tma_store_epilogue", "t04_autotuned"),
-    (A100, "v11_large_warp_tiles", "t04_autotuned"),
-    (RTX_4090, "v10_cp_async_pipeline", "t04_autotuned"),
-    (T4, "t04_autotuned", "t04_autotuned"),
-    (RX_9070_XT, "t04_autotuned", "t04_autotuned"),
+    (H200, "v18_tma_store_epilogue", "v19_thread_tile_8x16"),
+    (A100, "v11_large_warp_tiles", "v19_thread_tile_8x16"),
+    (RTX_4090, "v10_cp_async_pipeline", "v19_thread_tile_8x16"),
+    (T4, "t04_autotuned", "v19_thread_tile_8x16"),
+    (RX_9070_XT, "t04_autotuned", "v19_thread_tile_8x16"),
     (INTERPRETER, "t04_autotuned", "t04_autotuned"),
 ], ids=["h200", "a100", "rtx4090", "t4", "rx9070xt", "interpreter"])
 def test_the_rule_picks_by_machine_and_dtype(machine, bf16, fp32):
@@ -107,7 +107,7 @@ def test_a_candidate_is_passed_over_with_its_reason():
     assert "sm_90a" in unrunnable(v14, "bfloat16", A100)
     assert unrunnable(v14, "bfloat16", H200) is None
     assert "float32" in unrunnable(v14, "float32", H200)
-    assert "interpreter" in unrunnable(MATMUL.rung("v08_tuned_tiles"), "float32", INTERPRETER)
+    assert "interpreter" in unrunnable(MATMUL.rung("v19_thread_tile_8x16"), "float32", INTERPRETER)
     with pytest.raises(RuntimeError, match=r"no matmul rung runs bfloat16 here .*v18_tma_store_epilogue: no GPU"):
         rule("b", 4096, torch.bfloat16, Machine(None, None))
 

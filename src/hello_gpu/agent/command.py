@@ -163,10 +163,16 @@ def _new_operator_run(op_name: str, options: AgentOptions, console, say) -> int:
             say(f"--reference {options.reference} is a {reference.route} rung, not {route}")
             return 2
         extra["reference"] = {"rung": reference.id, "why": NAMED_REFERENCE}
-    dtypes = tuple(op.spec.DTYPES)
+    # Every dtype the starting rung takes is checked for every candidate (none may drop one); where a route's
+    # rungs take some of the operator's dtypes only (matmul: the SIMT route float32, the tensor-core routes 16-bit),
+    # those are the task's.
+    dtypes = tuple(d for d in op.spec.DTYPES if rung.supports(d))
     if options.dtype:
+        if options.dtype not in op.spec.DTYPES:
+            say(f"{op_name} is defined for {', '.join(op.spec.DTYPES)}, not {options.dtype}")
+            return 2
         if options.dtype not in dtypes:
-            say(f"{op_name} is defined for {', '.join(dtypes)}, not {options.dtype}")
+            say(f"{options.start} takes {', '.join(dtypes)} (its header's dtypes), not {options.dtype}")
             return 2
         dtypes = (options.dtype, *(d for d in dtypes if d != options.dtype))
     task = Task(op_name, options.start, route, dtypes=dtypes, bench_shape=options.shape, extra=extra,

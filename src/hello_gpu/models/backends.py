@@ -1098,10 +1098,17 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
                                           max_seq=max_seq, prompt=prompt)
         else:
             notes.append("kernel choices taken from an earlier backend of this run")
+        from .norm_fold import decide_folds, folds_used, without_folds
         if backend == "hello-gpu-unfolded":
-            from .norm_fold import without_folds
             choices = without_folds(choices)
             notes.append("the norm folds left out: each layer half ends with its norm, as before them")
+        elif batch == 1 and folds_used(choices) and (on_gpu or timer is not None):
+            # Only a batch-1 step folds (Llama.forward); the position a first decode step after the prompt writes.
+            # (hello-gpu-pdl: the two steps are timed without its dependent launches.)
+            position = min(max_seq - 1, prompt if prompt is not None else 2 * max_seq // 3)
+            choices, note = decide_folds(choices, lambda chosen: _one_step(
+                model, cache, ops_with(chosen, replacements=replacements), position), timer)
+            notes.append(note)
         ops = ops_with(choices, replacements=replacements)
         if backend == "hello-gpu-pdl":
             from .dependent_launch import with_dependent_launches
@@ -1115,6 +1122,18 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
         else:
             notes.append("no CUDA graph on the CPU: the decode step and the prefill run eagerly")
     return Runner(backend, model, cache, ops, prefill, decode, choices, notes)
+
+
+def _one_step(model: Llama, cache: KVCache, ops: ModelOps, position: int) -> Callable[[], torch.Tensor]:
+    """One decode step of ``ops`` on one token at ``position`` as a call without arguments: a CUDA-graph replay on a
+    GPU, as the hello-gpu backends run a step. It writes the cache at ``position``, which a runner's first decode
+    step after its prompt writes again."""
+    step = torch.no_grad()(lambda tokens, positions: model(tokens, positions, cache, ops=ops))
+    if model.device.type == "cuda":
+        step = captured_decode(step, 1, model.device)
+    tokens = torch.ones((1, 1), dtype=torch.long, device=model.device)
+    positions = torch.full((1,), position, dtype=torch.long, device=model.device)
+    return lambda: step(tokens, positions)
 
 
 # region cuda-graph

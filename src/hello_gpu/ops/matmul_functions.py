@@ -27,9 +27,10 @@ tests/test_functions.py holds softmax's BEST to its records:
   then t01, then the HIP warp-per-row rung (0.70x and 0.14x at 16 rows); float32: t02 as well (H200
   record of b9c47ae: 1.19x F.linear at 1x4096x4096, 1.30x at 16x4096x4096), then the HIP rung (0.60x
   and 0.52x there), then t01 (its tl.dot runs as FFMA on a bank-conflicted tile: 0.21x and 0.38x);
-- everything else: matmul's rungs by dtype (``MATMUL_RULE``). float32: Triton's autotuned rung (0.839x
-  cuBLAS at 4096^3, the SIMT HIP rungs at most 0.661x), the tuned SIMT HIP rung where Triton cannot
-  run. bfloat16 / float16: the Hopper rung with the TMA-store epilogue on sm_90 (v18: 0.99x cuBLAS at
+- everything else: matmul's rungs by dtype (``MATMUL_RULE``). float32: the SIMT HIP rung v19, 8x16
+  sums a thread (H100 record matmul.float32 of 2d4889b, both routes in one run: 0.883x cuBLAS at 4096^3,
+  where Triton's autotuned t04 read 0.830x and its best, t01, 0.837x), Triton's t04 where HIP cannot run
+  (the interpreter). bfloat16 / float16: the Hopper rung with the TMA-store epilogue on sm_90 (v18: 0.99x cuBLAS at
   4096^3 and 1.02x at 8192^3 in the H200 record of 6173353, where v14 read 0.90x and 0.96x), the
   mma.sync rungs elsewhere on NVIDIA from sm_80 (v11 where its 106 KiB of shared memory fit a block,
   else v10: on the H200 v11 read 0.91x v10, its 212 registers leaving 8 warps an SM; no sm_80 record
@@ -68,7 +69,7 @@ from .rung import Rung, load_module, requirement_unmet, triton_interpreter_on
 GEMV_ROWS = 16          # linear v01's kRows and t01's BLOCK_M: one pass over the weight serves 16 rows of x
 # Candidates in order of preference; the first this machine runs is taken.
 MATMUL_RULE = {
-    "float32": ("t04_autotuned", "v08_tuned_tiles"),
+    "float32": ("v19_thread_tile_8x16", "t04_autotuned"),
     "16-bit": ("v18_tma_store_epilogue", "v11_large_warp_tiles", "v10_cp_async_pipeline", "t04_autotuned"),
 }
 LINEAR_DECODE = {"float32": ("t02_streaming_gemv", "v01_warp_per_row", "t01_row_block"),
