@@ -39,8 +39,10 @@ outcome: wrong: no faster at the 8B and slower at the 1B, on the H100 (run of d3
   x and the norm's weight, 8 KB from L2 for 8 KB of weight); the 15 add_rms_norm calls saved were 1.8 us each.
   +43 + 23 - 27 us: ~39 us more kernel time a step, against 32 us measured. So the backend now keeps the folds
   only where the whole decode step is faster with them (decide_folds, below): on these runs it would leave
-  them out at both sizes. Why the GEMV with the add in its epilogue is 2.9 us slower than t04 is not found yet
-  (the loops are the same but for t04's EVEN_K unmasked loads)
+  them out at both sizes. Why the GEMV with the add in its epilogue would be 2.9 us slower than t04 is not found:
+  compiled for sm_90 at the down_proj's shape both loops are the same PTX (4 evict-first 16-byte weight loads and
+  32 FMAs a thread a step; gemv_add peels the first step for the dependent-launch wait), and the two profiles
+  are of two sessions' machines. Next: both backends profiled in one session
 """
 
 from __future__ import annotations
