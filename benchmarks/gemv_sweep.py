@@ -66,6 +66,19 @@ tiles with one split read at 0.95-0.98 of the floor and 1.02-1.10x F.linear at a
    and ~1.05 of the floor at 16x14336x4096; at 16x4096x14336 only with split-K, the partial sums added by float32
    atomics into an output zeroed first (timed with it). Issue 21's M = 16 target is 1.0x F.linear and 0.85 of copy.
 
+6. ``--warps`` (session 27): why does Inductor's kernel still beat the one-stage evict-first tiles? In the loads
+   sweep of session 27 (records/nvidia-h100-80gb-hbm3/gemv-sweep.loads.session27.json, run of 2d4889b) the best tile
+   read 14336x4096 in 47.6 us (0.813 of copy) and Inductor's kernel in 44.2 us (0.876 of copy; 45.9 us at
+   4096x14336 against 47.7). Its launch: one row a program (XBLOCK 1), the whole row a step (R0_BLOCK 4096; 2048
+   at K = 14336), **16 warps**, one stage, the weight evict-first. The tiles here ran 4 warps (8 beyond 4096
+   elements, warps_for): a [1, 4096] tile over 512 threads is one 16-byte load a thread a step, over 128 threads
+   four, so the same bytes are in flight with a quarter of the registers a thread, and 4x the warps to hide each
+   load's latency behind. So: tiles [1, 2048], [1, 4096], [2, 2048], [2, 4096], [4, 1024], each with 4, 8 and 16
+   warps, one stage, evict-first, one split, and Inductor's kernel again. Prediction: warps are the lever, not the
+   tile: [1, 4096] with 16 warps within 2% of Inductor's 44.2 us at 14336x4096 (~1.07x the 4-warp tiles), [1, 2048]
+   with 16 warps near its 45.9 us at 4096x14336; at the 1B's 2048 rows (1x2048x8192: 2048 programs of 16 warps,
+   ~2 waves) smaller gains.
+
 Every mode also measures, in the same run, a 2 GiB copy (read and write counted, as hello-gpu ceilings counts them:
 issue 21's decode target is 0.85 of it on the weight bytes) and a second floor per shape, ``evict-first read``:
 linear t04's own loop without x ([2, 2048] tiles straight to registers, evict-first, each row summed), so each
@@ -80,6 +93,7 @@ with the 95% interval. Each configuration's output is checked against a float64 
     python benchmarks/gemv_sweep.py --rows 16 > records/<device>/gemv-sweep.m16.json
     python benchmarks/gemv_sweep.py --loads > records/<device>/gemv-sweep.loads.json
     python benchmarks/gemv_sweep.py --rows 16 --loads > records/<device>/gemv-sweep.m16.loads.json
+    python benchmarks/gemv_sweep.py --warps > records/<device>/gemv-sweep.warps.json
 """
 
 from __future__ import annotations
@@ -109,6 +123,9 @@ DOT_ROWS = 16
 LOAD_TILES = ((1, 2048), (2, 2048), (4, 1024), (8, 512), (16, 512))
 LOAD_STAGES = (1, 3)
 EVICTIONS = ("", "evict_first")
+# --warps: one-row tiles, one stage, evict-first, each with every count of warps (Inductor's GEMV: [1, 4096], 16)
+WARP_TILES = ((1, 2048), (1, 4096), (2, 2048), (2, 4096), (4, 1024))
+WARP_COUNTS = (4, 8, 16)
 # --rows 16 --loads: the tl.dot tiles at LOAD_STAGES with each policy, split-K where row blocks are few
 DOT_SPLITS = (1, 2, 4)
 READ_TILE = 8192         # elements of the read floor's tile: 16 KiB of bfloat16
@@ -204,8 +221,10 @@ def warps_for(block_n: int, block_k: int) -> int:
     return 4 if block_n * block_k <= 4096 else 8
 
 
-def tiled_launch(x, weight, out, block_n: int, block_k: int, split: int, stages: int = STAGES, evict: str = ""):
-    """A callable running the tiled GEMV of ``x`` (K,) by ``weight`` (N, K) into the float32 ``out`` (N,)."""
+def tiled_launch(x, weight, out, block_n: int, block_k: int, split: int, stages: int = STAGES, evict: str = "",
+                 warps: int | None = None):
+    """A callable running the tiled GEMV of ``x`` (K,) by ``weight`` (N, K) into the float32 ``out`` (N,), with
+    ``warps`` a program (default :func:`warps_for` the tile)."""
     n, k = weight.shape
     k_per_split = triton.cdiv(triton.cdiv(k, split), block_k) * block_k   # a whole number of tiles a split
     grid = (triton.cdiv(n, block_n), triton.cdiv(k, k_per_split))
@@ -215,7 +234,7 @@ def tiled_launch(x, weight, out, block_n: int, block_k: int, split: int, stages:
             out.zero_()
         tiled_gemv_kernel[grid](x, weight, out, n, k, weight.stride(0), k_per_split, BLOCK_N=block_n,
                                 BLOCK_K=block_k, SPLIT=grid[1], STAGES=stages, EVICT=evict,
-                                num_warps=warps_for(block_n, block_k))
+                                num_warps=warps or warps_for(block_n, block_k))
     return launch
 
 
@@ -261,11 +280,20 @@ def check(launch, out, x, weight) -> None:
                              f"{float(flat[2][worst]):.3g})")
 
 
-def configurations(rows: int, x, weight, out, loads: bool = False):
+def configurations(rows: int, x, weight, out, loads: bool = False, warps: bool = False):
     """(fields, launch) of every configuration swept at this many rows of x: tiles and splits at one row,
     tl.dot tiles and stages at 16; with ``loads``, one row's tiles at one split with each number of stages and
-    each eviction policy."""
+    each eviction policy; with ``warps``, one row's tiles at one stage, evict-first, with each count of warps."""
     n, k = weight.shape
+    if warps:
+        for block_n, block_k in WARP_TILES:
+            if block_k > k:                  # a step past the row would be half masked loads
+                continue
+            for count in WARP_COUNTS:
+                yield ({"block_n": block_n, "block_k": block_k, "stages": 1, "evict": "evict_first", "warps": count,
+                        "programs": triton.cdiv(n, block_n)},
+                       tiled_launch(x, weight, out, block_n, block_k, 1, 1, "evict_first", count))
+        return
     if loads and rows > 1:
         for block_n, block_k in DOT_TILES:
             blocks = triton.cdiv(n, block_n)
@@ -321,7 +349,8 @@ def inductor_gemv(x_rows, weight, seconds, baseline) -> dict:
             "vs_f_linear": paired.speedup.value, "ci95": list(paired.speedup.ci95)}
 
 
-def sweep_shape(n: int, k: int, seed: int, rows: int = 1, loads: bool = False, copy: float | None = None) -> dict:
+def sweep_shape(n: int, k: int, seed: int, rows: int = 1, loads: bool = False, copy: float | None = None,
+                warps: bool = False) -> dict:
     from hello_gpu.bench import compare, measure
     generator = torch.Generator(device="cuda").manual_seed(seed)
     weight = (torch.randn(n, k, device="cuda", generator=generator) * 0.02).to(torch.bfloat16)
@@ -350,7 +379,7 @@ def sweep_shape(n: int, k: int, seed: int, rows: int = 1, loads: bool = False, c
         return weight_bytes / median / copy if copy else None
     results = []
     out = torch.empty((n,) if rows == 1 else (rows, n), device="cuda", dtype=torch.float32)
-    for fields, launch in configurations(rows, x, weight, out, loads):
+    for fields, launch in configurations(rows, x, weight, out, loads, warps):
         check(launch, out, x, weight)
         median = seconds(launch)
         paired = compare(baseline, launch, max_seconds=SECONDS)
@@ -360,7 +389,7 @@ def sweep_shape(n: int, k: int, seed: int, rows: int = 1, loads: bool = False, c
                         "ci95": list(paired.speedup.ci95)})
         print(f"{rows}x{n}x{k} {results[-1]}", file=sys.stderr)
     best = max(results, key=lambda row: row["vs_f_linear"])
-    inductor = inductor_gemv(x_rows, weight, seconds, baseline) if loads else None
+    inductor = inductor_gemv(x_rows, weight, seconds, baseline) if loads or warps else None
     if inductor is not None:
         print(f"{rows}x{n}x{k} inductor {inductor['launches']} {inductor['median_us']:.1f} us "
               f"{inductor['vs_f_linear']:.3f}x F.linear", file=sys.stderr)
@@ -381,14 +410,18 @@ def main() -> None:
     parser.add_argument("--loads", action="store_true",
                         help="stages and eviction policies (one row: at one split; 16 rows: the tl.dot tiles, with "
                              "split-K where row blocks are few), and Inductor's own kernel")
+    parser.add_argument("--warps", action="store_true",
+                        help="one row: tiles at one stage, evict-first, with 4, 8 and 16 warps, and Inductor's kernel")
     args = parser.parse_args()
-    rows, loads = args.rows, args.loads
+    rows, loads, warps = args.rows, args.loads, args.warps
+    if warps and (loads or rows != 1):
+        parser.error("--warps sweeps one row's tiles: it takes neither --loads nor --rows 16")
     copy = copy_bytes_per_s()
-    results = [sweep_shape(n, k, seed=70 + index, rows=rows, loads=loads, copy=copy)
+    results = [sweep_shape(n, k, seed=70 + index, rows=rows, loads=loads, copy=copy, warps=warps)
                for index, (n, k) in enumerate(SHAPES)]
-    stages = list(LOAD_STAGES) if loads else STAGES if rows == 1 else list(DOT_STAGES)
-    print(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows, "loads": loads, "stages": stages,
-                      "copy": {"gb_per_s": copy / 1e9}, "shapes": results}, indent=1))
+    stages = [1] if warps else list(LOAD_STAGES) if loads else STAGES if rows == 1 else list(DOT_STAGES)
+    print(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows, "loads": loads, "warps": warps,
+                      "stages": stages, "copy": {"gb_per_s": copy / 1e9}, "shapes": results}, indent=1))
 
 
 if __name__ == "__main__":

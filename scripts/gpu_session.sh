@@ -6,7 +6,7 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION ('+' for a space: gpu-tests-k:F.py:not+slow) kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
-#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep gemv-sweep:16 gemv-sweep:loads gemv-sweep:16-loads copy-floor decode-merge decode-floor decode-attention-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
+#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep gemv-sweep:16 gemv-sweep:loads gemv-sweep:16-loads gemv-sweep:warps copy-floor decode-merge decode-floor decode-attention-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
 #           ladder-add:OP:DTYPE:SHAPE,SHAPE...[:ROUTE] (the same, merged into the committed record: its other shapes are
 #           kept while their files are unchanged; a ladder split over calls, e.g. ladder-add:attention:bfloat16:1x32x8x1x32768x128);
@@ -205,15 +205,17 @@ persistent_sweep() {   # persistent programs at softmax 4096x1024 and rms_norm 8
     && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); [print(k, r) for k in ('softmax', 'rms_norm') for r in d[k]['configurations']]" \
        "$DEVICE_RECORDS/persistent-sweep.json"
 }
-gemv_sweep() {   # gemv_sweep [ROWS|loads|16-loads]: decode GEMV tiles (and split-K at one row) against a pure read of
-  # the weight and F.linear (benchmarks/gemv_sweep.py); 16 rows: tl.dot tiles, into gemv-sweep.m16.json; loads: one
+gemv_sweep() {   # gemv_sweep [ROWS|loads|16-loads|warps]: decode GEMV tiles (and split-K at one row) against a pure read
+  # of the weight and F.linear (benchmarks/gemv_sweep.py); 16 rows: tl.dot tiles, into gemv-sweep.m16.json; loads: one
   # row's stages and eviction policies and Inductor's kernel, into gemv-sweep.loads.json; 16-loads: the same for the
-  # 16-row tl.dot tiles (with split-K where row blocks are few), into gemv-sweep.m16.loads.json
+  # 16-row tl.dot tiles (with split-K where row blocks are few), into gemv-sweep.m16.loads.json; warps: one row's
+  # one-stage evict-first tiles with 4, 8 and 16 warps, into gemv-sweep.warps.json
   local rows=${1:-1} name=gemv-sweep arguments
   arguments=(--rows "$rows")
   [ "$rows" = 1 ] || name=gemv-sweep.m$rows
   [ "$rows" = loads ] && name=gemv-sweep.loads && arguments=(--loads)
   [ "$rows" = 16-loads ] && name=gemv-sweep.m16.loads && arguments=(--rows 16 --loads)
+  [ "$rows" = warps ] && name=gemv-sweep.warps && arguments=(--warps)
   python3 benchmarks/gemv_sweep.py "${arguments[@]}" >"$DEVICE_RECORDS/$name.json.partial" 2>>"$ERRORS" \
     && mv "$DEVICE_RECORDS/$name.json.partial" "$DEVICE_RECORDS/$name.json" \
     && python3 -c "import json,sys; [print(s['shape'], 'read floor', round(s['read_floor']['gb_per_s']), 'F.linear', round(s['f_linear']['gb_per_s']), 'best', s['best']) for s in json.load(open(sys.argv[1]))['shapes']]" \

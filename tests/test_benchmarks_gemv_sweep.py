@@ -86,6 +86,22 @@ def test_every_load_configuration_computes_the_gemv(sweep):
         assert fields["evict"] in ("default", "evict_first") and fields["stages"] in sweep.LOAD_STAGES
 
 
+def test_every_warps_configuration_computes_the_gemv(sweep):
+    """--warps: each one-row tile at one stage, evict-first, with 4, 8 and 16 warps (the interpreter runs a program
+    whatever its warps), on 37 rows and a K that cuts the wide tiles; a tile wider than the row is left out."""
+    weight, x = _operands(37, 4200, seed=22)
+    out = torch.empty(37, dtype=torch.float32)
+    configurations = list(sweep.configurations(1, x, weight, out, warps=True))
+    assert len(configurations) == len(sweep.WARP_TILES) * len(sweep.WARP_COUNTS)
+    assert {fields["warps"] for fields, _ in configurations} == {4, 8, 16}
+    for fields, launch in configurations:
+        assert fields["stages"] == 1 and fields["evict"] == "evict_first"
+        if fields["warps"] == 16:            # the interpreter is slow: one count of warps computes each tile
+            sweep.check(launch, out, x, weight)
+    short = list(sweep.configurations(1, x[:2048], weight[:, :2048].contiguous(), out, warps=True))
+    assert {fields["block_k"] for fields, _ in short} == {1024, 2048}, "a [1, 4096] step past a 2048 row is left out"
+
+
 def test_every_16_row_load_configuration_computes_the_gemv(sweep):
     """--rows 16 --loads: each tl.dot tile with 1 and 3 stages, each policy, and split-K (2, 4) where the row blocks
     are few (here all are: 37 rows): a split's share rounds up to whole tiles, so the last split runs past K and
