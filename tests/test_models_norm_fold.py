@@ -353,3 +353,32 @@ def test_the_folds_stay_only_where_the_whole_decode_step_is_faster_with_them(ver
     batched = make_runner(model, "hello-gpu", batch=16, max_seq=8, choices=decided, replacements=registry,
                           timer=step_timer)
     assert not ran and not any("norm folds" in note for note in batched.notes)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(DEVICE == "cpu", reason="the step decision times two CUDA graphs: no GPU here")
+def test_on_the_gpu_the_step_decision_times_two_graphs_and_the_runner_decodes():
+    """The real decision: both steps captured in CUDA graphs and paired on device time; whichever it keeps, the
+    runner's greedy decode gives eager's logits within the bf16 bound, and the note says what was decided."""
+    from hello_gpu.models.backends import make_runner
+    registry = {name: REPLACEMENTS[name] for name in ("linear", "rms_norm", "gate_up_swiglu", "norm_gate_up_swiglu",
+                                                      "qkv_rope_cache_write", "norm_qkv_rope_cache_write",
+                                                      "linear_add", "add_rms_norm", "rope_cache_write")}
+    decided = choose_replacements(CONFIGS["tiny"], batch=1, device=DEVICE, dtype=torch.bfloat16,
+                                  timer=always_faster, replacements=registry)
+    model = build_model(CONFIGS["tiny"], dtype=torch.bfloat16, seed=2, device=DEVICE)
+    runner = make_runner(model, "hello-gpu", batch=1, max_seq=16, choices=decided, replacements=registry)
+    notes = [note for note in runner.notes if note.startswith("the norm folds")]
+    assert len(notes) == 1 and "the decode step with them" in notes[0], runner.notes
+    kept = notes[0].startswith("the norm folds kept")
+    assert (runner.ops.norm_gate_up_swiglu is not None) == kept
+    eager = make_runner(model, "eager", batch=1, max_seq=16)
+    prompt = torch.tensor([[3, 1, 4, 1, 5]], device=DEVICE)
+    with torch.no_grad():
+        ours, theirs = runner.prefill(prompt, torch.arange(5, device=DEVICE)), eager.prefill(
+            prompt, torch.arange(5, device=DEVICE))
+        for position in range(5, 12):
+            token = theirs.argmax(-1)
+            ours = runner.decode(token, torch.tensor([position], device=DEVICE)).clone()
+            theirs = eager.decode(token, torch.tensor([position], device=DEVICE))
+            assert (ours.float() - theirs.float()).abs().max() <= 0.05 * theirs.float().abs().max(), position
