@@ -1126,8 +1126,8 @@ def make_runner(model: Llama, backend: str, *, batch: int, max_seq: int, force=(
 
 def _one_step(model: Llama, cache: KVCache, ops: ModelOps, position: int) -> Callable[[], torch.Tensor]:
     """One decode step of ``ops`` on one token at ``position`` as a call without arguments: a CUDA-graph replay on a
-    GPU, as the hello-gpu backends run a step. It writes the cache at ``position``, which a runner's first decode
-    step after its prompt writes again."""
+    GPU, as the hello-gpu backends run a step. It writes the cache at ``position``, which the prefill (a position
+    inside the prompt) or the decode step at that position writes again before any step reads it."""
     step = torch.no_grad()(lambda tokens, positions: model(tokens, positions, cache, ops=ops))
     if model.device.type == "cuda":
         step = captured_decode(step, 1, model.device)
