@@ -234,7 +234,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     """``torch.softmax(x, dim=-1)`` on the GPU by the fastest softmax rung; float32, bfloat16 or float16.
 
     A non-contiguous ``x`` is copied to a contiguous one first (the kernels read rows of stride
-    ``x.shape[-1]``). Forward only.
+    ``x.shape[-1]``), and so is a lazily negated view (``z.conj().imag``). Forward only.
     """
     if is_compiling():          # first: Dynamo must never read the fast path's state (module docstring)
         _check("softmax", x)
@@ -247,7 +247,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     key = plan = None
     if type(x) in _PLAIN_TENSORS:
         try:
-            key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0)
+            key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0, x.is_neg())
         except RuntimeError:        # no strides or no storage (sparse, nested): the checked path
             key = None
         plan = _FAST_PLANS["softmax"].get(key)
@@ -256,6 +256,8 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
                 _add_compiled("softmax", key, (x,), plan)
             return plan((x,))
     _check("softmax", x)
+    if x.is_neg():              # a lazily negated view (z.conj().imag): its values, copied; never remembered
+        return _softmax_eager(x.resolve_neg().contiguous())
     if plan is not None or key is None or not x.is_contiguous():      # seen before, or not to be remembered
         return _softmax_eager(x.contiguous())
     result = _softmax_eager(x)
@@ -267,7 +269,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     """``x * rsqrt(mean(x^2, -1) + eps) * weight`` on the GPU by the fastest RMSNorm rung.
 
     ``weight`` has one element per column of ``x`` and the same dtype and device. Float32
-    accumulation whatever the dtype. Forward only.
+    accumulation whatever the dtype. A non-contiguous or lazily negated (``z.conj().imag``) ``x`` or
+    ``weight`` is copied first. Forward only.
     """
     if is_compiling():          # first: Dynamo must never read the fast path's state (module docstring)
         _check_rms_norm(x, weight, eps)
@@ -280,9 +283,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     key = plan = None
     if type(x) in _PLAIN_TENSORS and type(weight) in _PLAIN_TENSORS and type(eps) in (float, int):
         try:
-            key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0,
+            key = (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0, x.is_neg(),
                    weight.dtype, weight.shape, weight.stride(), weight.get_device(), weight.data_ptr() % 16 == 0,
-                   type(eps), eps)
+                   weight.is_neg(), type(eps), eps)
         except RuntimeError:        # no strides or no storage (sparse, nested): the checked path
             key = None
         plan = _FAST_PLANS["rms_norm"].get(key)
@@ -292,6 +295,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
                 _add_compiled("rms_norm", key, (x, weight, eps), plan)
             return plan((x, weight, eps))
     _check_rms_norm(x, weight, eps)
+    if x.is_neg() or weight.is_neg():       # lazily negated views (z.conj().imag): their values; never remembered
+        return _rms_norm_eager(x.resolve_neg().contiguous(), weight.resolve_neg().contiguous(), float(eps))
     if plan is not None or key is None or not (x.is_contiguous() and weight.is_contiguous()):
         return _rms_norm_eager(x.contiguous(), weight.contiguous(), float(eps))
     result = _rms_norm_eager(x, weight, float(eps))
@@ -439,11 +444,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     and one device for all three. ``causal`` masks bottom-right (query i sees key j when
     j <= i + S_kv - S_q: the queries are the last S_q positions, as in decoding against a KV cache);
     with S_q == S_kv it is F.scaled_dot_product_attention's is_causal. A query that sees no key
-    (causal, S_q > S_kv) gets 0. Non-contiguous tensors are copied to contiguous ones first.
+    (causal, S_q > S_kv) gets 0. Non-contiguous tensors, and lazily negated views (``z.conj().imag``), are
+    copied to contiguous ones first.
     Forward only.
     """
     _check_attention(q, k, v, causal)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     if is_compiling():
         return _attention_op(q, k, v, causal)
+    if q.is_neg() or k.is_neg() or v.is_neg():     # lazily negated views (z.conj().imag): their values
+        q, k, v = q.resolve_neg(), k.resolve_neg(), v.resolve_neg()
     return _attention_eager(q, k, v, causal)

@@ -60,6 +60,8 @@ from dataclasses import dataclass
 import torch
 from torch.compiler import is_compiling
 
+from ..runtime import compiled_replay
+from ..runtime.checks import lazy_view
 from ..runtime.device import device_info
 from ..runtime.triton_replay import launch_hooks_set
 from .functions import DTYPES, _no_backward, remember_plan
@@ -320,10 +322,21 @@ _FAST_PLANS: dict[str, dict] = {"matmul": {}, "linear": {}}
 _TENSOR = torch.Tensor
 
 
+# The compiled replay's signature(*args) once it is built (runtime/compiled_replay.cpp): _key's fields in C++,
+# ~0.15 us for two tensors on this CPU where _key costs ~1 us, and None for a tensor it has no key for (a
+# lazily negated view among them). Its keys are bytes, never equal to _key's tuples: a plan made under one
+# kind of key is made once more under the other, never taken for another call's.
+_SIGNATURE: list = [None]
+compiled_replay.when_ready(lambda: _SIGNATURE.__setitem__(0, compiled_replay.extension().signature))
+
+
 def _key(x: torch.Tensor, operand: torch.Tensor) -> tuple | None:
+    """The Python key, until the compiled one is built. is_neg(): a lazily negated view is not the values
+    its memory holds, and its plan would replay the memory (the checked path refuses it)."""
     try:
-        return (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0,
-                operand.dtype, operand.shape, operand.stride(), operand.get_device(), operand.data_ptr() % 16 == 0)
+        return (x.dtype, x.shape, x.stride(), x.get_device(), x.data_ptr() % 16 == 0, x.is_neg(),
+                operand.dtype, operand.shape, operand.stride(), operand.get_device(), operand.data_ptr() % 16 == 0,
+                operand.is_neg())
     except RuntimeError:            # no strides or no storage (sparse, nested): the checked path
         return None
 
@@ -331,6 +344,16 @@ def _key(x: torch.Tensor, operand: torch.Tensor) -> tuple | None:
 def _rows(x: torch.Tensor) -> torch.Tensor:
     """A contiguous x of (..., K) as (M, K): a view (flatten would refuse 1-D x, view(-1, K) K = 0)."""
     return x if x.dim() == 2 else x.view(math.prod(x.shape[:-1]), x.shape[-1])
+
+
+def _refuse_lazy_views(name: str, first: tuple[str, torch.Tensor], second: tuple[str, torch.Tensor]) -> None:
+    """An eager call's check (not traced: Dynamo's tensors are never lazy views): a lazily negated view
+    (z.conj().imag) is refused as an unreadable layout is, since the kernels read memory, not values."""
+    for argument, tensor in (first, second):
+        problem = lazy_view(tensor)
+        if problem is not None:
+            raise ValueError(f"hello_gpu.ops.{name}: {argument} {problem} (a copy this function does not make "
+                             f"for you)")
 
 
 def _call(name: str, x: torch.Tensor, operand: torch.Tensor, layout: str, key, plan) -> torch.Tensor:
@@ -344,7 +367,9 @@ def _call(name: str, x: torch.Tensor, operand: torch.Tensor, layout: str, key, p
         if op_name == "matmul" and layout == "weight":      # the transposed copy: not a replay of the inputs
             _FAST_PLANS[name][key] = False
         else:
-            remember_plan(_FAST_PLANS[name], key, _built(op_name, rung_id).function, result.shape, a2d, native)
+            plan = remember_plan(_FAST_PLANS[name], key, _built(op_name, rung_id).function, result.shape, a2d, native)
+            if plan and compiled_replay.status() == "not started":
+                compiled_replay.start()           # in the background: its keys serve the calls once it is built
     return result
 
 
@@ -354,11 +379,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     ``a`` is a contiguous (M, K) tensor; ``b`` a contiguous (K, N) tensor or the transpose view of a
     contiguous (N, K) one (``weight.t()``, run by the linear ladder without a copy). Other layouts are
-    refused, naming the strides. Forward only.
+    refused, naming the strides, and so are lazily negated views (``z.conj().imag``). Forward only.
     """
     key = plan = None
     if not is_compiling() and type(a) is _TENSOR and type(b) is _TENSOR:
-        key = _key(a, b)
+        signature = _SIGNATURE[0]
+        key = _key(a, b) if signature is None else signature(a, b)
         plan = _FAST_PLANS["matmul"].get(key)
         if (plan and not ((a.requires_grad or b.requires_grad) and torch.is_grad_enabled())
                 and not launch_hooks_set()):
@@ -366,6 +392,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     layout = _check_matmul(a, b)
     if is_compiling():
         return _compiled(a, b if layout == "b" else b.t(), layout)
+    _refuse_lazy_views("matmul", ("a", a), ("b", b))
     return _call("matmul", a, b, layout, key, plan)
 
 
@@ -375,11 +402,13 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
     ``x`` is a contiguous (..., K) tensor; ``weight`` a contiguous (N, K) tensor, as ``nn.Linear`` stores
     it, or the transpose view of a contiguous (K, N) one (``b.t()``, run by the matmul ladder without a
-    copy). The result is (..., N) in x's dtype. Forward only.
+    copy). The result is (..., N) in x's dtype. Lazily negated views (``z.conj().imag``) are refused. Forward
+    only.
     """
     key = plan = None
     if not is_compiling() and type(x) is _TENSOR and type(weight) is _TENSOR:
-        key = _key(x, weight)
+        signature = _SIGNATURE[0]
+        key = _key(x, weight) if signature is None else signature(x, weight)
         plan = _FAST_PLANS["linear"].get(key)
         if (plan and not ((x.requires_grad or weight.requires_grad) and torch.is_grad_enabled())
                 and not launch_hooks_set()):
@@ -388,6 +417,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     if is_compiling():
         result = _compiled(_rows(x), weight if layout == "weight" else weight.t(), layout)
         return result.view(*x.shape[:-1], result.shape[-1])
+    _refuse_lazy_views("linear", ("x", x), ("weight", weight))
     return _call("linear", x, weight, layout, key, plan)
 
 

@@ -31,6 +31,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
 from ..runtime import cuda, hip
+from ..runtime.checks import lazy_view
 from ..runtime.device import device_info, gpu_vendor
 from ..runtime.kernel import DEFAULT_BLOCK
 from ..runtime.triton_replay import replayable
@@ -221,10 +222,17 @@ class BuiltRung:
         return self.function(*inputs, out=out)
 
     def check_layout(self, inputs, out=None) -> None:
-        """Raise :class:`LayoutError` for the first non-contiguous tensor among ``inputs`` and ``out``."""
+        """Raise :class:`LayoutError` for the first non-contiguous tensor among ``inputs`` and ``out``, or the
+        first lazily negated view (its memory is not its values: runtime.checks.lazy_view)."""
         tensors = list(inputs) + ([out] if out is not None else [])
         for index, tensor in enumerate(tensors):
-            if hasattr(tensor, "is_contiguous") and not tensor.is_contiguous():
+            if not hasattr(tensor, "is_contiguous"):
+                continue
+            # is_neg() alone (~0.1 us a tensor): a conjugate bit exists only on complex tensors, no rung's dtype
+            if tensor.is_neg():
+                names = [*(self.input_names[:len(inputs)] or _input_names(self.function, len(inputs))), "out"]
+                raise LayoutError(f"{self.rung.op.name}/{self.rung.id}: {names[index]} {lazy_view(tensor)}")
+            if not tensor.is_contiguous():
                 names = [*(self.input_names[:len(inputs)] or _input_names(self.function, len(inputs))), "out"]
                 raise LayoutError(
                     f"{self.rung.op.name}/{self.rung.id}: {names[index]} has shape {tuple(tensor.shape)} and strides "

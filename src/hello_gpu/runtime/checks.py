@@ -34,6 +34,19 @@ def bind_arguments(signature: Signature, args: tuple, kwargs: dict) -> dict[str,
     return bound
 
 
+def lazy_view(tensor) -> str | None:
+    """Why a kernel cannot read ``tensor``'s memory as its values, or None. PyTorch keeps some results as
+    lazy views of memory that holds other values: ``z.conj().imag`` (a real tensor) is -memory with the
+    negative bit set (``is_neg()``), ``z.conj()`` is conj(memory) (``is_conj()``). Torch's own operators
+    read the bit; a kernel gets a pointer, reads the memory and would return, or write, the wrong sign."""
+    if tensor.is_neg():
+        return ("is a lazily negated view (is_neg(): its memory holds -x, as z.conj().imag does); "
+                "pass .resolve_neg()")
+    if tensor.is_conj():
+        return "is a lazily conjugated view (is_conj(): its memory holds conj(x)); pass .resolve_conj()"
+    return None
+
+
 def check_tensor(parameter: Parameter, value: Any, device: int | None, device_type: str = "cuda") -> None:
     """A tensor for a pointer parameter: right device, dtype, contiguous, aligned for vector types."""
     torch = torch_module()
@@ -48,6 +61,9 @@ def check_tensor(parameter: Parameter, value: Any, device: int | None, device_ty
     if parameter.dtype != "any" and value.dtype != getattr(torch, parameter.dtype):
         raise KernelArgumentError(
             f"{where} expects dtype torch.{parameter.dtype}, got {value.dtype}; convert with .to(torch.{parameter.dtype})")
+    lazy = lazy_view(value)
+    if lazy is not None:
+        raise KernelArgumentError(f"{where}: tensor {lazy}")
     if not value.is_contiguous():
         raise KernelArgumentError(
             f"{where}: tensor is not contiguous (strides {tuple(value.stride())}); pass .contiguous()")

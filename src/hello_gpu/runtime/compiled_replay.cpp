@@ -107,7 +107,11 @@ bool make_key(PyObject* const* args, Py_ssize_t count, Key& key, bool& needs_gra
     PyObject* value = args[index];
     if (plain_tensor(value)) {
       const at::Tensor& tensor = THPVariable_Unpack(value);
-      if (tensor.layout() != c10::kStrided || !tensor.has_storage()) return false;
+      // A lazily negated or conjugated view (z.conj().imag) is not the values its memory holds: no key,
+      // so the caller takes its checked path, which refuses or resolves it (runtime/checks.py: lazy_view).
+      if (tensor.layout() != c10::kStrided || !tensor.has_storage() || tensor.is_neg() || tensor.is_conj()) {
+        return false;
+      }
       key.push_back(kTensor);
       key.push_back(static_cast<int64_t>(tensor.scalar_type()));
       key.push_back(static_cast<int64_t>(tensor.device().type()));

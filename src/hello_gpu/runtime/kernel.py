@@ -476,7 +476,7 @@ def _argument_parts(values) -> tuple | None:
     for value in values:
         kind = type(value)
         if kind is tensor_type:
-            parts.append((value.dtype, value.shape, value.is_contiguous(), value.get_device()))
+            parts.append((value.dtype, value.shape, value.is_contiguous(), value.get_device(), value.is_neg()))
         elif kind is int or kind is float or kind is bool:
             parts.append((kind, value))
         else:
