@@ -106,7 +106,7 @@ for name in ("t01_materialised_scores", "t02_fused_online_softmax", "t04_causal_
 # %% [markdown]
 # ## 观察：在 GPU 上
 #
-# prefill 4x32x32x4096x4096x128 bfloat16（causal 与非 causal）：`t04` 对 SDPA 默认后端与 cuDNN 后端的成对计时；
+# prefill 4x32x32x4096x4096x128 bfloat16（causal 与非 causal）：`t04` 对 SDPA 默认后端与 flash 后端的成对计时；
 # decode 1x32x8x1x32768x128：`t05` 与 `t06` 读 KV cache 的带宽占实测 copy 带宽的比例。
 
 # %%
@@ -115,7 +115,7 @@ if gpu_only("attention prefill 对 SDPA 后端、decode 的 t05 / t06 带宽"):
     fn = rung("attention", "t04_causal_block_skipping")
     for shape in ((4, 32, 32, 4096, 4096, 128), (4, 32, 32, 4096, 4096, 128, 1)):
         q, k, v, causal = spec.make_inputs(shape, "bfloat16", seed=0, device="cuda")
-        for base in ("v00_torch", "peer_sdpa_cudnn"):
+        for base in ("v00_torch", "peer_sdpa_flash"):
             other = rung("attention", base)
             print(spec.dims(shape).label, f"t04 vs {base}:",
                   compare(lambda: other(q, k, v, causal), lambda: fn(q, k, v, causal), max_seconds=1))

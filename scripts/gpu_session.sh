@@ -6,7 +6,7 @@
 #
 #   device tool: HG_GIT_COMMIT=<commit sent> HG_GIT_DIRTY=0 bash scripts/gpu_session.sh [STAGE ...]
 #   stages: doctor ceilings gpu-tests gpu-tests-k:FILE:EXPRESSION ('+' for a space: gpu-tests-k:F.py:not+slow) kernelbench cpu-tests compile-gate overhead call-overhead reference flush profile
-#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep gemv-sweep:16 gemv-sweep:loads gemv-sweep:16-loads gemv-sweep:warps copy-floor decode-merge decode-floor decode-attention-floor decode-attention-sweep grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
+#           softmax-sweep reduce-sweep rms-sweep dirty-l2 window-drain eviction-sweep persistent-sweep gemv-sweep gemv-sweep:16 gemv-sweep:loads gemv-sweep:16-loads gemv-sweep:warps copy-floor decode-merge decode-floor decode-attention-floor grid-check profile-records gpu-tests:FILE (one test file's GPU tier)
 #           ladder:OP[:DTYPE[:SHAPE,SHAPE...[:ROUTE]]] (e.g. ladder:softmax:bfloat16:8192x8192, ladder:matmul:bfloat16:4096x4096x4096:cuda);
 #           ladder-add:OP:DTYPE:SHAPE,SHAPE...[:ROUTE] (the same, merged into the committed record: its other shapes are
 #           kept while their files are unchanged; a ladder split over calls, e.g. ladder-add:attention:bfloat16:1x32x8x1x32768x128);
@@ -240,13 +240,6 @@ decode_attention_floor() {   # issue 22's decode shapes: the KV bytes read alone
     && python3 -c "import json,sys; [print(f['shape'], 'best', f['best_backend'], round(f['best_of_copy'], 3), name, round(r['speedup'], 3), r['ci95'], round(r['of_copy'], 3)) for f in json.load(open(sys.argv[1]))['floors'] for name, r in f['results'].items()]" \
        "$DEVICE_RECORDS/decode-attention-floor.json"
 }
-decode_attention_sweep() {   # flash-decoding's split, key tile, warps and stages at issue 22's decode shapes
-  # (benchmarks/decode_attention_sweep.py)
-  python3 benchmarks/decode_attention_sweep.py >"$DEVICE_RECORDS/decode-attention-sweep.json.partial" 2>>"$ERRORS" \
-    && mv "$DEVICE_RECORDS/decode-attention-sweep.json.partial" "$DEVICE_RECORDS/decode-attention-sweep.json" \
-    && python3 -c "import json,sys; [print(f['shape'], 'best', f['best_backend'], round(f['best_of_copy'], 3), 't07', round(f['t07_parallel_merge']['speedup'], 3), [(r['programs_per_sm'], r['block_n'], r['warps'], r['stages'], round(r['median_us'], 1), round(r['speedup'], 3), round(r['of_copy'], 3)) for r in f['fastest']]) for f in json.load(open(sys.argv[1]))['shapes']]" \
-       "$DEVICE_RECORDS/decode-attention-sweep.json"
-}
 decode_merge() {   # the model's decode attention, merge fused or not, a step's calls in a CUDA graph (benchmarks/decode_merge.py)
   python3 benchmarks/decode_merge.py >"$DEVICE_RECORDS/decode-merge.json.partial" 2>>"$ERRORS" \
     && mv "$DEVICE_RECORDS/decode-merge.json.partial" "$DEVICE_RECORDS/decode-merge.json" \
@@ -332,7 +325,7 @@ agent_run() {   # agent_run OP ROUTE START [SHAPE] [DTYPE]: the scripted agent f
 }
 
 export -f gemv_sweep model_run model_profile model_vision model_agent notebooks_run gpu_tests gpu_tests_k kernelbench cpu_tests doctor overhead call_overhead flush window_drain ladder ladder_add profile_capture softmax_sweep agent_run agent_rerun agent_resume profile_records \
-  reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor decode_merge decode_floor decode_attention_floor decode_attention_sweep grid_check profile_one ladder_profile
+  reduce_sweep rms_sweep dirty_l2 eviction_sweep persistent_sweep copy_floor decode_merge decode_floor decode_attention_floor grid_check profile_one ladder_profile
 export DEVICE_RECORDS ERRORS RECORDS slug OUT
 
 for stage in $stages; do
@@ -367,7 +360,6 @@ for stage in $stages; do
     decode-merge) run_stage decode-merge decode_merge ;;
     decode-floor) run_stage decode-floor decode_floor ;;
     decode-attention-floor) run_stage decode-attention-floor decode_attention_floor ;;
-    decode-attention-sweep) run_stage decode-attention-sweep decode_attention_sweep ;;
     grid-check) run_stage grid-check grid_check ;;
     profile-records) run_stage profile-records profile_records ;;
     agent:*)

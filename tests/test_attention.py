@@ -16,8 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from hello_gpu.ops import check_rung, load_op
-from hello_gpu.ops.checking import STRIDED
-from hello_gpu.ops.probes import PROBE, probe_inputs
+from hello_gpu.ops.probes import probe_inputs
 from hello_gpu.runtime.device import gpu_vendor
 
 HAS_GPU = gpu_vendor() is not None
@@ -185,8 +184,7 @@ def test_causal_travels_as_a_plain_bool_option_through_the_checker():
 TRITON_KERNELS = {"t01_materialised_scores": ("scores_kernel", "softmax_kernel", "weighted_values_kernel"),
                   "t02_fused_online_softmax": ("attention_kernel",), "t04_causal_block_skipping": ("attention_kernel",),
                   "t05_gqa_shared_kv_tiles": ("grouped_kernel",),
-                  "t06_flash_decoding": ("chunk_kernel", "merge_kernel"),
-                  "t07_parallel_merge": ("chunk_kernel", "merge_kernel")}
+                  "t06_flash_decoding": ("chunk_kernel", "merge_kernel")}
 
 
 def test_no_triton_kernel_is_compiled_again_for_other_lengths(monkeypatch):
@@ -284,19 +282,10 @@ PAST_THE_LIMIT = [(1, 2, 2, 127, 127, 64, 1), (1, 4, 1, 100, 70, 64, 1), (1, 2, 
 CONFIG_SHAPES = [(1, 2, 1, 140, 131, 64, 1)]
 # The shapes of PAST_THE_LIMIT (by index) each rung runs a code path of its own at. In the interpreter t03 is t02
 # (t02's kernel at the first autotune point, t02's own 64 x 64 tiles); t06 hands every prefill shape (more than
-# 64 rows a KV head) to t05 unchanged: its own kernels run at the decode shape only, as t07's (t07's own tests:
-# below).
+# 64 rows a KV head) to t05 unchanged: its own kernels run at the decode shape only.
 RUNG_SHAPES = {"t01_materialised_scores": [0, 1, 2, 3], "t02_fused_online_softmax": [0, 1, 2, 3],
                "t03_autotuned_tiles": [], "t04_causal_block_skipping": [0, 1, 2, 3],
-               "t05_gqa_shared_kv_tiles": [0, 1, 2, 3], "t06_flash_decoding": [3], "t07_parallel_merge": [3]}
-
-
-def interpreter_child(script: str, job: dict) -> dict:
-    """``script`` run with ``job`` (as JSON) in a child process with the interpreter on; its last line, parsed."""
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(job)], capture_output=True, text=True,
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+               "t05_gqa_shared_kv_tiles": [0, 1, 2, 3], "t06_flash_decoding": [3]}
 
 
 @pytest.fixture(scope="module")
@@ -306,7 +295,10 @@ def interpreted():
     job = {"seed": random.randrange(2**31), "config_shapes": CONFIG_SHAPES, "shapes": PAST_THE_LIMIT,
            "rungs": {rung_id: indices for rung_id, indices in RUNG_SHAPES.items() if indices},
            "known_wrong": str(Path(__file__).parent / "known_wrong" / "attention" / "t90_skips_one_key_tile.py")}
-    return interpreter_child(_SCRIPT, job)
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(job)], capture_output=True, text=True,
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.skipif(HAS_GPU, reason="the interpreter tier; on a GPU test_ops_ladders checks every edge shape")
@@ -337,113 +329,6 @@ def test_the_dropped_key_tile_is_rejected_at_every_shape_past_the_limit(interpre
     or more each): the checks that pass the rungs above would catch a dropped tile there."""
     status, _, _, failed = interpreted["known_wrong"]
     assert status == "FAIL" and sorted(failed) == sorted(interpreted["shapes"])
-
-
-# ------------------------------------------------------------------------------------------ t07's merge
-
-# t07_parallel_merge merges a row's chunk partials in one step (tl.max / tl.sum over a [chunks, columns] tile).
-# Its split is t06's, and in the interpreter t06 sizes it for INTERPRETER_PROGRAMS programs (4): each shape below
-# makes the chunk count it is listed with (1, 2, 3; 33 with the programs raised to 33 in the child, where the
-# merge tile, 64 padded chunks x 16 columns, also splits D = 128 over 8 programs a row). The known-wrong merge
-# (t07 with the partial of chunk chunks // 2 emptied) must fail at each. Then the edge shapes through the whole
-# checker (every distribution, both layouts, float32 and float16), and the rows that see no key.
-T07_SPLITS = {1: ((1, 4, 1, 1, 50, 64), 4),             # one 64-key tile: one chunk
-              2: ((1, 8, 2, 1, 130, 64), 4),            # 2 KV heads share the 4 programs: chunks of 128, the last 2 keys
-              3: ((1, 2, 1, 30, 150, 64, 1), 4),        # causal, 60 rows: queries 0-7 see no key of the third chunk
-              33: ((1, 2, 1, 16, 2107, 128, 1), 33)}    # causal, 32 rows, D 128: 33 chunks of 64, the last 59 keys
-T07_MASKED = (1, 1, 1, 33, 31, 64, 1)                   # queries 0 and 1 see no key (query i sees keys up to i - 2)
-
-_T07_SCRIPT = """
-import json, sys
-from pathlib import Path
-import torch
-from hello_gpu.ops import check_rung, load_op
-from hello_gpu.ops.checking import INTERPRETER_MAX_ELEMENTS
-from hello_gpu.ops.header import parse_header
-from hello_gpu.ops.rung import Rung
-from hello_gpu.ops.shapes import numel
-op = load_op("attention")
-job = json.loads(sys.argv[1])
-seed = job["seed"]
-rung = op.rung("t07_parallel_merge")
-built = rung.build()
-path = Path(job["known_wrong"])
-wrong = Rung(op, path.stem, "triton", path, parse_header(path))
-wrong_built = wrong.build()
-splits = [built.function.__globals__["_t06"], wrong_built.function.__globals__["_t07"]._t06]   # each build's t06
-default = splits[0].INTERPRETER_PROGRAMS
-options = dict(op=op, dtypes=["float32"], device="cpu", seeds=[seed], distributions=["normal"], layouts=False)
-
-def summary(report):
-    return [report.status, report.reason[:300], len(report.ran)]
-
-out = {"chunks": {}, "wrong": {}}
-for shape, programs in job["splits"]:
-    shape = tuple(shape)
-    for t06 in splits:
-        t06.INTERPRETER_PROGRAMS = programs
-    d = op.spec.dims(shape)
-    chunks = splits[0].split(d.kv_len, d.batch * d.kv_heads, splits[0].programs_wanted(torch.device("cpu")))[1]
-    out["chunks"][str(chunks)] = summary(check_rung(rung, shapes=[shape], built=built, **options))
-    out["wrong"][str(chunks)] = summary(check_rung(wrong, shapes=[shape], built=wrong_built, **options))
-for t06 in splits:
-    t06.INTERPRETER_PROGRAMS = default
-edge = [shape for shape in op.spec.EDGE_SHAPES if numel(shape) <= INTERPRETER_MAX_ELEMENTS]
-report = check_rung(rung, op, shapes=edge, dtypes=["float32", "float16"], device="cpu", seeds=[seed], built=built)
-out["edge"] = summary(report) + [sorted({case.distribution for case in report.ran}),
-                                 sorted({case.shape for case in report.ran})]
-q, k, v, causal = op.spec.make_inputs(tuple(job["masked"]), "float32", seed=seed, device="cpu")
-output = built(q, k, v, causal)
-out["zero_rows"] = [row for row in range(output.shape[2]) if bool((output[0, 0, row] == 0).all())]
-print(json.dumps(out))
-"""
-
-
-@pytest.fixture(scope="module")
-def t07_checks():
-    """The child's results: t07 and the known-wrong merge at each chunk count, t07 at the edge shapes."""
-    from pathlib import Path
-    job = {"seed": random.randrange(2**31), "splits": list(T07_SPLITS.values()), "masked": T07_MASKED,
-           "known_wrong": str(Path(__file__).parent / "known_wrong" / "attention" / "merge_drops_one_chunk.py")}
-    return interpreter_child(_T07_SCRIPT, job)
-
-
-@pytest.mark.skipif(HAS_GPU, reason="the interpreter tier; the GPU tier runs test_t07_on_the_gpu_at_the_decode_shapes")
-def test_t07_merges_1_2_3_and_33_chunks_correctly_and_rejects_a_dropped_chunk(t07_checks):
-    assert sorted(t07_checks["chunks"], key=int) == [str(chunks) for chunks in T07_SPLITS]
-    for chunks in T07_SPLITS:
-        status, reason, cases = t07_checks["chunks"][str(chunks)]
-        assert status == "pass" and cases == 2, f"{chunks} chunks: {reason}"       # normal inputs and the probe
-        status, reason, _ = t07_checks["wrong"][str(chunks)]
-        assert status == "FAIL", f"the merge without one of {chunks} chunks passed: {reason}"
-
-
-@pytest.mark.skipif(HAS_GPU, reason="the interpreter tier; on a GPU test_ops_ladders checks every edge shape")
-def test_t07_is_correct_at_the_edge_shapes_in_the_interpreter(t07_checks):
-    """The edge shapes small enough for the interpreter: three decode shapes run t07's merge (1 query and key,
-    causal 33 x 31 with 2 rows that see no key, 2 KV heads of 127 keys: 2 chunks), a prefill one goes to t05."""
-    status, reason, cases, distributions, shapes = t07_checks["edge"]
-    assert status == "pass", reason
-    assert {"1x2x1x1x1x128", "1x1x1x33x31x64x1", "2x2x1x1x127x64", "1x2x1x127x1x64x1"} <= set(shapes)
-    assert cases >= 2 * len(shapes) and {"normal", "large", PROBE, STRIDED} <= set(distributions)
-
-
-@pytest.mark.skipif(HAS_GPU, reason="the interpreter tier")
-def test_t07_rows_that_see_no_key_are_exactly_zero(t07_checks):
-    assert t07_checks["zero_rows"] == [0, 1]
-
-
-def test_t07_merge_tile_holds_every_chunk_in_at_most_1024_floats():
-    """The merge's [CHUNKS_P2, DIM_BLOCK] tile: every chunk (padded to a power of two), whole column blocks of
-    D, at most MERGE_TILE floats (8 a thread at 4 warps) up to 2 x 1024 chunks (t06 cuts at most 2 per SM)."""
-    from hello_gpu.ops.rung import load_module
-    t07 = load_module(load_op("attention").rung("t07_parallel_merge").path, "test_t07_merge_tile")
-    assert t07.merge_tile(32, 128) == (32, 32) and t07.merge_tile(3, 128) == (4, 128)
-    for head_dim in (64, 128):
-        for chunks in range(1, 2049):
-            chunks_p2, dim_block = t07.merge_tile(chunks, head_dim)
-            assert chunks <= chunks_p2 < 2 * chunks and chunks_p2 & (chunks_p2 - 1) == 0
-            assert head_dim % dim_block == 0 and (chunks_p2 * dim_block <= t07.MERGE_TILE or dim_block == 1)
 
 
 # ------------------------------------------------------------------------------------------ GPU tier
@@ -504,28 +389,3 @@ def test_a_shared_case_at_a_bench_shape_keeps_its_reference_and_serves_every_run
             result = run_case(op.rung(rung_id).build(), case, True)
             assert result.passed, (rung_id, distribution, result.reason)
             assert case.changed_inputs() == []
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU")
-def test_t07_on_the_gpu_at_the_decode_shapes():
-    """t07 at the decode benchmark shapes (32 chunks at B=1, 3 at B=16 on 132 SMs) and at one KV head of
-    32768 keys (256 chunks: a 256 x 4 merge tile), bfloat16; the merge without one chunk fails at each."""
-    from pathlib import Path
-
-    from hello_gpu.ops.header import parse_header
-    from hello_gpu.ops.rung import Rung
-    op = load_op("attention")
-    shapes = [(1, 32, 8, 1, 32768, 128), (16, 32, 8, 1, 32768, 128), (1, 32, 8, 1, 4096, 128), (1, 8, 1, 1, 32768, 128)]
-    rung = op.rung("t07_parallel_merge")
-    built = rung.build()
-    t06 = built.function.__globals__["_t06"]
-    chunks = [t06.split(spec.dims(s).kv_len, spec.dims(s).batch * spec.dims(s).kv_heads,
-                        t06.programs_wanted(torch.device("cuda")))[1] for s in shapes]
-    assert chunks[0] > 16 and chunks[-1] > 128, chunks
-    report = check_rung(rung, op, shapes=shapes, dtypes=["bfloat16"], built=built)
-    assert report.passed, report.reason
-    path = Path(__file__).parent / "known_wrong" / "attention" / "merge_drops_one_chunk.py"
-    wrong = check_rung(Rung(op, path.stem, "triton", path, parse_header(path)), op, shapes=shapes, dtypes=["bfloat16"],
-                       layouts=False)
-    assert wrong.status == "FAIL" and {case.shape for case in wrong.failures} == {case.shape for case in wrong.ran}

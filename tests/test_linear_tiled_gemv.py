@@ -25,8 +25,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # at and past one 512- or 2048-column tile); then two and three rows (t02's kernel)
 SHAPES = [(1, 1, 1), (1, 7, 300), (1, 9, 512), (1, 40, 1100), (1, 17, 1537), (1, 5, 4100), (2, 9, 700), (3, 5, 33)]
 # rung id: (its kernel's name in the file, rows a program)
-RUNGS = {"t03_tiled_gemv": ("tiled_gemv_kernel", 8), "t04_evict_first_gemv": ("evict_first_gemv_kernel", 2),
-         "t05_row_per_program": ("evict_first_gemv_kernel", 1)}
+RUNGS = {"t03_tiled_gemv": ("tiled_gemv_kernel", 8), "t04_evict_first_gemv": ("evict_first_gemv_kernel", 2)}
 
 _SCRIPT = """
 import json, sys, torch
@@ -121,13 +120,3 @@ def test_the_kernel_compiles_for_sm_90_as_its_header_says_and_without_spills(run
         else:
             # plain loads to registers, the weight's marked evict-first in the PTX
             assert found["ldgsts"] == 0 and found["evict_first_loads"] >= 1, f"{dtype}: {found}"
-
-
-def test_t05_walks_a_row_in_whole_steps_where_it_can():
-    """t05's step: 4096 columns, 2048 where that makes the steps whole (the 8B's down_proj: K = 14336, 7 steps, as
-    Inductor's kernel walks it), a short row in one step of its next power of two."""
-    from hello_gpu.ops import load_op
-    from hello_gpu.ops.rung import load_module
-    t05 = load_module(load_op("linear").rung("t05_row_per_program").path, "t05_steps")
-    steps = {k: t05.columns_a_step(k) for k in (1, 300, 2048, 4096, 4100, 8192, 14336, 6144)}
-    assert steps == {1: 1, 300: 512, 2048: 2048, 4096: 4096, 4100: 4096, 8192: 4096, 14336: 2048, 6144: 2048}
