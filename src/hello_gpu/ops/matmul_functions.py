@@ -347,8 +347,10 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def _refuse_lazy_views(name: str, first: tuple[str, torch.Tensor], second: tuple[str, torch.Tensor]) -> None:
-    """An eager call's check (not traced: Dynamo's tensors are never lazy views): a lazily negated view
-    (z.conj().imag) is refused as an unreadable layout is, since the kernels read memory, not values."""
+    """An eager call's check: a lazily negated view (z.conj().imag) is refused as an unreadable layout is,
+    since the kernels read memory, not values. Not asked while tracing: a compiled graph calls the custom op,
+    and the dispatcher's Negative fallback resolves the bit before any custom op runs (the op sees
+    is_neg() False; tests/test_lazy_views.py calls the graph ops with negated views)."""
     for argument, tensor in (first, second):
         problem = lazy_view(tensor)
         if problem is not None:
