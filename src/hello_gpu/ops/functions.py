@@ -42,6 +42,7 @@ from torch.compiler import is_compiling
 from .attention import spec as attention_spec       # imported, not load_op'd: Dynamo traces dims_of, not file reads
 from .registry import load_op
 from ..runtime import compiled_replay
+from ..runtime.checks import unindexable
 from ..runtime.triton_replay import launch_hooks_set, plain_tensor_types, plan_of, replayable
 from .rung import triton_interpreter_on
 
@@ -102,6 +103,7 @@ def _check(name: str, x: torch.Tensor, dtypes: tuple[torch.dtype, ...] = DTYPES)
     """Checks on what Dynamo knows while tracing (type, shape, dtype, grad), so fullgraph stays one graph."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"hello_gpu.ops.{name}: x must be a torch.Tensor, got {type(x).__name__}")
+    _refuse_unindexable(name, "x", x)
     if x.dim() < 1 or x.shape[-1] == 0:
         raise ValueError(f"hello_gpu.ops.{name}: x needs a last dimension of at least 1 element; "
                          f"got shape {tuple(x.shape)}")
@@ -111,6 +113,13 @@ def _check(name: str, x: torch.Tensor, dtypes: tuple[torch.dtype, ...] = DTYPES)
     if x.requires_grad and torch.is_grad_enabled():
         raise RuntimeError(f"hello_gpu.ops.{name} is forward only (it has no backward pass): call it under "
                            f"torch.no_grad() or torch.inference_mode(), or on a tensor that does not require grad")
+
+
+def _refuse_unindexable(name: str, argument: str, tensor: torch.Tensor) -> None:
+    """A nested or sparse tensor has no rows to copy into a contiguous one: refused by name (runtime.checks)."""
+    problem = unindexable(tensor)
+    if problem is not None:
+        raise ValueError(f"hello_gpu.ops.{name}: {argument} {problem}")
 
 
 def _no_backward(name: str):
@@ -308,6 +317,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
 def _check_rms_norm(x, weight, eps) -> None:
     """rms_norm's checks (what Dynamo knows while tracing, as _check's)."""
     _check("rms_norm", x)
+    if isinstance(weight, torch.Tensor):
+        _refuse_unindexable("rms_norm", "weight", weight)
     if not isinstance(weight, torch.Tensor) or weight.shape != (x.shape[-1],):
         shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
         raise ValueError(f"hello_gpu.ops.rms_norm: weight must have shape ({x.shape[-1]},), one per column of x; "
@@ -349,6 +360,7 @@ def _check_attention(q, k, v, causal):
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"hello_gpu.ops.attention: {name} must be a torch.Tensor, got {type(tensor).__name__}")
+        _refuse_unindexable("attention", name, tensor)
     if type(causal) is not bool:
         raise TypeError(f"hello_gpu.ops.attention: causal must be True or False, got {type(causal).__name__}")
     if q.dtype not in DTYPES:

@@ -64,7 +64,7 @@ from ..runtime import compiled_replay
 from ..runtime.checks import lazy_view
 from ..runtime.device import device_info
 from ..runtime.triton_replay import launch_hooks_set
-from .functions import DTYPES, _no_backward, remember_plan
+from .functions import DTYPES, _no_backward, _refuse_unindexable, remember_plan
 from .registry import load_op
 from .rung import Rung, load_module, requirement_unmet, triton_interpreter_on
 
@@ -192,6 +192,7 @@ def _check_pair(name: str, first: tuple[str, object], second: tuple[str, object]
     for argument, tensor in (first, second):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"hello_gpu.ops.{name}: {argument} must be a torch.Tensor, got {type(tensor).__name__}")
+        _refuse_unindexable(name, argument, tensor)
         if tensor.dtype not in DTYPES:
             supported = ", ".join(_dtype_name(d) for d in DTYPES)
             raise TypeError(f"hello_gpu.ops.{name}: {argument} is {_dtype_name(tensor.dtype)}; supported: {supported}")

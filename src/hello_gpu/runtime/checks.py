@@ -47,12 +47,29 @@ def lazy_view(tensor) -> str | None:
     return None
 
 
+def unindexable(tensor) -> str | None:
+    """Why ``tensor`` is no strided array in memory that a kernel can index, or None: a nested tensor (its
+    rows kept apart, or of different lengths) or a layout other than torch.strided (sparse COO/CSR/CSC/BSR/
+    BSC, mkldnn). Asked before anything reads its strides: a sparse COO tensor reports strides (0, 0), a
+    CSR one has none, and a nested one of equal rows says it is contiguous, so their own errors name
+    the wrong problem or none (a hello_gpu.Kernel took a nested tensor's buffer before this check)."""
+    if tensor.is_nested:
+        return ("is a nested tensor (torch.nested: its rows are kept apart, or of different lengths); pass each "
+                "row, or .to_padded_tensor(0.0) with the padding masked")
+    if tensor.layout is not torch_module().strided:
+        return f"has layout {tensor.layout}, not strided memory; pass .to_dense()"
+    return None
+
+
 def check_tensor(parameter: Parameter, value: Any, device: int | None, device_type: str = "cuda") -> None:
     """A tensor for a pointer parameter: right device, dtype, contiguous, aligned for vector types."""
     torch = torch_module()
     where = f"parameter {parameter.name!r} ({parameter.c_type})"
     if not isinstance(value, torch.Tensor):
         raise KernelArgumentError(f"{where} expects a torch.Tensor, got {type(value).__name__}")
+    layout = unindexable(value)
+    if layout is not None:
+        raise KernelArgumentError(f"{where}: tensor {layout}")
     if value.device.type != device_type:
         raise KernelArgumentError(f"{where}: tensor is on {value.device}; move it to the GPU with .cuda()")
     if device is not None and value.device.index != device:
