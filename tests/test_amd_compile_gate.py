@@ -140,3 +140,27 @@ namespace course { __global__ void named(float* x) { x[threadIdx.x] = 2.0f; } }
     result = _compiled(compile_for_amd(source, name="spaces.hip"))
     assert ".amdhsa_kernel _ZN12_GLOBAL__N_16hiddenEPf" in result.assembly
     assert ".amdhsa_kernel _ZN6course5namedEPf" in result.assembly
+
+
+ROCM6_BFLOAT16 = """\
+#include <hip/hip_runtime.h>
+#include <hip/hip_bf16.h>
+__global__ void hg_bf16_scale(__hip_bfloat16* y, const __hip_bfloat16* x, const __hip_bfloat16* w, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    __hip_bfloat162 pair = __floats2bfloat162_rn(__bfloat162float(x[i]), __low2float(__bfloat162bfloat162(w[i])));
+    float2 both = __bfloat1622float2(pair);
+    y[i] = __hfma(__float2bfloat16(both.x), __hmul(w[i], x[i]), __hmax(x[i], __hneg(w[i])));
+  }
+}
+"""
+
+
+def test_rocm6_bfloat16_names_compile_on_the_gates_older_headers():
+    """The gate's HIP 5.2 headers have no <hip/hip_bf16.h> (ROCm 6's bfloat16 API, which a kernel written for an
+    RX 9070 XT uses): before the gate served one, this failed with "'hip/hip_bf16.h' file not found"."""
+    result = _compiled(compile_for_amd(ROCM6_BFLOAT16, name="bf16.hip", arch="gfx1201"))
+    assert "hg_bf16_scale" in result.assembly
+    cuda = ROCM6_BFLOAT16.replace("hip/hip_runtime.h", "cuda_runtime.h").replace("hip/hip_bf16.h", "cuda_bf16.h")
+    cuda = cuda.replace("__hip_bfloat162", "__nv_bfloat162").replace("__hip_bfloat16", "__nv_bfloat16")
+    assert "hg_bf16_scale" in _compiled(compile_for_amd(cuda, name="bf16.cu", dialect="cuda", arch="gfx1201")).assembly

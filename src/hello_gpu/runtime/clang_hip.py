@@ -25,6 +25,43 @@ from .prelude import PRELUDE_NAME, compiler_headers, prelude_source
 
 INSTALL_HINT = "run scripts/install_amd_compile_tools.sh (Debian 12: clang-19 + libamdhip64-dev)"
 
+# ROCm 6's <hip/hip_bf16.h> (the CUDA-like bfloat16 API: __hip_bfloat16, __float2bfloat16, __hadd, ...), which
+# the gate's HIP 5.2 headers lack: they have hip_bfloat16 alone, so a kernel written for the course's RX 9070 XT
+# (ROCm 6.3 or later) failed the gate with "'hip/hip_bf16.h' file not found" while it compiles there. Served
+# to the gate's clang alone (never to hipRTC on a real AMD GPU, whose ROCm has the header); where the installed
+# headers have it, #include_next takes theirs. The subset: the names cuda_bf16.h users reach for first.
+HIP_BF16_FOR_HIP_5 = """\
+#pragma once
+#if __has_include_next(<hip/hip_bf16.h>)
+#include_next <hip/hip_bf16.h>
+#else
+#include <hip/hip_bfloat16.h>
+typedef hip_bfloat16 __hip_bfloat16;
+struct __hip_bfloat162 { __hip_bfloat16 x, y; };
+#define HG_BF16_FN static inline __host__ __device__
+HG_BF16_FN __hip_bfloat16 __float2bfloat16(float f) { return __hip_bfloat16(f); }
+HG_BF16_FN __hip_bfloat16 __float2bfloat16_rn(float f) { return __hip_bfloat16(f); }
+HG_BF16_FN float __bfloat162float(__hip_bfloat16 b) { return static_cast<float>(b); }
+HG_BF16_FN __hip_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__hip_bfloat16(a), __hip_bfloat16(b)}; }
+HG_BF16_FN __hip_bfloat162 __float22bfloat162_rn(float2 f) { return __floats2bfloat162_rn(f.x, f.y); }
+HG_BF16_FN __hip_bfloat162 __bfloat162bfloat162(__hip_bfloat16 b) { return {b, b}; }
+HG_BF16_FN float2 __bfloat1622float2(__hip_bfloat162 p) { return make_float2(float(p.x), float(p.y)); }
+HG_BF16_FN float __low2float(__hip_bfloat162 p) { return float(p.x); }
+HG_BF16_FN float __high2float(__hip_bfloat162 p) { return float(p.y); }
+HG_BF16_FN __hip_bfloat16 __hadd(__hip_bfloat16 a, __hip_bfloat16 b) { return a + b; }
+HG_BF16_FN __hip_bfloat16 __hsub(__hip_bfloat16 a, __hip_bfloat16 b) { return a - b; }
+HG_BF16_FN __hip_bfloat16 __hmul(__hip_bfloat16 a, __hip_bfloat16 b) { return a * b; }
+HG_BF16_FN __hip_bfloat16 __hdiv(__hip_bfloat16 a, __hip_bfloat16 b) { return a / b; }
+HG_BF16_FN __hip_bfloat16 __hneg(__hip_bfloat16 a) { return -a; }
+HG_BF16_FN __hip_bfloat16 __hfma(__hip_bfloat16 a, __hip_bfloat16 b, __hip_bfloat16 c) {
+  return __hip_bfloat16(float(a) * float(b) + float(c));
+}
+HG_BF16_FN __hip_bfloat16 __hmax(__hip_bfloat16 a, __hip_bfloat16 b) { return float(a) < float(b) ? b : a; }
+HG_BF16_FN __hip_bfloat16 __hmin(__hip_bfloat16 a, __hip_bfloat16 b) { return float(b) < float(a) ? b : a; }
+#undef HG_BF16_FN
+#endif
+"""
+
 
 class ClangNotFoundError(RuntimeError):
     """No clang to compile HIP with."""
@@ -88,7 +125,7 @@ def compile_for_amd(
         # The prelude and the bridged includes (cuda_runtime.h for CUDA-dialect source), as hipRTC
         # serves them in memory on a real AMD GPU.
         headers_dir = os.path.join(tmp, "hg_headers")
-        for header, text in compiler_headers(dialect, "amd").items():
+        for header, text in {**compiler_headers(dialect, "amd"), "hip/hip_bf16.h": HIP_BF16_FOR_HIP_5}.items():
             path = os.path.join(headers_dir, header)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:

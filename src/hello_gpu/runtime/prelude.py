@@ -320,6 +320,7 @@ _COMMON_AMD = """\
 _CUDA_ON_AMD = """\
 #if __has_include(<hip/hip_bf16.h>)
 typedef __hip_bfloat16 __nv_bfloat16;
+typedef __hip_bfloat162 __nv_bfloat162;
 #else
 typedef hip_bfloat16 __nv_bfloat16;
 #endif
