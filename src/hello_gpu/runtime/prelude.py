@@ -21,7 +21,7 @@ from __future__ import annotations
 
 PRELUDE_NAME = "hello_gpu_prelude.h"
 # Bump when a prelude's text changes: it is part of the compile-cache key.
-PRELUDE_VERSION = 4   # 4: the C/C++ standard names (issue 19)
+PRELUDE_VERSION = 5   # 4: the C/C++ standard names (issue 19); 5: HIP-only atomics, clocks, nontemporal
 
 DIALECTS = ("hip", "cuda")
 
@@ -280,6 +280,49 @@ __device__ __forceinline__ unsigned int __lane_id() {
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
   return lane;
 }
+// HIP's floating-point atomicMax/atomicMin (CUDA has integer ones alone), with fmax/fmin's answer (a NaN
+// argument loses to a number): a compare-and-swap loop that stops without writing where the stored value
+// already is the answer, so an uncontended call costs one load and at most one CAS. Returns the old value.
+#define HG_ATOMIC_FLOAT_EXTREMUM(NAME, T, BITS, PICK, TO_BITS, FROM_BITS)                      \
+  __device__ __forceinline__ T NAME(T* address, T value) {                                     \
+    BITS* word = reinterpret_cast<BITS*>(address);                                             \
+    BITS old = *reinterpret_cast<volatile BITS*>(word), assumed;                               \
+    do {                                                                                       \
+      assumed = old;                                                                           \
+      BITS wanted = TO_BITS(PICK(FROM_BITS(assumed), value));                                  \
+      if (wanted == assumed) break;                                                            \
+      old = atomicCAS(word, assumed, wanted);                                                  \
+    } while (old != assumed);                                                                  \
+    return FROM_BITS(old);                                                                     \
+  }
+HG_ATOMIC_FLOAT_EXTREMUM(atomicMax, float, unsigned int, fmaxf, __float_as_uint, __uint_as_float)
+HG_ATOMIC_FLOAT_EXTREMUM(atomicMin, float, unsigned int, fminf, __float_as_uint, __uint_as_float)
+HG_ATOMIC_FLOAT_EXTREMUM(atomicMax, double, unsigned long long, fmax, (unsigned long long)__double_as_longlong,
+                         __longlong_as_double)
+HG_ATOMIC_FLOAT_EXTREMUM(atomicMin, double, unsigned long long, fmin, (unsigned long long)__double_as_longlong,
+                         __longlong_as_double)
+#undef HG_ATOMIC_FLOAT_EXTREMUM
+// HIP's unsafe/safe atomics choose between AMD's hardware float atomics and a CAS loop; NVIDIA's are one
+// instruction either way.
+template <typename T> __device__ __forceinline__ T unsafeAtomicAdd(T* address, T value) { return atomicAdd(address, value); }
+template <typename T> __device__ __forceinline__ T safeAtomicAdd(T* address, T value) { return atomicAdd(address, value); }
+template <typename T> __device__ __forceinline__ T unsafeAtomicMax(T* address, T value) { return atomicMax(address, value); }
+template <typename T> __device__ __forceinline__ T unsafeAtomicMin(T* address, T value) { return atomicMin(address, value); }
+// HIP's constant-rate clock: here the global timer, in nanoseconds (a 1 GHz rate; AMD's runs at the rate
+// hipDeviceAttributeWallClockRate gives, 100 MHz on RDNA).
+__device__ __forceinline__ long long wall_clock64() {
+  unsigned long long time;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(time));
+  return static_cast<long long>(time);
+}
+// clang's streaming (non-temporal) accesses, which HIP code uses for data read or written once: the
+// evict-first cache hints (ld.global.cs / st.global.cs) are NVIDIA's spelling of the same intent.
+template <typename T> __device__ __forceinline__ T __builtin_nontemporal_load(const T* address) {
+  return __ldcs(address);
+}
+template <typename T> __device__ __forceinline__ void __builtin_nontemporal_store(T value, T* address) {
+  __stcs(address, value);
+}
 """
 
 # On AMD, clang (hipcc, the compile gate) has the C and C++ library headers: the runtime header brings
@@ -313,6 +356,11 @@ _COMMON_AMD = """\
 #define HG_WARP_SIZE 64
 #endif
 #define HG_PLATFORM_AMD 1
+// The lanes that run this instruction (HIP 6 declares __activemask; the gate's HIP 5.2 headers do not): a
+// macro, so it stands in for a declaration wherever one is missing and is the same ballot where one is not.
+#ifndef __activemask
+#define __activemask() __ballot(1)
+#endif
 """
 
 # CUDA spellings on HIP. ROCm 7 (and 6.2+ with HIP_ENABLE_WARP_SYNC_BUILTINS) ships the *_sync
