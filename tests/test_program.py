@@ -200,3 +200,16 @@ def test_a_vector_typedef_that_a_kernel_names_is_kept():
     device = device_source(source)
     assert device.text.splitlines()[0] == source.splitlines()[0]
     assert [str(part) for part in device.left_out] == ["line 2: type Unused4"]
+
+
+def test_namespace_aliases_and_using_declarations_are_kept():
+    """`namespace cg = cooperative_groups;` was read as a host variable and blanked, so every cg:: name in the
+    kernels failed ("use of undeclared identifier 'cg'") in a file that also held main()."""
+    source = ("#include <hip/hip_runtime.h>\n#include <hip/hip_cooperative_groups.h>\n#include <vector>\n"
+              "namespace cg = cooperative_groups;\nusing std::min;\n"
+              "__global__ void k(float* x) { cg::this_thread_block().sync(); x[0] = min(x[0], 1.0f); }\n"
+              "int main() { std::vector<float> h(4); return 0; }\n")
+    device = device_source(source)
+    kept = device.text.splitlines()
+    assert kept[3] == "namespace cg = cooperative_groups;" and kept[4] == "using std::min;"
+    assert [str(part) for part in device.left_out] == ["line 3: #include <vector>", "line 7: function main()"]

@@ -17,6 +17,7 @@ compile is a file read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -216,14 +217,22 @@ def nvrtc_version() -> str:
     return f"nvrtc-{major}.{minor}"
 
 
-def _nvrtc_include_dirs() -> list[str]:
-    """CUDA headers (cuda_fp16.h, cuda_bf16.h): the NVRTC wheel has none; cuda.pathfinder finds them."""
-    try:
-        from cuda import pathfinder
-        directory = pathfinder.find_nvidia_header_directory("cudart")
-    except Exception:  # noqa: BLE001 - any failure means "not found"; NVRTC then says what is missing
-        directory = None
-    return [directory] if directory else []
+@functools.cache
+def _nvrtc_include_dirs() -> tuple[str, ...]:
+    """CUDA headers (cuda_fp16.h, cuda_bf16.h): the NVRTC wheel has none; cuda.pathfinder finds them. Then
+    CCCL's (libcu++: cuda/std/..., nv/target) where it finds them, which <cooperative_groups.h> includes;
+    searched last, so a header found before is found the same, and only includes that failed now resolve.
+    Without CCCL, a cooperative-groups kernel fails naming cuda/std/type_traits."""
+    found = []
+    for library in ("cudart", "cccl"):
+        try:
+            from cuda import pathfinder
+            directory = pathfinder.find_nvidia_header_directory(library)
+        except Exception:  # noqa: BLE001 - any failure means "not found"; NVRTC then says what is missing
+            directory = None
+        if directory:
+            found.append(directory)
+    return tuple(found)
 
 
 def _check(result, what: str):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 PRELUDE_NAME = "hello_gpu_prelude.h"
 # Bump when a prelude's text changes: it is part of the compile-cache key.
-PRELUDE_VERSION = 5   # 4: the C/C++ standard names (issue 19); 5: HIP-only atomics, clocks, nontemporal
+PRELUDE_VERSION = 6   # 4: the C/C++ standard names (issue 19); 5: HIP-only atomics, clocks, nontemporal; 6: cooperative groups
 
 DIALECTS = ("hip", "cuda")
 
@@ -363,15 +363,10 @@ _COMMON_AMD = """\
 #endif
 """
 
-# CUDA spellings on HIP. ROCm 7 (and 6.2+ with HIP_ENABLE_WARP_SYNC_BUILTINS) ships the *_sync
-# shuffles itself; older headers (Debian's HIP 5.2) do not, so they are defined only there.
-_CUDA_ON_AMD = """\
-#if __has_include(<hip/hip_bf16.h>)
-typedef __hip_bfloat16 __nv_bfloat16;
-typedef __hip_bfloat162 __nv_bfloat162;
-#else
-typedef hip_bfloat16 __nv_bfloat16;
-#endif
+# The *_sync warp functions and __syncwarp, which CUDA-dialect source uses and HIP-dialect source for ROCm 7
+# may: ROCm 7 (and 6.2+ with HIP_ENABLE_WARP_SYNC_BUILTINS) ships them itself; older headers (Debian's
+# HIP 5.2, the gate's) do not, so they are defined only there, for both dialects.
+_SYNC_ON_OLDER_HIP = """\
 #if !defined(HIP_ENABLE_WARP_SYNC_BUILTINS) && (!defined(HIP_VERSION_MAJOR) || HIP_VERSION_MAJOR < 7)
 template <typename T>
 __device__ __forceinline__ T __shfl_sync(unsigned long long mask, T value, int source_lane,
@@ -403,6 +398,16 @@ __device__ __forceinline__ void __syncwarp(unsigned long long mask = 0) { __buil
 #endif
 """
 
+# CUDA spellings on HIP.
+_CUDA_ON_AMD = """\
+#if __has_include(<hip/hip_bf16.h>)
+typedef __hip_bfloat16 __nv_bfloat16;
+typedef __hip_bfloat162 __nv_bfloat162;
+#else
+typedef hip_bfloat16 __nv_bfloat16;
+#endif
+"""
+
 
 # Headers a HIP-dialect source may include on NVIDIA (and CUDA-dialect ones on AMD): the prelude
 # already provides what they would, so they are served as empty files.
@@ -420,11 +425,28 @@ STANDARD_HEADERS = ("cstddef", "stddef.h", "cstdint", "stdint.h", "cfloat", "flo
                     "cmath", "math.h", "limits", "algorithm", "cstdio", "stdio.h")
 
 
+# Headers one dialect's source includes that the other vendor has under another name: served as an include of
+# it, with the prelude's mask-less vote macros set aside meanwhile (CCCL, which cooperative_groups.h
+# includes, declares a struct __any whose constructor the __any macro would expand).
+_VOTE_MACROS = ("__any", "__all", "__ballot")
+_RENAMED_INCLUDES = {
+    ("hip", "nvidia"): {"hip/hip_cooperative_groups.h": "cooperative_groups.h"},
+    ("cuda", "amd"): {"cooperative_groups.h": "hip/hip_cooperative_groups.h"},
+}
+
+
+def _renamed_include(target: str) -> str:
+    aside = "".join(f'#pragma push_macro("{name}")\n#undef {name}\n' for name in _VOTE_MACROS)
+    back = "".join(f'#pragma pop_macro("{name}")\n' for name in _VOTE_MACROS)
+    return f"#pragma once\n{aside}#include <{target}>\n{back}"
+
+
 def compiler_headers(dialect: str, vendor: str) -> dict[str, str]:
     """Every in-memory header for this dialect on this vendor: the prelude and the bridged includes."""
     headers = {PRELUDE_NAME: prelude_source(dialect, vendor)}
     bridged = _BRIDGED_INCLUDES.get((dialect, vendor), ()) + (STANDARD_HEADERS if vendor == "nvidia" else ())
     headers.update({name: "#pragma once\n" for name in bridged})
+    headers.update({name: _renamed_include(target) for name, target in _RENAMED_INCLUDES.get((dialect, vendor), {}).items()})
     return headers
 
 
@@ -438,5 +460,5 @@ def prelude_source(dialect: str, vendor: str) -> str:
     if vendor == "nvidia":
         return _COMMON_NVIDIA + (_HIP_ON_NVIDIA if dialect == "hip" else "")
     if vendor == "amd":
-        return _COMMON_AMD + (_CUDA_ON_AMD if dialect == "cuda" else "")
+        return _COMMON_AMD + _SYNC_ON_OLDER_HIP + (_CUDA_ON_AMD if dialect == "cuda" else "")
     raise ValueError(f"vendor must be 'nvidia' or 'amd', got {vendor!r}")

@@ -10,7 +10,8 @@ error points at the file's own line.
 What is device code is read from the text, not from a C++ front end:
 
 - kept: functions and variables marked ``__global__``/``__device__``/``__constant__``/``__shared__``
-  (with their templates), ``static_assert``, ``using namespace``, every preprocessor line except
+  (with their templates), ``static_assert``, ``using namespace``, namespace aliases and using-declarations
+  (``namespace cg = cooperative_groups;``, ``using std::min;``), every preprocessor line except
   host-only ``#include``s, and the types, constants (``const``/``constexpr``) and ``constexpr``
   functions that the kept code names;
 - left out: other functions (``main``, host helpers), host variables, types and constants that no
@@ -171,6 +172,10 @@ def _classify(code: str, start: int, end: int, body_start: int | None) -> _Decla
     if _DEVICE_WORDS.search(head):
         return _Declaration(start, end, head, "device", [])
     if re.match(r"(static_assert|using\s+namespace)\b", bare) or not bare.strip(" ;"):
+        return _Declaration(start, end, head, "keep", [])
+    # `namespace cg = cooperative_groups;` and `using std::min;` name things for the code after them, which
+    # may be device code: kept (read as a host variable, the alias was blanked and every cg:: name failed).
+    if re.match(r"namespace\s+[A-Za-z_]\w*\s*=", bare) or re.match(r"using\s+(?:typename\s+)?[\w:]*::\w+\s*;?$", bare):
         return _Declaration(start, end, head, "keep", [])
     # struct alignas(16) Pack {...}: attributes aside, a class head has no parenthesis (a function's has).
     class_head = re.sub(r"\b(?:alignas|__align__|__attribute__|__declspec)\s*\(\)", "",
