@@ -181,3 +181,30 @@ def test_a_cooperative_groups_sum_on_the_gpu():
     kernel(x, total, n, block=256, grid=(n + 255) // 256)
     exact = x.double().sum().item()
     assert abs(total.item() - exact) <= 1e-5 * exact
+
+
+DEVICE_PASS = r"""
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#if !defined(__HIPCC__) || !defined(__HIP_DEVICE_COMPILE__)
+#error "not hipcc's device pass"
+#endif
+__global__ void half_extrema(__half* y, const __half* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    __half2 pair = __halves2half2(x[i], __hneg(x[i]));
+    y[i] = __hadd(__hmax(x[i], __float2half_rn(0.0f)), __low2half(__hmin2(pair, __hmax2(pair, pair))));
+  }
+}
+"""
+
+
+def test_the_device_pass_macros_and_half_extrema_compile_on_both_vendors():
+    """hipcc defines __HIPCC__ and, in the device pass, __HIP_DEVICE_COMPILE__; NVRTC had neither, so
+    `#ifdef __HIP_DEVICE_COMPILE__` took the host branch on NVIDIA. __hmax/__hmin (and their half2 forms) are
+    missing from the gate's HIP 5.2 <hip/hip_fp16.h>."""
+    assert "max.f16" in hg.hip(DEVICE_PASS, arch="sm_90").asm("ptx")
+    if find_clang() is None and os.environ.get("HG_REQUIRE_AMD_GATE") != "1":
+        pytest.skip("no clang for the AMD gate (scripts/install_amd_compile_tools.sh)")
+    result = compile_for_amd(DEVICE_PASS, name="device_pass.hip", arch="gfx1201")
+    assert result.ok, result.log

@@ -62,6 +62,27 @@ HG_BF16_FN __hip_bfloat16 __hmin(__hip_bfloat16 a, __hip_bfloat16 b) { return fl
 #endif
 """
 
+# The half-precision max/min that HIP 5.2's <hip/hip_fp16.h> lacks (the gate's headers; later ROCm has them),
+# served to the gate's clang alone, on top of the installed header.
+HIP_FP16_FOR_HIP_5_2 = """\
+#pragma once
+#include_next <hip/hip_fp16.h>
+#if defined(HIP_VERSION) && HIP_VERSION < 50300000
+// As CUDA's and ROCm's: a NaN argument loses to the other.
+static inline __host__ __device__ __half __hmax(__half a, __half b) { return (__hisnan(a) || __hlt(a, b)) ? b : a; }
+static inline __host__ __device__ __half __hmin(__half a, __half b) { return (__hisnan(a) || __hlt(b, a)) ? b : a; }
+static inline __host__ __device__ __half2 __hmax2(__half2 a, __half2 b) {
+  return __halves2half2(__hmax(__low2half(a), __low2half(b)), __hmax(__high2half(a), __high2half(b)));
+}
+static inline __host__ __device__ __half2 __hmin2(__half2 a, __half2 b) {
+  return __halves2half2(__hmin(__low2half(a), __low2half(b)), __hmin(__high2half(a), __high2half(b)));
+}
+#endif
+"""
+
+# What the gate's clang gets beside the prelude: ROCm's newer headers' names on the installed older ones.
+GATE_HEADERS = {"hip/hip_bf16.h": HIP_BF16_FOR_HIP_5, "hip/hip_fp16.h": HIP_FP16_FOR_HIP_5_2}
+
 
 class ClangNotFoundError(RuntimeError):
     """No clang to compile HIP with."""
@@ -125,7 +146,7 @@ def compile_for_amd(
         # The prelude and the bridged includes (cuda_runtime.h for CUDA-dialect source), as hipRTC
         # serves them in memory on a real AMD GPU.
         headers_dir = os.path.join(tmp, "hg_headers")
-        for header, text in {**compiler_headers(dialect, "amd"), "hip/hip_bf16.h": HIP_BF16_FOR_HIP_5}.items():
+        for header, text in {**compiler_headers(dialect, "amd"), **GATE_HEADERS}.items():
             path = os.path.join(headers_dir, header)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:

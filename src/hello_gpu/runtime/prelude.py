@@ -238,6 +238,10 @@ _COMMON_NVIDIA = """\
 # wavefront, so the full mask is the faithful translation.
 _HIP_ON_NVIDIA = """\
 #define __HIP_PLATFORM_NVIDIA__ 1
+// What hipcc defines: __HIPCC__ always, __HIP_DEVICE_COMPILE__ in the device pass, which is all NVRTC
+// compiles. Without them, `#ifdef __HIP_DEVICE_COMPILE__ ... #else` took the host branch on NVIDIA.
+#define __HIPCC__ 1
+#define __HIP_DEVICE_COMPILE__ 1
 #define HIP_DYNAMIC_SHARED(type, name) extern __shared__ type name[];
 #define HIP_KERNEL_NAME(...) __VA_ARGS__
 #define hipThreadIdx_x threadIdx.x
