@@ -213,3 +213,22 @@ def test_namespace_aliases_and_using_declarations_are_kept():
     kept = device.text.splitlines()
     assert kept[3] == "namespace cg = cooperative_groups;" and kept[4] == "using std::min;"
     assert [str(part) for part in device.left_out] == ["line 3: #include <vector>", "line 7: function main()"]
+
+
+def test_a_constant_that_main_launches_a_template_with_is_kept(tmp_path):
+    """`tiled_copy<kThreads><<<...>>>` in main(), kThreads named by no kernel: the constant was left out with
+    the host code, and the instantiation failed ("identifier kThreads is undefined")."""
+    source = ("#include <hip/hip_runtime.h>\n#include <vector>\nconstexpr int kThreads = 128;\nconstexpr int kUnused = 3;\n"
+              "template <int BLOCK> __global__ void tiled_copy(const float* x, float* y, int n) {\n"
+              "  __shared__ float tile[BLOCK]; int i = blockIdx.x * BLOCK + threadIdx.x;\n"
+              "  tile[threadIdx.x] = i < n ? x[i] : 0.0f; __syncthreads(); if (i < n) y[i] = tile[threadIdx.x]; }\n"
+              "int main() { std::vector<float> h(4); tiled_copy<kThreads><<<1, kThreads>>>(nullptr, nullptr, 0); }\n")
+    device = device_source(source)
+    assert "constexpr int kThreads = 128;" in device.text and "kUnused" not in device.text
+    path = tmp_path / "launch.hip"
+    path.write_text(source)
+    report = compile_gate.check([path], arch="sm_90", amd=AMD_TOOLS)
+    (row,) = report.kernels
+    assert row.kernel == "tiled_copy<kThreads>" and row.nvidia.status == "ok", row.nvidia.error
+    if AMD_TOOLS:
+        assert row.amd.status == "ok", row.amd.error

@@ -42,7 +42,7 @@ from typing import Callable
 from .clang_hip import INSTALL_HINT, clang_description, compile_for_amd, find_clang, matching_symbols
 from .compiler import CompileOptions, compile_source, nvrtc_version, ptxas_section
 from .errors import CompileError
-from .program import ProgramError, device_source
+from .program import ProgramError, device_source, launched_instantiations
 from .resources import parse_ptxas_report
 from .signature import KernelDeclaration, find_kernels
 
@@ -150,21 +150,6 @@ def find_sources(paths) -> list[Path]:
 def instantiations(source: str) -> list[str]:
     """The entries named by ``// hello-gpu: instantiate NAME<...>`` lines, in order."""
     return [m.group("entry") for m in INSTANTIATE.finditer(source)]
-
-
-def launched_instantiations(source: str, templates) -> list[str]:
-    """Instantiations of the template kernels ``templates`` that a program's host code launches:
-    ``HIP_KERNEL_NAME(tiled<16>)``, ``hipLaunchKernelGGL(tiled<16>, ...)`` or ``tiled<16><<<...>>>``."""
-    from .signature import strip_comments
-    clean = strip_comments(source)
-    found: list[str] = []
-    for name in templates:
-        pattern = rf"(?<![\w:]){re.escape(name)}\s*<([^<>;(){{}}]*(?:<[^<>;(){{}}]*>[^<>;(){{}}]*)*)>\s*(?=[,)]|<<<)"
-        for match in re.finditer(pattern, clean):
-            entry = f"{name}<{', '.join(part.strip() for part in match.group(1).split(','))}>"
-            if entry not in found:
-                found.append(entry)
-    return found
 
 
 def _base_name(entry: str) -> str:

@@ -258,6 +258,20 @@ def _describe(declaration: _Declaration, code: str) -> str:
             "constant": f"constant {names}"}[declaration.kind]
 
 
+def launched_instantiations(source: str, templates) -> list[str]:
+    """Instantiations of the template kernels ``templates`` that a program's host code launches:
+    ``HIP_KERNEL_NAME(tiled<16>)``, ``hipLaunchKernelGGL(tiled<16>, ...)`` or ``tiled<16><<<...>>>``."""
+    clean = strip_comments(source)
+    found: list[str] = []
+    for name in templates:
+        pattern = rf"(?<![\w:]){re.escape(name)}\s*<([^<>;(){{}}]*(?:<[^<>;(){{}}]*>[^<>;(){{}}]*)*)>\s*(?=[,)]|<<<)"
+        for match in re.finditer(pattern, clean):
+            entry = f"{name}<{', '.join(part.strip() for part in match.group(1).split(','))}>"
+            if entry not in found:
+                found.append(entry)
+    return found
+
+
 def device_source(source: str, file_name: str = "the source") -> DeviceSource:
     """The device half of ``source`` (see the module's docstring): same length, same lines.
 
@@ -293,6 +307,11 @@ def device_source(source: str, file_name: str = "the source") -> DeviceSource:
     kept = [d for d in declarations if d.kind in ("device", "keep")]
     candidates = [d for d in declarations if d.kind in ("function", "type", "constant")]
     used = set(_IDENTIFIER.findall(" ".join(code_text[d.start:d.end] for d in kept)))
+    # The template arguments of the kernels main() launches (tiled<kBlock><<<...>>>) are compiled as names
+    # of instantiations: the constants and types they name are device code's too.
+    templates = [kernel.name for kernel in find_kernels(code_text) if kernel.template]
+    for entry in launched_instantiations(code_text, templates):
+        used |= set(_IDENTIFIER.findall(entry[entry.index("<"):]))
     changed = True
     while changed:                       # a kept type may name another type or constant: to a fixpoint
         changed = False
