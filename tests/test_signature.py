@@ -215,3 +215,19 @@ def test_a_name_in_two_namespaces_must_be_qualified():
 def test_a_kernel_declared_then_defined_is_read_at_its_definition():
     signature = parse_signature(NAMESPACED, "declared_first")
     assert signature.line == 13 and [p.name for p in signature.parameters] == ["x"]
+
+
+def test_plain_type_aliases_are_read_through():
+    """`typedef float real;` and `using index_t = long long;` (course code names its element type once): the
+    kernel's parameters were refused ("points to 'real', which hello-gpu cannot match to a tensor dtype")."""
+    source = ("typedef float real;\nusing scalar_t = real;\nusing index_t = long long;\ntypedef __half half_t;\n"
+              "namespace a { using T = float; }\nnamespace b { using T = double; }\n"
+              "template <typename U> __global__ void k(const scalar_t* __restrict__ x, half_t* y, U* z, index_t n, real s) {}\n"
+              "__global__ void ambiguous(T* x) {}\n")
+    signature = parse_signature(source, "k<real>")
+    assert [(p.name, p.dtype, p.kind) for p in signature.parameters] == [
+        ("x", "float32", "tensor"), ("y", "float16", "tensor"), ("z", "float32", "tensor"), ("n", "int64", "int"),
+        ("s", "float32", "float")]
+    assert signature.parameters[0].is_const
+    with pytest.raises(SignatureError, match="'T'"):       # aliased differently in two namespaces: unknown
+        parse_signature(source, "ambiguous")

@@ -379,10 +379,37 @@ def _unknown_type_message(entry: str, name: str, spelled: str, element: str, poi
 _TYPE_TOKEN = re.compile(r"(?:::\s*)?[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*|\*")
 
 
-def _parse_parameter(text: str, substitutions: dict[str, str], entry: str) -> Parameter:
-    original = text
+# `typedef float real;` / `using real = float;`: a plain type (words and `::`, no template, pointer, array
+# or braces) under a new name, as course code writes its element type once.
+_ALIAS = re.compile(r"\btypedef\s+((?:[A-Za-z_][\w:]*\s+)+?)([A-Za-z_]\w*)\s*;"
+                    r"|\busing\s+([A-Za-z_]\w*)\s*=\s*((?:[A-Za-z_][\w:]*\s*)+?)\s*;")
+
+
+def type_aliases(clean: str) -> dict[str, str]:
+    """The source's plain type aliases, name -> aliased type as written. A name aliased to two different
+    types (in two namespaces) is left out: which one a kernel sees depends on scope, so it stays unknown."""
+    found: dict[str, set[str]] = {}
+    for match in _ALIAS.finditer(clean):
+        name, target = (match.group(2), match.group(1)) if match.group(2) else (match.group(3), match.group(4))
+        found.setdefault(name, set()).add(" ".join(target.split()))
+    return {name: next(iter(targets)) for name, targets in found.items() if len(targets) == 1}
+
+
+def _replace_names(text: str, substitutions: dict[str, str]) -> str:
     for name, value in substitutions.items():
         text = re.sub(rf"(?<![\w:])\b{re.escape(name)}\b", value, text)
+    return text
+
+
+def _parse_parameter(text: str, substitutions: dict[str, str], entry: str,
+                     aliases: dict[str, str] | None = None) -> Parameter:
+    original = text
+    text = _replace_names(text, substitutions)
+    for _ in range(8):                      # an alias of an alias (real -> scalar_t -> float), a few deep
+        resolved = _replace_names(text, aliases or {})
+        if resolved == text:
+            break
+        text = resolved
     if "&" in text:
         raise SignatureError(f"{entry}: parameter {original!r} is a reference; kernels take values or pointers")
     if "[" in text:
@@ -484,7 +511,8 @@ def parse_signature(source: str, entry: str) -> Signature:
     body = clean[open_index + 1:close_index].strip()
     parameters: list[Parameter] = []
     if body and body != "void":
-        parameters = [_parse_parameter(part, substitutions, entry) for part in split_top_level(body)]
+        aliases = type_aliases(clean)
+        parameters = [_parse_parameter(part, substitutions, entry, aliases) for part in split_top_level(body)]
     names = [p.name for p in parameters]
     duplicated = {n for n in names if names.count(n) > 1}
     if duplicated:
