@@ -2,7 +2,7 @@
 
 import pytest
 
-from hello_gpu.runtime.signature import SignatureError, find_kernels, list_kernels, parse_signature
+from hello_gpu.runtime.signature import SignatureError, find_kernels, list_kernels, parse_signature, type_aliases
 
 VECTOR_ADD = r"""
 // a comment mentioning __global__ void fake(int x) must not confuse the parser
@@ -231,3 +231,15 @@ def test_plain_type_aliases_are_read_through():
     assert signature.parameters[0].is_const
     with pytest.raises(SignatureError, match="'T'"):       # aliased differently in two namespaces: unknown
         parse_signature(source, "ambiguous")
+
+
+def test_attributes_with_nested_parentheses_and_type_macros():
+    """AMD code's `__attribute__((amdgpu_flat_work_group_size(1, 256)))` before the return type was read as the
+    kernel's name; `#define REAL float` (older course code's alias) and byte/short vector types were refused."""
+    source = ("#define REAL float\n#define N 256\n#define TID threadIdx.x\n"
+              "__global__ __attribute__((amdgpu_flat_work_group_size(1, 256))) void k(const REAL* x, uchar4* y, "
+              "__hip_bfloat162* z, ushort2* w, [[maybe_unused]] int n) {}\n")
+    assert [kernel.name for kernel in find_kernels(source)] == ["k"]
+    assert [(p.name, p.dtype, p.lanes) for p in parse_signature(source, "k").parameters] == [
+        ("x", "float32", 1), ("y", "uint8", 4), ("z", "bfloat16", 2), ("w", "uint16", 2), ("n", "int32", 1)]
+    assert "N" not in type_aliases(source) and "TID" not in type_aliases(source)

@@ -60,10 +60,11 @@ POINTER_ELEMENT_TYPES: dict[str, str] = {
 VECTOR_ELEMENT_TYPES: dict[str, tuple[str, int]] = {
     f"{base}{lanes}": (dtype, lanes)
     for base, dtype in (("float", "float32"), ("double", "float64"), ("int", "int32"),
-                        ("uint", "uint32"), ("longlong", "int64"), ("half", "float16"),
-                        ("__half", "float16"), ("__nv_bfloat16", "bfloat16"))
+                        ("uint", "uint32"), ("longlong", "int64"), ("ulonglong", "uint64"), ("char", "int8"),
+                        ("uchar", "uint8"), ("short", "int16"), ("ushort", "uint16"), ("half", "float16"),
+                        ("__half", "float16"), ("__nv_bfloat16", "bfloat16"), ("__hip_bfloat16", "bfloat16"))
     for lanes in (2, 4)
-    if not (base in ("half", "__half", "__nv_bfloat16") and lanes == 4)
+    if not (base in ("half", "__half", "__nv_bfloat16", "__hip_bfloat16") and lanes == 4)
 }
 
 # Scalar C type -> (kind, numpy dtype name). The numpy dtype is how the value is packed:
@@ -181,6 +182,27 @@ def strip_comments(source: str) -> str:
     return re.sub(pattern, blank, source, flags=re.S)
 
 
+def blank_attributes(clean: str) -> str:
+    """``__attribute__((...))`` and ``[[...]]`` blanked (newlines kept): AMD code writes
+    ``__global__ __attribute__((amdgpu_flat_work_group_size(1, 256))) void k(...)``, whose nested parentheses
+    hid the kernel (its name was read as amdgpu_flat_work_group_size, and k was not found)."""
+    text = list(clean)
+    for match in re.finditer(r"\b__attribute__\s*\(|\[\[", clean):
+        if match.group(0) == "[[":
+            end = clean.find("]]", match.end())
+            end = -1 if end < 0 else end + 2
+        else:
+            depth, end = 0, -1
+            for index in range(match.end() - 1, len(clean)):
+                depth += {"(": 1, ")": -1}.get(clean[index], 0)
+                if depth == 0:
+                    end = index + 1
+                    break
+        if end > 0:
+            text[match.start():end] = re.sub(r"[^\n]", " ", clean[match.start():end])
+    return "".join(text)
+
+
 def split_top_level(text: str, separator: str = ",") -> list[str]:
     """``text`` split at ``separator`` outside brackets: "a<b, c>, d(e, f)" -> ["a<b, c>", "d(e, f)"]."""
     parts, depth, current = [], 0, []
@@ -274,7 +296,7 @@ def find_kernels(source: str) -> list[KernelDeclaration]:
     such as ``__launch_bounds__(256)``. A kernel declared before it is defined is listed once, at its
     first line; the same name in two namespaces is listed twice.
     """
-    clean = strip_comments(source)
+    clean = blank_attributes(strip_comments(source))
     changes = namespace_scopes(clean)
     kernels: dict[tuple[str, str], KernelDeclaration] = {}
     for match in re.finditer(r"\b__global__\b", clean):
@@ -385,13 +407,29 @@ _ALIAS = re.compile(r"\btypedef\s+((?:[A-Za-z_][\w:]*\s+)+?)([A-Za-z_]\w*)\s*;"
                     r"|\busing\s+([A-Za-z_]\w*)\s*=\s*((?:[A-Za-z_][\w:]*\s*)+?)\s*;")
 
 
+# `#define REAL float`, older course code's alias: an object-like macro whose body is type words alone.
+_TYPE_MACRO = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+((?:[A-Za-z_][\w:]*[ \t]*)+)$")
+
+
+def _type_words() -> set[str]:
+    names = [*POINTER_ELEMENT_TYPES, *VECTOR_ELEMENT_TYPES, *SCALAR_TYPES]
+    return {word for name in names for word in name.split()} | _INTEGER_WORDS | _QUALIFIERS
+
+
 def type_aliases(clean: str) -> dict[str, str]:
-    """The source's plain type aliases, name -> aliased type as written. A name aliased to two different
-    types (in two namespaces) is left out: which one a kernel sees depends on scope, so it stays unknown."""
+    """The source's plain type aliases, name -> aliased type as written: typedefs, using-aliases, and macros
+    whose body is type words (a macro like `#define N 256` or `#define TID threadIdx.x` is no type). A name
+    aliased to two different types (in two namespaces) is left out: which one a kernel sees depends on
+    scope, so it stays unknown."""
     found: dict[str, set[str]] = {}
     for match in _ALIAS.finditer(clean):
         name, target = (match.group(2), match.group(1)) if match.group(2) else (match.group(3), match.group(4))
         found.setdefault(name, set()).add(" ".join(target.split()))
+    words = _type_words() | set(found)
+    for match in _TYPE_MACRO.finditer(clean):
+        body = match.group(2).split()
+        if all(word in words for word in body):
+            found.setdefault(match.group(1), set()).add(" ".join(body))
     return {name: next(iter(targets)) for name, targets in found.items() if len(targets) == 1}
 
 
@@ -470,7 +508,7 @@ def parse_signature(source: str, entry: str) -> Signature:
     asked for the right symbol. A kernel declared first and defined later is read at its definition.
     """
     function, qualifier, template_arguments = _parse_entry(entry)
-    clean = strip_comments(source)
+    clean = blank_attributes(strip_comments(source))
     changes = namespace_scopes(clean)
     pattern = rf"__global__\b(?:[^;{{(]|\([^()]*(?:\([^()]*\)[^()]*)*\))*?\b{re.escape(function)}\s*\("
     candidates = []
