@@ -504,7 +504,8 @@ def _roofline(args: argparse.Namespace, console: Console) -> int:
 
 
 def _exercise_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("op", metavar="OP", help="the operator: vector_add, reduce_sum, softmax or rms_norm")
+    from .ops.registry import list_ops
+    parser.add_argument("op", metavar="OP", help=f"the operator: {', '.join(list_ops())}")
     parser.add_argument("file", metavar="FILE", help="your kernel: a .hip or Triton .py file written like the "
                                                      "operator's rung files (src/hello_gpu/ops/OP/)")
     parser.add_argument("--route", choices=["hip", "triton"], help="default: the file's kind")
