@@ -94,6 +94,35 @@ def test_a_matmul_that_skips_its_last_k_tile_fails_and_passes_once_whole(tmp_pat
     assert "bounds" not in report.hint_keys()
 
 
+_HANDED_TO_TORCH = {   # run()'s last lines: each hands the product to torch or numpy after the kernel did nothing
+    "a computed name": ('    op = getattr(torch, "m" + "m")\n    out.copy_(op(a, b))\n', "aten::mm"),
+    "torch.functional": ('    import importlib\n    f = importlib.import_module("torch.functional")\n'
+                         '    out.copy_(f.einsum("ij,jk->ik", a, b))\n', "torch.functional.einsum"),
+    "numpy": ('    import numpy\n    out.copy_(torch.from_numpy(numpy.matmul(a.double().numpy(), b.double().numpy())))\n',
+              "torch.from_numpy"),
+}
+
+
+@cpu_only
+@pytest.mark.parametrize("way", sorted(_HANDED_TO_TORCH))
+def test_a_run_that_hands_the_work_to_torch_fails_as_not_its_own(tmp_path, way):
+    """Found from outside: t01 with its launch skipped and the product computed by torch (through a computed
+    name, torch.functional or numpy) passed every case and read PASS. The source scan or the watch on the
+    checked calls (a dispatch mode: every computing ATen op) now fails it; t01 itself still passes."""
+    t01 = OPS / "matmul" / "t01_block_tile.py"
+    code, named = _HANDED_TO_TORCH[way]
+    text = t01.read_text(encoding="utf-8").replace("    if out.numel():\n", "    if out.numel() and m < 0:\n")
+    assert text.count("    return out\n") == 1
+    path = tmp_path / "handed.py"
+    path.write_text(text.replace("    return out\n", code + "    return out\n"), encoding="utf-8")
+    report = exercise("matmul", path, dtype="float32", shapes=[(5, 7, 3), (1, 33, 9)])
+    assert report.passed is False and not report.failures, str(report)       # every case right: not its own
+    assert any(named in reason for reason in report.library_calls), report.library_calls
+    assert "own work" in str(report)
+    honest = exercise("matmul", _copy(tmp_path, t01, "mine.py"), dtype="float32", shapes=[(5, 7, 3), (1, 33, 9)])
+    assert honest.passed is True and not honest.library_calls, str(honest)
+
+
 @cpu_only
 def test_attention_without_the_rescale_fails_where_a_row_spans_two_key_tiles(tmp_path):
     """Chapter 12's exercise: t02 without `acc * alpha` (the online-softmax correction) is right while a row's

@@ -66,12 +66,14 @@ class ExerciseReport:
     findings: list[Finding] = field(default_factory=list)
     not_checked: list = field(default_factory=list)          # (what, why)
     notes: list[str] = field(default_factory=list)
+    library_calls: list[str] = field(default_factory=list)   # the work done by torch or a library (own_work)
 
     @property
     def passed(self) -> bool | None:
-        """True: every case ran and passed; False: something failed; None: nothing could be run here
-        (a HIP kernel without a GPU that compiled: see ``not_checked``)."""
-        if self.compile_errors or self.failures:
+        """True: every case ran and passed; False: something failed, or the work was done by torch or a
+        library instead of the kernel (``library_calls``); None: nothing could be run here (a HIP kernel
+        without a GPU that compiled: see ``not_checked``)."""
+        if self.compile_errors or self.failures or self.library_calls:
             return False
         return True if self.passed_cases else None
 
@@ -90,6 +92,7 @@ class ExerciseReport:
         where = f"GPU {self.gpu}" if self.gpu else ("CPU (Triton interpreter)" if self.device == "cpu" else "CPU, no GPU")
         rows = [("result", self.status), ("where", where)]
         rows += [(stage, f"{state} ({detail})") for stage, state, detail in self.stages]
+        rows += [("own work", f"FAIL ({reason})") for reason in self.library_calls]
         if self.passed_cases or self.failures:
             shapes = sorted({case.shape for case in self.passed_cases + self.failures}, key=lambda s: (len(s), s))
             dtypes = sorted({case.dtype for case in self.passed_cases + self.failures})

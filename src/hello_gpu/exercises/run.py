@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from ..agent.sandbox import materialize
@@ -42,6 +43,7 @@ from ..runtime import compile_gate
 from ..runtime.clang_hip import find_clang
 from ..runtime.device import device_info, gpu_vendor
 from . import detect
+from .own_work import TorchOpsWatch, source_library_calls
 from .report import Case, ExerciseReport, Finding, Timing
 
 ROUTES = ("hip", "triton")
@@ -341,6 +343,8 @@ def exercise(op: str, kernel, *, route: str | None = None, shapes=None, dtype: s
     source, route, companion_source, name = _resolve(op, kernel, route, companion, dtype)
     gpu = _gpu()
     report = ExerciseReport(op=op, route=route, kernel=name, gpu=device_info().name if gpu else None)
+    report.library_calls, scan_notes = source_library_calls(route, source, companion_source)
+    report.notes += [f"source scan: {note}" for note in scan_notes]
     if not gpu:
         report.not_checked.append(("timing", "no GPU here: nothing is timed (run on a GPU for the ratios)"))
         report.not_checked.append(("races", "no GPU: a race shows only when threads really run at once"))
@@ -398,6 +402,9 @@ def _check(report, op, rung, stem, name, folder, source, route, shapes, dtype, g
         _hints(report, op.name, source, route, {}, None, None)
         return
     report.device = rung.device()
+    # Every call the checker makes is watched for torch doing the work (own_work); the timed calls are not.
+    watch = TorchOpsWatch()
+    timed, built = built, replace(built, function=watch.wrap(built.function))
     first = next((d for d in dtypes if rung.supports(d) and not (built.interpreted and d == "bfloat16")), None)
     # Guard bytes first: a kernel writing past its output would corrupt the checker's own tensors (on the
     # CPU, the interpreter writes into this process's heap), so it is stopped here with that evidence.
@@ -455,8 +462,11 @@ def _check(report, op, rung, stem, name, folder, source, route, shapes, dtype, g
                                                         f"{type(raised).__name__}: {raised}", stem, name, folder)))
     report.stages.append(("check", "pass" if report.passed_cases and not report.failures else "FAIL",
                           f"{len(report.passed_cases) + len(report.failures)} cases"))
-    if gpu and not report.failures and not report.compile_errors and report.passed_cases:
-        _time(report, op, rung, built, route, dtype or spec.DTYPES[0],
+    report.library_calls += watch.reasons()
+    if gpu and report.library_calls:
+        report.not_checked.append(("timing", "not timed: the work is not your kernel's (own work)"))
+    elif gpu and not report.failures and not report.compile_errors and report.passed_cases:
+        _time(report, op, rung, timed, route, dtype or spec.DTYPES[0],
               bench_shape if bench_shape is not None else spec.BENCH_SHAPES[-1], max_seconds)
     elif gpu:
         report.not_checked.append(("timing", "not timed: a kernel that fails its check is not a data point"))
