@@ -222,8 +222,9 @@ class BuiltRung:
         return self.function(*inputs, out=out)
 
     def check_layout(self, inputs, out=None) -> None:
-        """Raise :class:`LayoutError` for the first non-contiguous tensor among ``inputs`` and ``out``, or the
-        first lazily negated view (its memory is not its values: runtime.checks.lazy_view)."""
+        """Raise :class:`LayoutError` for the first tensor among ``inputs`` and ``out`` that this rung cannot read
+        as contiguous memory holding its values: non-contiguous, a lazily negated view (runtime.checks.lazy_view),
+        nested or sparse (runtime.checks.unindexable)."""
         tensors = list(inputs) + ([out] if out is not None else [])
         for index, tensor in enumerate(tensors):
             if not hasattr(tensor, "is_contiguous"):
@@ -231,24 +232,25 @@ class BuiltRung:
             # is_neg() alone (~0.1 us a tensor): a conjugate bit exists only on complex tensors, no rung's dtype;
             # is_nested (~0.05 us): a nested tensor of equal rows says it is contiguous
             if tensor.is_neg() or tensor.is_nested:
-                names = [*(self.input_names[:len(inputs)] or _input_names(self.function, len(inputs))), "out"]
                 problem = lazy_view(tensor) or unindexable(tensor)
-                raise LayoutError(f"{self.rung.op.name}/{self.rung.id}: {names[index]} {problem}")
-            try:
-                contiguous = tensor.is_contiguous()
-            except RuntimeError:                # sparse CSR and its kin have no strides at all
-                contiguous = False
-            if not contiguous:
-                names = [*(self.input_names[:len(inputs)] or _input_names(self.function, len(inputs))), "out"]
-                problem = unindexable(tensor)   # sparse COO reports strides (0, 0): the layout is the problem
-                if problem is not None:
-                    raise LayoutError(f"{self.rung.op.name}/{self.rung.id}: {names[index]} {problem}")
-                raise LayoutError(
-                    f"{self.rung.op.name}/{self.rung.id}: {names[index]} has shape {tuple(tensor.shape)} and strides "
-                    f"{tuple(tensor.stride())}, not contiguous (that would be strides "
-                    f"{tuple(_contiguous_strides(tensor.shape))}); "
-                    f"this rung indexes its tensors as contiguous memory, so it refuses rather than read the wrong "
-                    f"elements: pass {names[index]}.contiguous()")
+            else:
+                try:
+                    contiguous = tensor.is_contiguous()
+                except RuntimeError:            # sparse CSR and its kin have no strides at all
+                    contiguous = False
+                if contiguous:
+                    continue
+                # sparse COO reports strides (0, 0): the layout, not the strides, is the problem
+                problem = unindexable(tensor) or (
+                    f"has shape {tuple(tensor.shape)} and strides {tuple(tensor.stride())}, not contiguous (that "
+                    f"would be strides {tuple(_contiguous_strides(tensor.shape))}); this rung indexes its tensors as "
+                    f"contiguous memory, so it refuses rather than read the wrong elements: pass "
+                    f"{self._name(inputs, index)}.contiguous()")
+            raise LayoutError(f"{self.rung.op.name}/{self.rung.id}: {self._name(inputs, index)} {problem}")
+
+    def _name(self, inputs, index: int) -> str:
+        """The name of tensor ``index`` of a call's inputs, then ``out``."""
+        return [*(self.input_names[:len(inputs)] or _input_names(self.function, len(inputs))), "out"][index]
 
 
 def _torch_dtype(name: str):
